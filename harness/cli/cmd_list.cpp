@@ -1,0 +1,40 @@
+#include <iomanip>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "harness/cli/commands.h"
+#include "harness/scenario/scenario.h"
+
+namespace lockstep::cli {
+
+void add_list(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("list", "List the scenario variants found under PATHS");
+  auto paths = std::make_shared<std::vector<std::string>>();
+  auto json = std::make_shared<bool>(false);
+  cmd->add_option("paths", *paths, "scenario files or directories (searched for *.toml)")->required();
+  cmd->add_flag("--json", *json, "print a JSON array instead of a table");
+  cmd->callback([paths, json, &exit_code] {
+    const auto scenarios = scenario::load_paths(*paths);
+    if (*json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& s : scenarios) {
+        out.push_back({{"id", s.id()}, {"name", s.name}, {"file", s.file}, {"variant", s.variant},
+                       {"workload", s.workload}, {"world_size", s.world_size},
+                       {"backend", scenario::to_string(s.backend)}, {"expected", s.expect.expected_label()},
+                       {"tags", s.tags}, {"requires_cuda", s.requires_cuda}});
+      }
+      std::cout << out.dump(2) << '\n';
+    } else {
+      for (const auto& s : scenarios) {
+        std::cout << std::left << std::setw(48) << s.id() << ' ' << std::setw(12) << s.workload << " ws="
+                  << std::setw(2) << s.world_size << ' ' << std::setw(5) << scenario::to_string(s.backend)
+                  << " expect " << s.expect.expected_label() << (s.requires_cuda ? "  [cuda]" : "") << '\n';
+      }
+    }
+    exit_code = 0;
+  });
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,40 @@
+// lockstep: the one place that catches exceptions and maps them to exit codes.
+//   0 every scenario met its expectation, 1 at least one did not, 2 usage or input error.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "harness/cli/commands.h"
+#include "harness/core/error.h"
+#include "lockstep/config.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "lockstep: reproducibility and correctness harness for distributed GNN training.\n"
+      "Runs scenario files (TOML) over real rank processes and real collective engines (Gloo via\n"
+      "LibTorch c10d, NCCL), checks results, collective sequences and throughput, and writes\n"
+      "results.json, junit.xml and per-rank logs and traces.\n\n"
+      "Exit codes: 0 every scenario met its expectation; 1 at least one did not; 2 usage or\n"
+      "input error (the message names file:line and the key)."};
+  app.set_version_flag("--version", std::string("lockstep ") + LOCKSTEP_VERSION + " (" + LOCKSTEP_GIT_REV +
+                                        "), LibTorch " + LOCKSTEP_TORCH_VERSION + " [" + LOCKSTEP_TORCH_LINE + "]");
+  app.require_subcommand(1);
+  int exit_code = 0;
+  lockstep::cli::add_run(app, exit_code);
+  lockstep::cli::add_validate(app, exit_code);
+  lockstep::cli::add_list(app, exit_code);
+  lockstep::cli::add_rank(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  } catch (const lockstep::InputError& e) {
+    std::cerr << "lockstep: " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "lockstep: error: " << e.what() << '\n';
+    return 1;
+  }
+  return exit_code;
+}

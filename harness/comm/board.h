@@ -1,0 +1,72 @@
+#pragma once
+// The progress board: a small file shared (mmap) by the launcher and its rank processes. Each
+// rank publishes what it is doing with plain atomic stores (no syscalls), so the watchdog can
+// say, after a crash or a hang, which collective every rank last completed or is waiting in.
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "harness/comm/types.h"
+
+namespace lockstep::comm {
+
+enum class RankState : std::int32_t { kStarting = 0, kRunning = 1, kFinished = 2, kFailed = 3 };
+
+struct alignas(64) BoardSlot {
+  std::atomic<std::int64_t> issued{0};     // collectives issued (last issued seq + 1)
+  std::atomic<std::int64_t> completed{0};  // collectives completed
+  std::atomic<std::int64_t> p2p{0};        // point-to-point calls issued
+  std::atomic<std::int32_t> op{0};         // Op of the last issued collective
+  std::atomic<std::int32_t> state{0};      // RankState
+  std::atomic<std::int64_t> step{-1};      // call site of the last issued collective
+  std::atomic<std::int64_t> index{0};
+  std::atomic<std::uint64_t> phase[3]{};   // up to 24 chars, NUL padded
+  std::atomic<std::int64_t> last_op{0};    // Op of the last completed collective
+  std::atomic<std::int64_t> last_step{-1};
+  std::atomic<std::uint64_t> last_phase[3]{};
+};
+
+// A snapshot of one slot, for messages.
+struct SlotView {
+  std::int64_t issued = 0, completed = 0, p2p = 0, step = -1, index = 0, last_step = -1;
+  Op op = Op::kBarrier, last_op = Op::kBarrier;
+  RankState state = RankState::kStarting;
+  std::string phase, last_phase;
+
+  bool in_collective() const { return issued > completed; }
+  // "collective #13 all_reduce (train step 27)" for the one in flight.
+  std::string waiting_in() const;
+  // "collective #12 all_reduce (train step 27)" or "no collective" for the last completed.
+  std::string last_completed() const;
+};
+
+// Owns a mapping of the board file. Movable, not copyable.
+class Board {
+ public:
+  Board() = default;
+  // Creates (truncating) `path` with `world_size` zeroed slots and maps it.
+  static Board create(const std::string& path, int world_size);
+  // Maps an existing board file; throws Error if it cannot.
+  static Board attach(const std::string& path);
+  ~Board();
+  Board(Board&& other) noexcept;
+  Board& operator=(Board&& other) noexcept;
+  Board(const Board&) = delete;
+  Board& operator=(const Board&) = delete;
+
+  bool valid() const { return slots_ != nullptr; }
+  int world_size() const { return world_size_; }
+  BoardSlot& slot(int rank) { return slots_[rank]; }
+  SlotView view(int rank) const;
+  // Sum of every counter: changes whenever any rank makes progress.
+  std::int64_t progress() const;
+
+  static void store_phase(std::atomic<std::uint64_t> (&dst)[3], const std::string& phase);
+
+ private:
+  BoardSlot* slots_ = nullptr;
+  int world_size_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace lockstep::comm

@@ -1,0 +1,54 @@
+#pragma once
+// The fault-injecting decorator: the outermost layer of the chain, so that what it changes
+// is what the rank really issues. Each fault fires once, on its rank, at the first call whose
+// site matches (step, and optionally phase, call index and op).
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/comm/backend.h"
+#include "harness/scenario/scenario.h"
+
+namespace lockstep::comm {
+
+struct Fault {
+  enum class Kind { kDtype, kCount, kRoot, kSkip, kCrash, kSleep, kExitEarly };
+  Kind kind = Kind::kSkip;
+  int rank = 0;
+  std::int64_t step = -1;       // required
+  std::string phase;            // "" matches any
+  std::int64_t call = -1;       // -1 matches any call index
+  std::optional<Op> op;         // nullopt matches any op
+  DType dtype = DType::kBF16;   // kDtype
+  std::int64_t delta = 1;       // kCount: elements removed
+  int root = -1;                // kRoot: -1 means (root + 1) % world_size
+  double seconds = 0;           // kSleep
+  int signal = 0;               // kCrash: signal to raise, or 0 to exit with exit_code
+  int exit_code = 1;
+};
+
+// The [[inject]] kinds handled here: dtype_mismatch, count_mismatch, root_mismatch,
+// skip_collective, crash, sleep, exit_early.
+const std::vector<std::string>& comm_fault_kinds();
+bool is_comm_fault(std::string_view kind);
+// Parses one [[inject]] table; throws InputError naming file:line and the key.
+Fault parse_fault(const scenario::Injection& injection, int world_size);
+
+class FaultInjector final : public Backend {
+ public:
+  FaultInjector(std::unique_ptr<Backend> inner, std::vector<Fault> faults);
+
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  std::string name() const override { return inner_->name(); }
+  std::unique_ptr<Pending> start(Call& call) override;
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  std::vector<Fault> faults_;  // this rank's faults
+  std::vector<bool> fired_;
+};
+
+}  // namespace lockstep::comm

@@ -1,0 +1,401 @@
+#include "harness/comm/verifier.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "harness/core/error.h"
+
+namespace lockstep::comm {
+namespace {
+
+std::atomic<int> g_pending{0};
+std::atomic<bool> g_engine_failed{false};
+char g_engine_message[512];
+
+[[noreturn]] void engine_terminate() {
+  std::string what = "unknown exception";
+  if (auto ep = std::current_exception()) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+  }
+  std::snprintf(g_engine_message, sizeof g_engine_message, "%s", what.c_str());
+  if (g_pending.load() > 0) {
+    g_engine_failed.store(true);
+    for (;;) ::pause();  // the verifying thread decides what happens to this rank
+  }
+  std::fprintf(stderr, "terminate called after an uncaught exception: %s\n", g_engine_message);
+  std::abort();
+}
+
+// Counts a verification in flight for as long as it lives.
+struct PendingGuard {
+  PendingGuard() { g_pending.fetch_add(1); }
+  ~PendingGuard() { g_pending.fetch_sub(1); }
+  PendingGuard(const PendingGuard&) = delete;
+  PendingGuard& operator=(const PendingGuard&) = delete;
+};
+
+void abort_if_engine_failed() {
+  if (g_engine_failed.load()) {
+    std::fprintf(stderr, "terminate called after an uncaught exception in the engine: %s\n", g_engine_message);
+    std::abort();
+  }
+}
+
+// Record layout (int64 words).
+enum Word : std::size_t {
+  kOp, kDType, kReduce, kDevice, kCount, kRoot, kTag, kSeq, kStep, kIndex,
+  kPhase0, kPhase1, kPhase2, kHeader  // followed by send_counts[ws], recv_counts[ws]
+};
+
+std::string phase_of(const std::int64_t* rec) {
+  char buf[25] = {};
+  std::memcpy(buf, rec + kPhase0, 24);
+  return buf;
+}
+
+std::string site_of(const std::int64_t* rec) {
+  std::ostringstream os;
+  os << phase_of(rec);
+  if (rec[kStep] >= 0) os << " step " << rec[kStep];
+  os << " call " << rec[kIndex];
+  return os.str();
+}
+
+std::string args_of(const std::int64_t* rec, int ws) {
+  Fingerprint fp;
+  fp.op = static_cast<Op>(rec[kOp]);
+  fp.dtype = static_cast<DType>(rec[kDType]);
+  fp.reduce = static_cast<ReduceOp>(rec[kReduce]);
+  fp.device = static_cast<DeviceType>(rec[kDevice]);
+  fp.count = rec[kCount];
+  fp.root = static_cast<int>(rec[kRoot]);
+  std::string s = describe(fp);
+  if (fp.op == Op::kAllToAll) {
+    std::ostringstream os;
+    os << " send=[";
+    for (int j = 0; j < ws; ++j) os << (j ? "," : "") << rec[kHeader + j];
+    os << "] recv=[";
+    for (int j = 0; j < ws; ++j) os << (j ? "," : "") << rec[kHeader + ws + j];
+    os << ']';
+    s += os.str();
+  }
+  return s;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  os << (ranks.size() == 1 ? "rank " : "ranks ");
+  for (std::size_t i = 0; i < ranks.size(); ++i) os << (i ? "," : "") << ranks[i];
+  return os.str();
+}
+
+// Groups ranks by a key; returns groups ordered by their lowest rank.
+template <typename Key>
+std::vector<std::vector<int>> group_by(int ws, Key key) {
+  std::vector<std::vector<int>> groups;
+  std::vector<decltype(key(0))> keys;
+  for (int r = 0; r < ws; ++r) {
+    auto k = key(r);
+    auto it = std::find(keys.begin(), keys.end(), k);
+    if (it == keys.end()) {
+      keys.push_back(k);
+      groups.push_back({r});
+    } else {
+      groups[static_cast<std::size_t>(it - keys.begin())].push_back(r);
+    }
+  }
+  return groups;
+}
+
+// The group to blame: a strict minority if there is one (the smallest, lowest ranks first),
+// otherwise the group not containing rank 0.
+const std::vector<int>& blamed(const std::vector<std::vector<int>>& groups) {
+  const std::vector<int>* best = &groups.back();
+  for (const auto& g : groups) {
+    if (g.size() < best->size()) best = &g;
+  }
+  std::size_t smallest = best->size();
+  std::size_t with_size = 0;
+  for (const auto& g : groups) with_size += g.size() == smallest;
+  if (with_size > 1) {
+    for (const auto& g : groups) {
+      if (g.front() != 0) return g;
+    }
+  }
+  return *best;
+}
+
+std::string differing_fields(const std::int64_t* a, const std::int64_t* b, int ws) {
+  std::vector<std::string> fields;
+  if (a[kOp] != b[kOp]) fields.push_back("op");
+  if (a[kDType] != b[kDType]) fields.push_back("dtype");
+  if (a[kCount] != b[kCount]) fields.push_back("count");
+  if (a[kReduce] != b[kReduce]) fields.push_back("reduce op");
+  if (a[kRoot] != b[kRoot]) fields.push_back("root");
+  if (a[kDevice] != b[kDevice]) fields.push_back("device");
+  std::string s;
+  for (std::size_t i = 0; i < fields.size(); ++i) s += (i ? ", " : "") + fields[i];
+  return s + (fields.size() == 1 ? " differs" : " differ");
+}
+
+class VerifiedPending final : public Pending {
+ public:
+  VerifiedPending(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> control,
+                  std::unique_ptr<Pending> data, std::vector<std::int64_t> record,
+                  std::vector<std::int64_t> gathered, int ws)
+      : guard_(std::move(guard)), control_(std::move(control)), data_(std::move(data)), record_(std::move(record)),
+        gathered_(std::move(gathered)), ws_(ws) {}
+  void wait() override {
+    control_->wait();
+    if (auto d = check_fingerprints(gathered_, ws_)) throw DiagnosisError(*d);
+    abort_if_engine_failed();
+    guard_.reset();
+    data_->wait();
+  }
+
+ private:
+  std::unique_ptr<PendingGuard> guard_;
+  std::unique_ptr<Pending> control_;
+  std::unique_ptr<Pending> data_;
+  std::vector<std::int64_t> record_;    // read by the control all_gather (moving keeps the buffer)
+  std::vector<std::int64_t> gathered_;  // written by it
+  int ws_;
+};
+
+class VerifiedRecv final : public Pending {
+ public:
+  VerifiedRecv(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> data, Call call,
+               int rank, int ws)
+      : guard_(std::move(guard)), data_(std::move(data)), call_(std::move(call)), rank_(rank),
+        record_(fingerprint_words(ws)) {}
+  std::vector<std::int64_t>& record() { return record_; }
+  void set_control(std::unique_ptr<Pending> control) { control_ = std::move(control); }
+  void wait() override {
+    control_->wait();
+    if (auto d = check_p2p(record_, call_, rank_)) throw DiagnosisError(*d);
+    abort_if_engine_failed();
+    guard_.reset();
+    data_->wait();
+  }
+
+ private:
+  std::unique_ptr<PendingGuard> guard_;
+  std::unique_ptr<Pending> control_;
+  std::unique_ptr<Pending> data_;
+  Call call_;
+  int rank_;
+  std::vector<std::int64_t> record_;
+};
+
+class BothPending final : public Pending {
+ public:
+  BothPending(std::unique_ptr<Pending> a, std::unique_ptr<Pending> b, std::vector<std::int64_t> keep)
+      : a_(std::move(a)), b_(std::move(b)), keep_(std::move(keep)) {}
+  void wait() override {
+    a_->wait();
+    b_->wait();
+  }
+
+ private:
+  std::unique_ptr<Pending> a_, b_;
+  std::vector<std::int64_t> keep_;  // the buffer the control send reads from
+};
+
+View i64_view(std::vector<std::int64_t>& v) {
+  return View{v.data(), DType::kI64, static_cast<std::int64_t>(v.size()), DeviceType::kCpu, 0};
+}
+
+}  // namespace
+
+void install_engine_failure_handler() { std::set_terminate(engine_terminate); }
+
+std::size_t fingerprint_words(int world_size) {
+  return kHeader + 2 * static_cast<std::size_t>(world_size);
+}
+
+std::vector<std::int64_t> encode_fingerprint(const Call& call, int world_size) {
+  std::vector<std::int64_t> rec(fingerprint_words(world_size), 0);
+  const Fingerprint fp = fingerprint_of(call);
+  rec[kOp] = static_cast<std::int64_t>(fp.op);
+  rec[kDType] = static_cast<std::int64_t>(fp.dtype);
+  rec[kReduce] = static_cast<std::int64_t>(fp.reduce);
+  rec[kDevice] = static_cast<std::int64_t>(fp.device);
+  rec[kCount] = fp.count;
+  rec[kRoot] = is_p2p(call.op) ? call.root : fp.root;
+  rec[kTag] = call.tag;
+  rec[kSeq] = call.seq;
+  rec[kStep] = call.site.step;
+  rec[kIndex] = call.site.index;
+  char buf[24] = {};
+  std::memcpy(buf, call.site.phase.data(), std::min<std::size_t>(call.site.phase.size(), 24));
+  std::memcpy(&rec[kPhase0], buf, 24);
+  if (call.op == Op::kAllToAll) {
+    for (int j = 0; j < world_size; ++j) {
+      rec[kHeader + j] = call.send_counts[static_cast<std::size_t>(j)];
+      rec[kHeader + world_size + j] = call.recv_counts[static_cast<std::size_t>(j)];
+    }
+  }
+  return rec;
+}
+
+std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gathered, int ws) {
+  const std::size_t w = fingerprint_words(ws);
+  auto rec = [&](int r) { return gathered.data() + static_cast<std::size_t>(r) * w; };
+  const std::int64_t seq = rec(0)[kSeq];
+
+  // 1. Call sites: ranks at different points of the program.
+  auto sites = group_by(ws, [&](int r) {
+    return std::vector<std::int64_t>(rec(r) + kStep, rec(r) + kHeader);
+  });
+  if (sites.size() > 1) {
+    // Two equal groups: the rank further along in the same phase (or at the end) is the one
+    // that skipped a call.
+    const std::vector<int>* bad_ptr = &blamed(sites);
+    if (sites.size() == 2 && sites[0].size() == sites[1].size()) {
+      const auto* a = rec(sites[0].front());
+      const auto* b = rec(sites[1].front());
+      if (phase_of(a) == "finalize" || phase_of(b) == "finalize") {
+        bad_ptr = phase_of(a) == "finalize" ? &sites[0] : &sites[1];
+      } else if (phase_of(a) == phase_of(b)) {
+        const bool a_ahead = std::pair(a[kStep], a[kIndex]) > std::pair(b[kStep], b[kIndex]);
+        bad_ptr = a_ahead ? &sites[0] : &sites[1];
+      }
+    }
+    const auto& bad = *bad_ptr;
+    std::ostringstream os;
+    os << "collective #" << seq << ": ";
+    for (std::size_t g = 0; g < sites.size(); ++g) {
+      const auto* r0 = rec(sites[g].front());
+      os << (g ? "; " : "") << rank_list(sites[g]) << " issued it from " << site_of(r0) << " ("
+         << args_of(r0, ws) << ")";
+    }
+    const auto* mine = rec(bad.front());
+    const auto* other = rec(bad.front() == sites.front().front() ? sites[1].front()
+                                                                  : sites.front().front());
+    if (phase_of(mine) == "finalize") {
+      os << ": " << rank_list(bad) << " reached the end of the workload while others still issue collectives";
+    } else if (phase_of(other) == "finalize") {
+      os << ": " << rank_list(bad) << " issued a collective after the others reached the end";
+    } else {
+      os << ": " << rank_list(bad) << " skipped or added a collective before this one";
+    }
+    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), bad.front(), seq};
+  }
+
+  // 2. Arguments at the same call site.
+  auto args = group_by(ws, [&](int r) {
+    return std::vector<std::int64_t>(rec(r) + kOp, rec(r) + kTag);
+  });
+  if (args.size() > 1) {
+    const auto& bad = blamed(args);
+    const auto* good_rec = rec(bad.front() == args.front().front() ? args[1].front()
+                                                                    : args.front().front());
+    std::ostringstream os;
+    os << "collective #" << seq << " (" << site_of(rec(0)) << "): ";
+    for (std::size_t g = 0; g < args.size(); ++g) {
+      os << (g ? ", " : "") << rank_list(args[g]) << ' ' << args_of(rec(args[g].front()), ws);
+    }
+    os << ": " << differing_fields(rec(bad.front()), good_rec, ws);
+    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), bad.front(), seq};
+  }
+
+  // 3. all_to_all: what i sends to j must be what j expects from i.
+  if (static_cast<Op>(rec(0)[kOp]) == Op::kAllToAll) {
+    for (int i = 0; i < ws; ++i) {
+      for (int j = 0; j < ws; ++j) {
+        const std::int64_t sent = rec(i)[kHeader + j];
+        const std::int64_t expected = rec(j)[kHeader + ws + i];
+        if (sent != expected) {
+          std::ostringstream os;
+          os << "collective #" << seq << " (" << site_of(rec(0)) << "): all_to_all split sizes "
+             << "disagree: rank " << i << " sends " << sent << " elements to rank " << j
+             << ", which expects " << expected << " from rank " << i;
+          return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), i, seq};
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, const Call& receiver,
+                                   int receiver_rank) {
+  const auto* s = sender.data();
+  const int peer = receiver.root;
+  std::ostringstream os;
+  if (static_cast<Op>(s[kOp]) != Op::kSend || s[kRoot] != receiver_rank) {
+    os << "p2p #" << receiver.seq << ": rank " << receiver_rank << " receives from rank " << peer
+       << " but rank " << peer << " issued " << to_string(static_cast<Op>(s[kOp])) << " to rank "
+       << s[kRoot];
+    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), peer, receiver.seq};
+  }
+  const bool same = s[kDType] == static_cast<std::int64_t>(receiver.in.dtype) &&
+                    s[kCount] == receiver.in.count && s[kTag] == receiver.tag;
+  if (!same) {
+    os << "p2p #" << receiver.seq << " (" << site_of(s) << "): rank " << peer << " send "
+       << to_string(static_cast<DType>(s[kDType])) << '[' << s[kCount] << "] tag=" << s[kTag]
+       << ", rank " << receiver_rank << " recv " << to_string(receiver.in.dtype) << '['
+       << receiver.in.count << "] tag=" << receiver.tag;
+    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), peer, receiver.seq};
+  }
+  return std::nullopt;
+}
+
+Verifier::Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control)
+    : inner_(std::move(inner)), control_(std::move(control)) {}
+
+std::unique_ptr<Pending> Verifier::start(Call& call) {
+  const int ws = inner_->world_size();
+  const int me = inner_->rank();
+  if (call.op == Op::kSend) {
+    std::vector<std::int64_t> rec = encode_fingerprint(call, ws);
+    Call c;
+    c.op = Op::kSend;
+    c.in = i64_view(rec);
+    c.root = call.root;
+    c.tag = call.tag;
+    auto control = control_->start(c);
+    auto data = inner_->start(call);
+    return std::make_unique<BothPending>(std::move(control), std::move(data), std::move(rec));
+  }
+  if (call.op == Op::kRecv) {
+    auto guard = std::make_unique<PendingGuard>();
+    auto data = inner_->start(call);
+    auto pending = std::make_unique<VerifiedRecv>(std::move(guard), std::move(data), call, me, ws);
+    Call c;
+    c.op = Op::kRecv;
+    c.in = c.out = i64_view(pending->record());
+    c.root = call.root;
+    c.tag = call.tag;
+    pending->set_control(control_->start(c));
+    return pending;
+  }
+  std::vector<std::int64_t> rec = encode_fingerprint(call, ws);
+  std::vector<std::int64_t> gathered(rec.size() * static_cast<std::size_t>(ws));
+  Call g;
+  g.op = Op::kAllGather;
+  g.in = i64_view(rec);
+  g.out = i64_view(gathered);
+  // The control all_gather is issued first so that it can complete even when the data
+  // collective, issued with mismatched arguments, never does.
+  auto guard = std::make_unique<PendingGuard>();
+  auto control = control_->start(g);
+  auto data = inner_->start(call);
+  return std::make_unique<VerifiedPending>(std::move(guard), std::move(control), std::move(data), std::move(rec),
+                                           std::move(gathered), ws);
+}
+
+}  // namespace lockstep::comm

@@ -1,0 +1,53 @@
+#pragma once
+// The cross-rank verifier decorator. Before a collective's result is released to the caller,
+// every rank's fingerprint (op, dtype, count, reduce op, root, split sizes, call site) has been
+// compared on every rank. The fingerprint all_gather runs on a separate control group at the
+// same time as the data collective, so a clean collective costs max(data, control) instead of
+// PyTorch's barrier + two all_gathers in front of it; a mismatch is diagnosed even when the data
+// collective itself would hang. Point-to-point calls send their fingerprint to the peer.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/comm/backend.h"
+#include "harness/core/diagnosis.h"
+
+namespace lockstep::comm {
+
+class Verifier final : public Backend {
+ public:
+  // `control` must be a separate group over the same ranks (host buffers).
+  Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control);
+
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  std::string name() const override { return inner_->name(); }
+  std::unique_ptr<Pending> start(Call& call) override;
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  std::unique_ptr<Backend> control_;
+};
+
+// Installs a std::terminate handler for engine threads. Gloo aborts the process (an uncaught
+// EnforceNotMet in its transport thread) when a peer sends more bytes than a buffer holds: that
+// is what a mismatched collective does. While a verification is pending, the handler parks the
+// failing engine thread instead, so the verifier can still name the mismatch; if the
+// fingerprints then agree, the rank aborts with the engine's message.
+void install_engine_failure_handler();
+
+// The fixed-size record each rank contributes for one call (int64 words).
+std::vector<std::int64_t> encode_fingerprint(const Call& call, int world_size);
+std::size_t fingerprint_words(int world_size);
+
+// Compares the gathered records of one collective slot (world_size records, rank order).
+// Returns nullopt when they agree, else the diagnosis every rank reaches identically:
+// collective_mismatch when the ranks are at the same call site with different arguments,
+// missing_participant when they are at different call sites (a skipped or extra collective).
+std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gathered,
+                                            int world_size);
+// Compares a received p2p record with the receiver's own call.
+std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, const Call& receiver,
+                                   int receiver_rank);
+
+}  // namespace lockstep::comm

@@ -1,0 +1,433 @@
+#include "harness/launch/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/comm/board.h"
+#include "harness/comm/cuda_device.h"
+#include "harness/comm/engines.h"
+#include "harness/core/error.h"
+#include "harness/rank/rank_main.h"
+#include "harness/report/chrome_trace.h"
+#include "harness/report/dump.h"
+
+namespace lockstep::launch {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// How long after the first rank ends abnormally the others get to report, so that the root
+// cause (a crash, a diagnosis) is chosen over its consequences (peers' connection errors).
+constexpr auto kSettle = std::chrono::milliseconds(400);
+constexpr auto kPoll = std::chrono::milliseconds(5);
+
+struct Child {
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;  // from waitpid
+  Clock::time_point exit_time;
+};
+
+// Owns the rank processes: whatever happens, the destructor kills and reaps every one.
+class RankProcesses {
+ public:
+  RankProcesses() = default;
+  RankProcesses(const RankProcesses&) = delete;
+  RankProcesses& operator=(const RankProcesses&) = delete;
+  ~RankProcesses() { kill_all(); }
+
+  void spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+             const std::string& log) {
+    std::vector<char*> args, envp;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    LOCKSTEP_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
+    if (pid == 0) {
+      // Only async-signal-safe calls until exec. A rank never outlives the launcher.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+      }
+      execve(args[0], args.data(), envp.data());
+      _exit(127);
+    }
+    children_.push_back(Child{pid});
+  }
+
+  // Reaps whatever has exited; returns true when every child has.
+  bool reap() {
+    bool all = true;
+    for (auto& c : children_) {
+      if (c.exited) continue;
+      int st = 0;
+      const pid_t r = waitpid(c.pid, &st, WNOHANG);
+      if (r == c.pid) {
+        c.exited = true;
+        c.status = st;
+        c.exit_time = Clock::now();
+      } else {
+        all = false;
+      }
+    }
+    return all;
+  }
+
+  void kill_all() {
+    for (auto& c : children_) {
+      if (!c.exited) kill(c.pid, SIGKILL);
+    }
+    for (auto& c : children_) {
+      if (c.exited) continue;
+      int st = 0;
+      waitpid(c.pid, &st, 0);
+      c.exited = true;
+      c.status = st;
+      c.exit_time = Clock::now();
+    }
+  }
+
+  std::vector<Child>& children() { return children_; }
+
+ private:
+  std::vector<Child> children_;
+};
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
+}
+
+std::optional<nlohmann::json> read_status(const std::string& dir, int rank) {
+  std::ifstream in(rank::status_path(dir, rank));
+  if (!in) return std::nullopt;
+  try {
+    return nlohmann::json::parse(in);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  os << (ranks.size() == 1 ? "rank " : "ranks ");
+  for (std::size_t i = 0; i < ranks.size(); ++i) os << (i ? "," : "") << ranks[i];
+  return os.str();
+}
+
+// "; ranks 0,2 were waiting in collective #13 all_reduce (mix step 3)" for the ranks in
+// flight, grouped by what they wait in.
+std::string others_waiting(const comm::Board& board, int except, const std::vector<Child>& kids) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < board.world_size(); ++r) {
+    if (r == except) continue;
+    const auto v = board.view(r);
+    std::string what;
+    (void)kids;  // exited ranks still show where they were when they stopped
+    if (v.in_collective()) what = "waiting in " + v.waiting_in();
+    else what = "not in a collective (last completed " + v.last_completed() + ")";
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == what; });
+    if (it == groups.end()) groups.push_back({what, {r}});
+    else it->second.push_back(r);
+  }
+  std::string s;
+  for (const auto& [what, ranks] : groups) s += "; " + join_ranks(ranks) + (ranks.size() == 1 ? " was " : " were ") + what;
+  return s;
+}
+
+struct Outcome {
+  std::optional<Diagnosis> diagnosis;
+  std::string error;  // a harness problem (not a diagnosis), "" if none
+};
+
+Outcome judge_exits(const std::vector<Child>& kids, const comm::Board& board, const std::string& dir) {
+  const int ws = static_cast<int>(kids.size());
+  // 1. A rank that reached a diagnosis itself (verifier, workload checks).
+  for (int r = 0; r < ws; ++r) {
+    const auto& c = kids[static_cast<std::size_t>(r)];
+    if (c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitDiagnosed) {
+      if (auto st = read_status(dir, r); st && st->contains("diagnosis")) {
+        const auto& d = (*st)["diagnosis"];
+        auto kind = diagnosis_kind_from_string(d.value("kind", ""));
+        if (kind) return {Diagnosis{*kind, d.value("message", ""), d.value("rank", -1), d.value("seq", std::int64_t{-1})}, ""};
+      }
+    }
+  }
+  // 2. Input errors are the user's to fix, not a diagnosis.
+  for (int r = 0; r < ws; ++r) {
+    const auto& c = kids[static_cast<std::size_t>(r)];
+    if (c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitInput) {
+      auto st = read_status(dir, r);
+      return {std::nullopt, "rank " + std::to_string(r) + ": " + (st ? st->value("message", "bad input") : "bad input")};
+    }
+  }
+  // 3. The earliest rank that crashed or failed on its own.
+  const Child* first = nullptr;
+  int first_rank = -1;
+  for (int r = 0; r < ws; ++r) {
+    const auto& c = kids[static_cast<std::size_t>(r)];
+    if (!c.exited) continue;
+    const bool crashed = WIFSIGNALED(c.status);
+    const int code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
+    const bool failed = crashed || (code != rank::kExitClean && code != rank::kExitCommError);
+    if (failed && (!first || c.exit_time < first->exit_time)) {
+      first = &c;
+      first_rank = r;
+    }
+  }
+  if (first) {
+    const auto v = board.view(first_rank);
+    std::ostringstream os;
+    os << "rank " << first_rank;
+    if (WIFSIGNALED(first->status)) {
+      os << " was killed by " << signal_name(WTERMSIG(first->status));
+    } else {
+      os << " exited with code " << WEXITSTATUS(first->status);
+      if (auto st = read_status(dir, first_rank); st && st->contains("message")) os << " (" << (*st)["message"].get<std::string>() << ")";
+    }
+    os << " after completing " << v.last_completed();
+    if (v.in_collective()) os << ", while in " << v.waiting_in();
+    os << others_waiting(board, first_rank, kids);
+    return {Diagnosis{DiagnosisKind::kRankFailure, os.str(), first_rank, v.completed - 1}, ""};
+  }
+  // 4. A rank that ended cleanly without finishing its workload (it returned early).
+  for (int r = 0; r < ws; ++r) {
+    const auto& c = kids[static_cast<std::size_t>(r)];
+    const auto v = board.view(r);
+    if (c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitClean &&
+        v.state != comm::RankState::kFinished) {
+      std::ostringstream os;
+      os << "rank " << r << " exited (code 0) without finishing its workload after completing "
+         << v.last_completed() << others_waiting(board, r, kids);
+      return {Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), r, v.completed}, ""};
+    }
+  }
+  // 5. Only communication errors: name them (their cause is outside the ranks).
+  for (int r = 0; r < ws; ++r) {
+    const auto& c = kids[static_cast<std::size_t>(r)];
+    if (c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitCommError) {
+      auto st = read_status(dir, r);
+      const auto v = board.view(r);
+      std::string msg = "rank " + std::to_string(r) + " lost communication in " +
+                        (v.in_collective() ? v.waiting_in() : "no collective") + ": " +
+                        (st ? st->value("message", "") : "");
+      return {Diagnosis{DiagnosisKind::kRankFailure, msg, r, v.issued - 1}, ""};
+    }
+  }
+  return {};
+}
+
+Diagnosis judge_timeout(const comm::Board& board, const std::vector<Child>& kids, double timeout_s) {
+  const int ws = board.world_size();
+  std::int64_t most = 0;
+  for (int r = 0; r < ws; ++r) most = std::max(most, board.view(r).issued);
+  // Blame the ranks that are behind: not in a collective, or not yet at the furthest one.
+  std::vector<int> behind;
+  for (int r = 0; r < ws; ++r) {
+    const auto v = board.view(r);
+    if (!v.in_collective() || v.issued < most) behind.push_back(r);
+  }
+  std::ostringstream os;
+  os << "no progress for " << timeout_s << " s";
+  int blamed = -1;
+  std::int64_t seq = most - 1;
+  if (behind.empty()) {
+    os << ": every rank is waiting in " << board.view(0).waiting_in();
+  } else {
+    blamed = behind.front();
+    const auto v = board.view(blamed);
+    os << ": " << join_ranks(behind) << (behind.size() == 1 ? " has" : " have") << " not issued collective #"
+       << most - (most > 0 ? 1 : 0) << " (rank " << blamed << " last completed " << v.last_completed() << ")";
+    os << others_waiting(board, blamed, kids);
+  }
+  return Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, seq};
+}
+
+bool meets(const scenario::Expectation& e, const std::optional<Diagnosis>& d, std::string& why) {
+  if (!e.kind) {
+    if (d) why = "expected pass, got " + std::string(to_string(d->kind)) + ": " + d->message;
+    return !d;
+  }
+  if (!d) {
+    why = "expected " + std::string(to_string(*e.kind)) + ", but the run passed";
+    return false;
+  }
+  if (d->kind != *e.kind) {
+    why = "expected " + std::string(to_string(*e.kind)) + ", got " + std::string(to_string(d->kind)) + ": " + d->message;
+    return false;
+  }
+  if (e.rank && d->rank != *e.rank) {
+    why = "expected the diagnosis to name rank " + std::to_string(*e.rank) + ", it names rank " + std::to_string(d->rank);
+    return false;
+  }
+  if (e.seq && d->seq != *e.seq) {
+    why = "expected the diagnosis at collective #" + std::to_string(*e.seq) + ", got #" + std::to_string(d->seq);
+    return false;
+  }
+  for (const auto& part : e.message_contains) {
+    if (d->message.find(part) == std::string::npos) {
+      why = "the diagnosis message lacks '" + part + "': " + d->message;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string self_executable() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("lockstep") : p.string();
+}
+
+report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOptions& options) {
+  report::ScenarioResult res;
+  res.name = s.name;
+  res.id = s.id();
+  res.file = s.file;
+  res.variant = s.variant;
+  res.tags = s.tags;
+  res.expected = s.expect.expected_label();
+  res.world_size = s.world_size;
+  res.artifacts = s.slug();
+  const auto t0 = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+
+  if (s.requires_cuda && comm::cuda_device_count() == 0) {
+    res.status = report::Status::kSkip;
+    res.reason = "requires cuda: no CUDA device is visible";
+    return res;
+  }
+  if (s.requires_ranks > options.max_ranks) {
+    res.status = report::Status::kSkip;
+    res.reason = "requires " + std::to_string(s.requires_ranks) + " ranks, --max-ranks is " + std::to_string(options.max_ranks);
+    return res;
+  }
+
+  const std::string dir = rank::artifacts_dir(options.report_dir, s.slug());
+  try {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string board_path = dir + "/board.bin";
+    comm::Board board = comm::Board::create(board_path, s.world_size);
+    comm::StoreServer store(s.world_size, s.timeout_s + 30);
+
+    RankProcesses procs;
+    for (int r = 0; r < s.world_size; ++r) {
+      std::vector<std::string> argv = {options.binary, "rank", s.file, "--variant", std::to_string(s.variant_index),
+                                       "--report-dir", options.report_dir};
+      if (options.dump) argv.push_back("--dump");
+      std::vector<std::string> env;
+      for (char** e = environ; *e; ++e) {
+        std::string kv = *e;
+        const std::string key = kv.substr(0, kv.find('='));
+        if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "MASTER_ADDR" ||
+            key == "MASTER_PORT" || key == "LOCAL_WORLD_SIZE" || key == "TORCHELASTIC_USE_AGENT_STORE") {
+          continue;
+        }
+        env.push_back(kv);
+      }
+      env.push_back("RANK=" + std::to_string(r));
+      env.push_back("LOCAL_RANK=" + std::to_string(r));
+      env.push_back("WORLD_SIZE=" + std::to_string(s.world_size));
+      env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(s.world_size));
+      env.push_back("MASTER_ADDR=127.0.0.1");
+      env.push_back("MASTER_PORT=" + std::to_string(store.port()));
+      env.push_back("LOCKSTEP_STORE_HOSTED=1");
+      env.push_back("LOCKSTEP_BOARD=" + board_path);
+      procs.spawn(argv, env, rank::log_path(dir, r));
+    }
+
+    // Watch: progress is any change on the board or any exit.
+    std::int64_t last_progress = -1;
+    auto last_change = Clock::now();
+    std::optional<Clock::time_point> first_bad_exit;
+    Outcome outcome;
+    bool timed_out = false;
+    const auto timeout = std::chrono::duration<double>(s.timeout_s);
+    for (;;) {
+      const bool all_done = procs.reap();
+      std::int64_t progress = board.progress();
+      for (const auto& c : procs.children()) progress += c.exited;
+      if (progress != last_progress) {
+        last_progress = progress;
+        last_change = Clock::now();
+      }
+      if (all_done) break;
+      if (!first_bad_exit) {
+        for (const auto& c : procs.children()) {
+          const bool clean = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitClean;
+          if (c.exited && !clean) first_bad_exit = Clock::now();
+        }
+        // A rank that exited cleanly without finishing leaves the others waiting.
+        for (int r = 0; r < s.world_size; ++r) {
+          const auto& c = procs.children()[static_cast<std::size_t>(r)];
+          if (c.exited && board.view(r).state != comm::RankState::kFinished) first_bad_exit = Clock::now();
+        }
+      }
+      if (first_bad_exit && Clock::now() - *first_bad_exit > kSettle) break;
+      if (Clock::now() - last_change > timeout) {
+        timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(kPoll);
+    }
+    procs.reap();
+    outcome = judge_exits(procs.children(), board, dir);
+    if (!outcome.diagnosis && outcome.error.empty() && timed_out) {
+      outcome.diagnosis = judge_timeout(board, procs.children(), s.timeout_s);
+    }
+    procs.kill_all();
+
+    // Collect what the ranks left.
+    std::vector<std::string> traces;
+    for (int r = 0; r < s.world_size; ++r) traces.push_back(rank::trace_path(dir, r));
+    report::write_chrome_trace(traces, dir + "/trace.json");
+    if (options.dump) report::merge_manifests((fs::path(options.report_dir) / "dump" / s.slug()).string(), s.id());
+    if (auto st = read_status(dir, 0); st && st->value("outcome", "") == "ok") {
+      for (auto& [k, v] : (*st)["metrics"].items()) res.metrics[k] = v.get<double>();
+      res.digest = st->value("digest", "");
+    }
+    fs::remove(board_path);
+
+    res.duration_s = elapsed();
+    res.diagnosis = outcome.diagnosis;
+    if (!outcome.error.empty()) {
+      res.status = report::Status::kError;
+      res.reason = outcome.error;
+      return res;
+    }
+    std::string why;
+    res.status = meets(s.expect, outcome.diagnosis, why) ? report::Status::kPass : report::Status::kFail;
+    res.reason = why;
+  } catch (const std::exception& e) {
+    res.duration_s = elapsed();
+    res.status = report::Status::kError;
+    res.reason = e.what();
+  }
+  return res;
+}
+
+}  // namespace lockstep::launch

@@ -1,0 +1,28 @@
+#pragma once
+// Runs one scenario variant: hosts the run's TCPStore on a free loopback port, starts
+// world_size rank processes of the lockstep binary, and watches them. A rank that crashes,
+// exits early or hangs ends the whole run within timeout + 5 s: every rank is killed and
+// reaped (no orphan survives), and the outcome is one diagnosis naming the failing rank, its
+// last completed collective and what the others were waiting in.
+#include <string>
+
+#include "harness/report/results.h"
+#include "harness/scenario/scenario.h"
+
+namespace lockstep::launch {
+
+struct LaunchOptions {
+  std::string binary;      // the lockstep executable that runs `lockstep rank`
+  std::string report_dir;  // artifacts go to report_dir/<scenario slug>/
+  bool dump = false;
+  int max_ranks = 16;      // scenarios that need more ranks are skipped
+};
+
+// Runs `s` and judges it against its expectation. Never throws for a failing scenario; a
+// problem of the harness itself becomes status `error` with the reason.
+report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOptions& options);
+
+// Path of the running executable (/proc/self/exe).
+std::string self_executable();
+
+}  // namespace lockstep::launch

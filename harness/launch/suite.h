@@ -1,0 +1,27 @@
+#pragma once
+// Runs a list of scenario variants one after another, checks that the variants of one file
+// agree where the file says they must ([matrix] invariant), and writes the report contract.
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "harness/launch/launcher.h"
+#include "harness/report/results.h"
+#include "harness/scenario/scenario.h"
+
+namespace lockstep::launch {
+
+// Marks variants whose digest differs from the first passing variant of the same file as
+// failed with diagnosis `nondeterminism` (unless that is what they expect).
+void check_invariance(const std::vector<scenario::Scenario>& scenarios,
+                      std::vector<report::ScenarioResult>& results);
+
+// Runs every scenario, printing one line per variant to `out`, then writes
+// report_dir/results.json and report_dir/junit.xml. Returns the summary.
+report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
+                             const LaunchOptions& options, std::ostream& out);
+
+// True when every result is pass or skip.
+bool all_met(const report::RunSummary& run);
+
+}  // namespace lockstep::launch

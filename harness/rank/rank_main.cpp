@@ -1,0 +1,200 @@
+#include "harness/rank/rank_main.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/comm/board.h"
+#include "harness/comm/communicator.h"
+#include "harness/comm/cuda_device.h"
+#include "harness/comm/engines.h"
+#include "harness/comm/faults.h"
+#include "harness/comm/monitor.h"
+#include "harness/comm/verifier.h"
+#include "harness/core/error.h"
+#include "harness/report/dump.h"
+#include "harness/workloads/workload.h"
+
+namespace lockstep::rank {
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  LOCKSTEP_INPUT_CHECK(end && *end == '\0', "environment variable ", name, " must be an integer, got '", v, "'");
+  return static_cast<int>(x);
+}
+
+std::string env_str(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+nlohmann::json diagnosis_json(const Diagnosis& d) {
+  return {{"kind", to_string(d.kind)}, {"message", d.message}, {"rank", d.rank}, {"seq", d.seq}};
+}
+
+void write_status(const std::string& path, const nlohmann::json& status) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << status.dump(2) << '\n';
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+std::string artifacts_dir(const std::string& report_dir, const std::string& slug) {
+  return (std::filesystem::path(report_dir) / slug).string();
+}
+std::string status_path(const std::string& dir, int rank) {
+  return dir + "/rank" + std::to_string(rank) + ".status.json";
+}
+std::string trace_path(const std::string& dir, int rank) {
+  return dir + "/rank" + std::to_string(rank) + ".trace.jsonl";
+}
+std::string log_path(const std::string& dir, int rank) {
+  return dir + "/rank" + std::to_string(rank) + ".log";
+}
+
+int rank_main(const RankOptions& options) {
+  // A crash injected on purpose must not leave core files behind.
+  struct rlimit no_core {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  comm::install_engine_failure_handler();
+
+  const int rank = env_int("RANK", 0);
+  const int world_size = env_int("WORLD_SIZE", 1);
+  const int local_rank = env_int("LOCAL_RANK", rank);
+  const std::string master = env_str("MASTER_ADDR", "127.0.0.1");
+  const int port = env_int("MASTER_PORT", 29500);
+  const bool store_hosted = env_str("LOCKSTEP_STORE_HOSTED", "") == "1" ||
+                            env_str("TORCHELASTIC_USE_AGENT_STORE", "") == "True";
+
+  auto scenarios = scenario::load_file(options.scenario_file);
+  LOCKSTEP_INPUT_CHECK(options.variant < scenarios.size(), options.scenario_file, ": variant ",
+                       options.variant, " does not exist (", scenarios.size(), " variants)");
+  const scenario::Scenario& s = scenarios[options.variant];
+  LOCKSTEP_INPUT_CHECK(world_size == s.world_size, options.scenario_file, ": scenario ", s.id(),
+                       " needs world_size ", s.world_size, ", but WORLD_SIZE is ", world_size);
+  LOCKSTEP_INPUT_CHECK(rank >= 0 && rank < world_size, "RANK must be in [0, WORLD_SIZE), got ", rank);
+
+  const std::string dir = artifacts_dir(options.report_dir, s.slug());
+  std::filesystem::create_directories(dir);
+  const std::string status_file = status_path(dir, rank);
+  nlohmann::json status = {{"rank", rank}, {"scenario", s.id()}};
+
+  comm::Board board;
+  comm::BoardSlot* slot = nullptr;
+  if (const std::string path = env_str("LOCKSTEP_BOARD", ""); !path.empty()) {
+    board = comm::Board::attach(path);
+    slot = &board.slot(rank);
+    slot->state.store(static_cast<int>(comm::RankState::kRunning));
+  }
+  auto finish = [&](int code) {
+    if (slot) {
+      slot->state.store(static_cast<int>(code == kExitClean ? comm::RankState::kFinished
+                                                            : comm::RankState::kFailed));
+    }
+    write_status(status_file, status);
+    std::fflush(nullptr);
+    // Engine threads may still be blocked in a collective that will never complete; do not
+    // run their destructors.
+    std::_Exit(code);
+  };
+
+  try {
+    comm::StoreOptions so;
+    so.host = master;
+    so.port = port;
+    so.is_server = rank == 0 && !store_hosted;
+    so.world_size = world_size;
+    so.timeout_s = s.timeout_s + 30;
+    auto store = comm::connect_store(so);
+    const std::string gloo_host = is_loopback(master) ? "127.0.0.1" : "";
+    const double engine_timeout = s.timeout_s + 30;  // the launcher's watchdog fires first
+
+    std::unique_ptr<comm::Backend> chain;
+    if (s.backend == scenario::Backend::kNccl) {
+      const int devices = comm::cuda_device_count();
+      LOCKSTEP_CHECK(devices > 0, "backend nccl needs a CUDA device, none is visible");
+      chain = comm::make_nccl_backend(store, rank, world_size, local_rank % devices, engine_timeout);
+    } else {
+      chain = comm::make_gloo_backend(store, "data/", rank, world_size, engine_timeout, gloo_host);
+    }
+    if (s.verify == scenario::VerifyMode::kVerify) {
+      chain = std::make_unique<comm::Verifier>(
+          std::move(chain),
+          comm::make_gloo_backend(store, "control/", rank, world_size, engine_timeout, gloo_host));
+    }
+    const bool record = s.verify != scenario::VerifyMode::kOff;
+    auto monitor = std::make_unique<comm::Monitor>(std::move(chain), slot,
+                                                   record ? trace_path(dir, rank) : "");
+    comm::Monitor* monitor_ptr = monitor.get();
+    chain = std::move(monitor);
+    std::vector<comm::Fault> faults;
+    for (const auto& inj : s.injections) {
+      if (comm::is_comm_fault(inj.kind)) faults.push_back(comm::parse_fault(inj, world_size));
+    }
+    if (!faults.empty()) chain = std::make_unique<comm::FaultInjector>(std::move(chain), std::move(faults));
+
+    // Deliberately never destroyed: ~ProcessGroupGloo joins worker threads that may be stuck
+    // in a collective that a diagnosed peer will never join. The rank ends with _Exit.
+    auto& communicator = *new comm::Communicator(std::move(chain));
+    report::DumpWriter dump(options.dump ? (std::filesystem::path(options.report_dir) / "dump" / s.slug()).string() : "",
+                            rank);
+    const workloads::WorkloadSpec* spec = workloads::find(s.workload);
+    auto workload = spec->make(s);
+    workloads::RankContext ctx{s, rank, world_size, local_rank, communicator, dump, {}, ""};
+    workload->run(ctx);
+
+    // Every rank ends with one verified barrier: a rank that issued fewer collectives than
+    // the others meets them here and is named.
+    communicator.set_phase("finalize");
+    communicator.set_step(-1);
+    communicator.barrier();
+
+    status["outcome"] = "ok";
+    status["metrics"] = ctx.metrics;
+    status["digest"] = ctx.digest;
+    status["collectives"] = monitor_ptr->collectives_issued();
+    finish(kExitClean);
+  } catch (const DiagnosisError& e) {
+    status["outcome"] = "diagnosis";
+    status["diagnosis"] = diagnosis_json(e.diagnosis());
+    std::cerr << "lockstep rank " << rank << ": " << to_string(e.diagnosis().kind) << ": " << e.what() << '\n';
+    finish(kExitDiagnosed);
+  } catch (const comm::CommError& e) {
+    status["outcome"] = "comm_error";
+    status["message"] = e.what();
+    std::cerr << "lockstep rank " << rank << ": communication error: " << e.what() << '\n';
+    finish(kExitCommError);
+  } catch (const InputError& e) {
+    status["outcome"] = "input_error";
+    status["message"] = e.what();
+    std::cerr << "lockstep rank " << rank << ": " << e.what() << '\n';
+    finish(kExitInput);
+  } catch (const std::exception& e) {
+    status["outcome"] = "error";
+    status["message"] = e.what();
+    std::cerr << "lockstep rank " << rank << ": error: " << e.what() << '\n';
+    finish(kExitError);
+  }
+  return kExitError;
+}
+
+}  // namespace lockstep::rank

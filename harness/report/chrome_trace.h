@@ -1,0 +1,14 @@
+#pragma once
+// Converts the per-rank collective traces (JSON Lines, one record per collective) into one
+// Chrome trace event file, viewable in Perfetto or chrome://tracing: one thread per rank.
+#include <string>
+#include <vector>
+
+namespace lockstep::report {
+
+// Writes `out_path` with one complete ("X") event per record of every file in `jsonl_paths`,
+// named "<op> #<seq>" on thread `rank`. Missing files and lines that do not parse (a torn last
+// line from a killed rank) are skipped. Throws lockstep::Error if `out_path` cannot be written.
+void write_chrome_trace(const std::vector<std::string>& jsonl_paths, const std::string& out_path);
+
+}  // namespace lockstep::report

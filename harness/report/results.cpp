@@ -1,0 +1,270 @@
+#include "harness/report/results.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness/core/error.h"
+
+namespace lockstep::report {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+// Writes `text` to path.tmp and renames it over `path`, so readers never see a torn file.
+// Creates missing parent directories. Throws lockstep::Error on failure.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  std::error_code ec;
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  LOCKSTEP_CHECK(!ec, "cannot create directory ", parent.string(), ": ", ec.message());
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    LOCKSTEP_CHECK(out.good(), "cannot open ", tmp, " for writing: ", std::strerror(errno));
+    out << text;
+    out.close();
+    LOCKSTEP_CHECK(out.good(), "cannot write ", tmp);
+  }
+  fs::rename(tmp, path, ec);
+  LOCKSTEP_CHECK(!ec, "cannot rename ", tmp, " to ", path, ": ", ec.message());
+}
+
+struct Counts {
+  int total = 0, pass = 0, fail = 0, skip = 0, error = 0;
+};
+
+Counts count(const RunSummary& run) {
+  Counts c;
+  for (const auto& r : run.results) {
+    ++c.total;
+    switch (r.status) {
+      case Status::kPass: ++c.pass; break;
+      case Status::kFail: ++c.fail; break;
+      case Status::kSkip: ++c.skip; break;
+      case Status::kError: ++c.error; break;
+    }
+  }
+  return c;
+}
+
+Json diagnosis_json(const std::optional<Diagnosis>& d) {
+  if (!d) return nullptr;
+  Json j;
+  j["kind"] = std::string(to_string(d->kind));
+  j["message"] = d->message;
+  j["rank"] = d->rank;
+  j["seq"] = d->seq;
+  return j;
+}
+
+// Decodes one UTF-8 code point at s[i], advancing i. Returns U+FFFD for an invalid, overlong
+// or truncated sequence (consuming one byte) and for surrogates.
+char32_t next_code_point(std::string_view s, std::size_t& i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  int len = 0;
+  char32_t cp = 0;
+  if (b0 < 0x80) {
+    ++i;
+    return b0;
+  } else if ((b0 & 0xE0) == 0xC0) {
+    len = 2;
+    cp = b0 & 0x1F;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3;
+    cp = b0 & 0x0F;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4;
+    cp = b0 & 0x07;
+  } else {
+    ++i;
+    return 0xFFFD;
+  }
+  if (i + len > s.size()) {
+    ++i;
+    return 0xFFFD;
+  }
+  for (int k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0) != 0x80) {
+      ++i;
+      return 0xFFFD;
+    }
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  static constexpr char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    ++i;
+    return 0xFFFD;
+  }
+  i += len;
+  return cp;
+}
+
+void append_utf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+bool allowed_in_xml(char32_t cp) {
+  return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) ||
+         (cp >= 0xE000 && cp <= 0xFFFD) || (cp >= 0x10000 && cp <= 0x10FFFF);
+}
+
+// Escapes markup characters and replaces what XML 1.0 forbids (control characters, invalid
+// UTF-8) with U+FFFD. In attributes, tab and newlines become character references so that
+// attribute-value normalisation keeps them.
+std::string xml_escape(std::string_view s, bool attribute) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const char32_t cp = next_code_point(s, i);
+    switch (cp) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      case '\r': out += "&#13;"; break;
+      case '\t': out += attribute ? "&#9;" : "\t"; break;
+      case '\n': out += attribute ? "&#10;" : "\n"; break;
+      default: append_utf8(out, allowed_in_xml(cp) ? cp : char32_t{0xFFFD}); break;
+    }
+  }
+  return out;
+}
+
+std::string attr(std::string_view s) { return "\"" + xml_escape(s, /*attribute=*/true) + "\""; }
+
+std::string seconds(double s) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.3f", s);
+  return buf;
+}
+
+// The body of a <failure> or <error>: what was expected, what was observed, and where.
+std::string failure_text(const ScenarioResult& r) {
+  std::string text = "expected: " + (r.expected.empty() ? std::string("pass") : r.expected) + "\n";
+  if (r.diagnosis) {
+    const Diagnosis& d = *r.diagnosis;
+    text += "observed: " + std::string(to_string(d.kind));
+    if (d.rank >= 0) text += " (rank " + std::to_string(d.rank) + ")";
+    if (d.seq >= 0) text += " at seq " + std::to_string(d.seq);
+    text += "\nmessage: " + d.message + "\n";
+  } else {
+    text += "observed: no diagnosis\n";
+  }
+  if (!r.reason.empty()) text += "reason: " + r.reason + "\n";
+  if (!r.artifacts.empty()) text += "artifacts: " + r.artifacts + "\n";
+  return text;
+}
+
+std::string failure_message(const ScenarioResult& r, const char* fallback) {
+  if (!r.reason.empty()) return r.reason;
+  if (r.diagnosis && !r.diagnosis->message.empty()) return r.diagnosis->message;
+  return fallback;
+}
+
+}  // namespace
+
+std::string_view to_string(Status status) {
+  switch (status) {
+    case Status::kPass: return "pass";
+    case Status::kFail: return "fail";
+    case Status::kSkip: return "skip";
+    case Status::kError: return "error";
+  }
+  return "error";
+}
+
+void write_results_json(const RunSummary& run, const std::string& path) {
+  const Counts c = count(run);
+  Json root;
+  root["schema_version"] = kResultsSchemaVersion;
+  root["lockstep_version"] = run.lockstep_version;
+  root["torch_version"] = run.torch_version;
+  root["started_at"] = run.started_at;
+  root["duration_s"] = run.duration_s;
+  root["summary"] = {{"total", c.total}, {"pass", c.pass}, {"fail", c.fail},
+                     {"skip", c.skip},   {"error", c.error}};
+  Json scenarios = Json::array();
+  for (const auto& r : run.results) {
+    Json s;
+    s["name"] = r.name;
+    s["id"] = r.id;
+    s["file"] = r.file;
+    s["variant"] = r.variant;
+    s["tags"] = r.tags;
+    s["status"] = std::string(to_string(r.status));
+    s["expected"] = r.expected;
+    s["diagnosis"] = diagnosis_json(r.diagnosis);
+    s["reason"] = r.reason;
+    s["duration_s"] = r.duration_s;
+    s["world_size"] = r.world_size;
+    s["digest"] = r.digest;
+    Json metrics = Json::object();
+    for (const auto& [k, v] : r.metrics) metrics[k] = v;
+    s["metrics"] = std::move(metrics);
+    s["artifacts"] = r.artifacts;
+    scenarios.push_back(std::move(s));
+  }
+  root["scenarios"] = std::move(scenarios);
+  write_file_atomically(path, root.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+}
+
+void write_junit_xml(const RunSummary& run, const std::string& path) {
+  const Counts c = count(run);
+  const std::string totals = " tests=\"" + std::to_string(c.total) + "\" failures=\"" +
+                             std::to_string(c.fail) + "\" errors=\"" + std::to_string(c.error) +
+                             "\" skipped=\"" + std::to_string(c.skip) + "\" time=\"" +
+                             seconds(run.duration_s) + "\"";
+  std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  xml += "<testsuites name=\"lockstep\"" + totals + ">\n";
+  xml += "  <testsuite name=\"lockstep\"" + totals;
+  if (!run.started_at.empty()) xml += " timestamp=" + attr(run.started_at);
+  xml += ">\n";
+  for (const auto& r : run.results) {
+    xml += "    <testcase classname=" + attr(r.file) + " name=" + attr(r.id) + " time=\"" +
+           seconds(r.duration_s) + "\"";
+    switch (r.status) {
+      case Status::kPass:
+        xml += "/>\n";
+        continue;
+      case Status::kSkip:
+        xml += ">\n      <skipped message=" + attr(r.reason) + "/>\n";
+        break;
+      case Status::kFail:
+      case Status::kError: {
+        const bool fail = r.status == Status::kFail;
+        const char* tag = fail ? "failure" : "error";
+        xml += ">\n      <" + std::string(tag) +
+               " message=" + attr(failure_message(r, fail ? "failed" : "error"));
+        if (r.diagnosis) xml += " type=" + attr(to_string(r.diagnosis->kind));
+        xml += ">" + xml_escape(failure_text(r), /*attribute=*/false) + "</" + tag + ">\n";
+        break;
+      }
+    }
+    xml += "    </testcase>\n";
+  }
+  xml += "  </testsuite>\n</testsuites>\n";
+  write_file_atomically(path, xml);
+}
+
+}  // namespace lockstep::report

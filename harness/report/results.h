@@ -1,0 +1,51 @@
+#pragma once
+// The outcome of one scenario variant, and the writers of the report contract:
+// DIR/results.json and DIR/junit.xml. Other tools read these files; keep them stable
+// (scenarios/README.md documents the schema, and `schema_version` changes with it).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/core/diagnosis.h"
+
+namespace lockstep::report {
+
+enum class Status { kPass, kFail, kSkip, kError };
+std::string_view to_string(Status status);
+
+struct ScenarioResult {
+  std::string name;      // scenario name
+  std::string id;        // name[variant]
+  std::string file;
+  std::string variant;   // "" when the file has no matrix
+  std::vector<std::string> tags;
+  Status status = Status::kError;
+  std::string expected;  // "pass" or a diagnosis kind
+  std::optional<Diagnosis> diagnosis;  // what the harness observed; nullopt when clean
+  std::string reason;    // why it failed, was skipped or errored ("" on pass)
+  double duration_s = 0;
+  int world_size = 1;
+  std::string digest;    // hex digest of the canonical outputs, "" when none
+  std::map<std::string, double> metrics;
+  std::string artifacts; // report-relative folder with this scenario's logs and traces
+};
+
+struct RunSummary {
+  std::string lockstep_version;
+  std::string torch_version;
+  std::string started_at;  // ISO 8601 UTC
+  double duration_s = 0;
+  std::vector<ScenarioResult> results;
+};
+
+inline constexpr int kResultsSchemaVersion = 1;
+
+// Writes DIR/results.json. Throws lockstep::Error if the file cannot be written.
+void write_results_json(const RunSummary& run, const std::string& path);
+// Writes DIR/junit.xml: one <testcase> per scenario variant, skips as <skipped/>, fails as
+// <failure/>, errors as <error/>. Every user-supplied string is XML-escaped.
+void write_junit_xml(const RunSummary& run, const std::string& path);
+
+}  // namespace lockstep::report

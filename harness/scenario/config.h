@@ -1,0 +1,59 @@
+#pragma once
+// A read-only view of one TOML table of a scenario file that remembers where each value came
+// from. Every getter throws InputError with "file:line: key: ..." on a wrong type or bad value;
+// finish() throws on keys that no getter asked for (unknown keys), so typos never pass silently.
+// toml++ stays out of this header.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep::scenario {
+
+class Config {
+ public:
+  Config();  // an empty table with no source
+  ~Config();
+  Config(const Config&);
+  Config& operator=(const Config&);
+  Config(Config&&) noexcept;
+  Config& operator=(Config&&) noexcept;
+
+  bool has(const std::string& key) const;
+
+  // Required getters: throw InputError naming the table's file:line when the key is missing.
+  std::int64_t get_int(const std::string& key) const;
+  double get_double(const std::string& key) const;  // accepts integers too
+  std::string get_string(const std::string& key) const;
+  bool get_bool(const std::string& key) const;
+
+  // Optional getters: return `fallback` when the key is absent.
+  std::int64_t get_int(const std::string& key, std::int64_t fallback) const;
+  double get_double(const std::string& key, double fallback) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  std::vector<std::int64_t> get_int_list(const std::string& key,
+                                         const std::vector<std::int64_t>& fallback) const;
+  std::vector<std::string> get_string_list(const std::string& key,
+                                           const std::vector<std::string>& fallback) const;
+  // A sub-table; an absent key yields an empty Config located at this table.
+  Config get_table(const std::string& key) const;
+
+  // Returns "file:line" of `key` if present, else of this table.
+  std::string where(const std::string& key = "") const;
+  // Throws InputError("file:line: <key>: message") pointing at `key`.
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  // Throws InputError for the first key that no getter read, naming its file:line and the
+  // keys that are allowed here.
+  void finish() const;
+
+  struct Impl;
+  explicit Config(std::shared_ptr<Impl> impl);
+
+ private:
+  friend struct ConfigAccess;  // config_internal.h reaches impl_ through it
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace lockstep::scenario

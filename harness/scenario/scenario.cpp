@@ -1,0 +1,412 @@
+#include "harness/scenario/scenario.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include "harness/core/error.h"
+#include "harness/scenario/config_internal.h"
+#include "harness/workloads/workload.h"
+
+namespace lockstep::scenario {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kMaxWorldSize = 64;
+constexpr double kMaxTimeoutS = 3600.0;
+constexpr std::size_t kMaxVariants = 4096;
+const std::vector<std::string> kRunKeys = {"world_size", "backend",   "device",
+                                           "verify",     "timeout_s", "seed"};
+const std::string kWorkloadPrefix = "workload.";
+
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
+template <typename Enum>
+Enum read_enum(const Config& table, const std::string& key, const std::string& fallback,
+               const std::vector<std::pair<std::string, Enum>>& choices) {
+  std::string value = table.get_string(key, fallback);
+  std::vector<std::string> names;
+  for (const auto& [name, e] : choices) {
+    if (name == value) return e;
+    names.push_back(name);
+  }
+  table.fail(key, "unknown value \"" + value + "\"; allowed: " + join(names, ", "));
+}
+
+// Returns the value of an optional integer key, or nullopt when it is absent.
+std::optional<std::int64_t> optional_int(const Config& table, const std::string& key) {
+  std::int64_t value = table.get_int(key, 0);
+  if (!table.has(key)) return std::nullopt;
+  return value;
+}
+
+// One [matrix] dimension: a [run] key or a "workload.<key>" and the values it takes.
+struct Dimension {
+  std::string key;  // as written in [matrix]
+  bool workload = false;
+  std::vector<const toml::node*> values;
+  std::vector<std::string> labels;  // values as they appear in variant strings
+  std::int64_t key_line = 0;
+};
+
+struct Matrix {
+  std::vector<Dimension> dimensions;
+  bool invariant = true;
+};
+
+Matrix read_matrix(const Config& root) {
+  Matrix matrix;
+  Config table = root.get_table("matrix");
+  matrix.invariant = table.get_bool("invariant", true);
+  const std::string allowed =
+      "allowed keys in [matrix]: invariant, " + join(kRunKeys, ", ") + ", \"workload.<key>\"";
+  for (const auto& [key, node, key_line] : internal::entries(table)) {
+    if (key == "invariant") continue;
+    Dimension dim;
+    dim.key = key;
+    dim.workload = key.size() > kWorkloadPrefix.size() && key.starts_with(kWorkloadPrefix);
+    bool run_key = std::find(kRunKeys.begin(), kRunKeys.end(), key) != kRunKeys.end();
+    if (!run_key && !dim.workload) internal::fail_at_key(table, key, "unknown key; " + allowed);
+    internal::read_node(table, key);
+    const toml::array* array = node->as_array();
+    if (!array || array->empty()) {
+      table.fail(key, "expected a non-empty array of values, got " +
+                          (array ? std::string("an empty array") : internal::describe(*node)));
+    }
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      const toml::node& element = *array->get(i);
+      std::string name = internal::qualified_name(table, key) + "[" + std::to_string(i) + "]";
+      std::string label = internal::format_scalar(element);
+      if (element.is_array() || element.is_table()) {
+        internal::fail_at_node(table, element, name,
+                               "expected a single value, got " + internal::describe(element));
+      }
+      if (!seen.insert(label).second) {
+        internal::fail_at_node(table, element, name, "duplicate value " + label);
+      }
+      dim.values.push_back(&element);
+      dim.labels.push_back(label);
+    }
+    dim.key_line = key_line;
+    matrix.dimensions.push_back(std::move(dim));
+  }
+  table.finish();
+  std::size_t count = 1;
+  for (const auto& dim : matrix.dimensions) {
+    count *= dim.values.size();
+    if (count > kMaxVariants) {
+      table.fail("", "[matrix] expands to more than " + std::to_string(kMaxVariants) + " variants");
+    }
+  }
+  return matrix;
+}
+
+// The file-level fields shared by every variant.
+struct FileLevel {
+  std::string name;
+  std::string description;
+  std::vector<std::string> tags;
+};
+
+FileLevel read_file_level(const Config& root) {
+  FileLevel out;
+  out.name = root.get_string("name");
+  bool valid_name = !out.name.empty() && std::all_of(out.name.begin(), out.name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+  });
+  if (!valid_name) root.fail("name", "must match [a-z0-9_.-]+, got \"" + out.name + "\"");
+  out.description = root.get_string("description", "");
+  out.tags = root.get_string_list("tags", {});
+  for (const char* table : {"requires", "run", "workload"}) root.get_table(table);
+  internal::get_table_array(root, "inject");
+  for (const char* table : {"expect", "matrix"}) root.get_table(table);
+  for (const char* required : {"workload", "expect"}) {
+    if (!root.has(required)) {
+      root.fail("", std::string("missing required table [") + required + "]");
+    }
+  }
+  return out;
+}
+
+void read_run(const Config& run, Scenario& s) {
+  std::int64_t world_size = run.get_int("world_size", 1);
+  if (world_size < 1 || world_size > kMaxWorldSize) {
+    run.fail("world_size", "must be in [1, " + std::to_string(kMaxWorldSize) + "], got " +
+                               std::to_string(world_size));
+  }
+  s.world_size = static_cast<int>(world_size);
+  s.backend = read_enum<Backend>(run, "backend", "gloo",
+                                 {{"gloo", Backend::kGloo}, {"nccl", Backend::kNccl}});
+  s.device =
+      read_enum<Device>(run, "device", "cpu", {{"cpu", Device::kCpu}, {"cuda", Device::kCuda}});
+  s.verify = read_enum<VerifyMode>(run, "verify", "verify",
+                                   {{"off", VerifyMode::kOff},
+                                    {"record", VerifyMode::kRecord},
+                                    {"verify", VerifyMode::kVerify}});
+  s.timeout_s = run.get_double("timeout_s", 60.0);
+  if (!(s.timeout_s > 0.0 && s.timeout_s <= kMaxTimeoutS)) {
+    run.fail("timeout_s", "must be in (0, " + internal::format_double(kMaxTimeoutS) +
+                              "] seconds, got " + internal::format_double(s.timeout_s));
+  }
+  std::int64_t seed = run.get_int("seed", 0);
+  if (seed < 0) run.fail("seed", "must be >= 0, got " + std::to_string(seed));
+  s.seed = static_cast<std::uint64_t>(seed);
+  if (s.backend == Backend::kNccl && s.device != Device::kCuda) {
+    run.fail("backend", "backend \"nccl\" requires device \"cuda\", got device \"" +
+                            std::string(to_string(s.device)) + "\"");
+  }
+  run.finish();
+}
+
+void read_requires(const Config& requires_table, Scenario& s) {
+  s.requires_cuda = requires_table.get_bool("cuda", false) || s.device == Device::kCuda;
+  std::int64_t ranks = requires_table.get_int("ranks", s.world_size);
+  if (ranks < s.world_size || ranks > kMaxWorldSize) {
+    requires_table.fail("ranks", "must be in [run.world_size, " + std::to_string(kMaxWorldSize) +
+                                     "] = [" + std::to_string(s.world_size) + ", " +
+                                     std::to_string(kMaxWorldSize) + "], got " +
+                                     std::to_string(ranks));
+  }
+  s.requires_ranks = static_cast<int>(ranks);
+  requires_table.finish();
+}
+
+void read_expect(const Config& expect, Scenario& s) {
+  std::string outcome = expect.get_string("outcome");
+  if (outcome != "pass") {
+    s.expect.kind = diagnosis_kind_from_string(outcome);
+    if (!s.expect.kind) {
+      std::vector<std::string> allowed = {"pass"};
+      for (DiagnosisKind kind : all_diagnosis_kinds()) allowed.emplace_back(to_string(kind));
+      expect.fail("outcome",
+                  "unknown outcome \"" + outcome + "\"; allowed: " + join(allowed, ", "));
+    }
+  }
+  if (auto rank = optional_int(expect, "rank")) {
+    if (*rank < 0 || *rank >= s.world_size) {
+      expect.fail("rank", "must be in [0, run.world_size) = [0, " + std::to_string(s.world_size) +
+                              "), got " + std::to_string(*rank));
+    }
+    s.expect.rank = static_cast<int>(*rank);
+  }
+  if (auto seq = optional_int(expect, "seq")) {
+    if (*seq < 0) expect.fail("seq", "must be >= 0, got " + std::to_string(*seq));
+    s.expect.seq = *seq;
+  }
+  s.expect.message_contains = expect.get_string_list("message_contains", {});
+  if (!s.expect.kind) {
+    for (const char* key : {"rank", "seq", "message_contains"}) {
+      if (expect.has(key)) {
+        expect.fail(key, "only applies when outcome is a diagnosis kind, not \"pass\"");
+      }
+    }
+  }
+  expect.finish();
+}
+
+std::vector<Scenario> load(const std::string& path, bool validate) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw InputError("no such file or directory: " + path);
+  if (fs::is_directory(path, ec)) {
+    throw InputError(path + ": is a directory; expected a scenario file (*.toml)");
+  }
+  std::shared_ptr<const toml::table> document;
+  try {
+    document = std::make_shared<const toml::table>(toml::parse_file(path));
+  } catch (const toml::parse_error& e) {
+    std::string description(e.description());
+    if (!description.empty()) description[0] = static_cast<char>(std::tolower(description[0]));
+    const auto& begin = e.source().begin;
+    if (begin.line == 0) throw InputError(path + ": " + description);  // e.g. unreadable
+    throw InputError(path + ":" + std::to_string(begin.line) + ":" + std::to_string(begin.column) +
+                     ": " + description);
+  }
+  Config root = internal::make_root_config(document, path);
+  FileLevel file_level = read_file_level(root);
+  root.finish();
+  Matrix matrix = read_matrix(root);
+
+  std::size_t count = 1;
+  for (const auto& dim : matrix.dimensions) count *= dim.values.size();
+
+  std::vector<Scenario> out;
+  out.reserve(count);
+  for (std::size_t index = 0; index < count; ++index) {
+    // The last dimension varies fastest.
+    std::vector<std::size_t> choice(matrix.dimensions.size());
+    std::size_t rest = index;
+    for (std::size_t d = matrix.dimensions.size(); d-- > 0;) {
+      choice[d] = rest % matrix.dimensions[d].values.size();
+      rest /= matrix.dimensions[d].values.size();
+    }
+    std::vector<internal::Override> run_overrides;
+    std::vector<internal::Override> workload_overrides;
+    std::vector<std::string> variant_parts;
+    for (std::size_t d = 0; d < matrix.dimensions.size(); ++d) {
+      const Dimension& dim = matrix.dimensions[d];
+      internal::Override o;
+      o.key = dim.workload ? dim.key.substr(kWorkloadPrefix.size()) : dim.key;
+      o.value = dim.values[choice[d]];
+      o.name = "matrix." + (dim.workload ? "\"" + dim.key + "\"" : dim.key);
+      o.key_line = dim.key_line;
+      (dim.workload ? workload_overrides : run_overrides).push_back(std::move(o));
+      variant_parts.push_back(dim.key + "=" + dim.labels[choice[d]]);
+    }
+
+    Scenario s;
+    s.name = file_level.name;
+    s.file = path;
+    s.variant = join(variant_parts, ",");
+    s.description = file_level.description;
+    s.tags = file_level.tags;
+    s.matrix_invariant = matrix.invariant;
+    s.variant_index = index;
+
+    read_run(internal::with_overrides(root.get_table("run"), std::move(run_overrides)), s);
+    read_requires(root.get_table("requires"), s);
+
+    Config workload =
+        internal::with_overrides(root.get_table("workload"), std::move(workload_overrides));
+    s.workload = workload.get_string("kind");
+    if (s.workload.empty()) workload.fail("kind", "must not be empty");
+    s.workload_config = workload;
+
+    for (const Config& entry : internal::get_table_array(root, "inject")) {
+      Injection injection;
+      injection.kind = entry.get_string("kind");
+      if (injection.kind.empty()) entry.fail("kind", "must not be empty");
+      injection.config = entry;
+      s.injections.push_back(std::move(injection));
+    }
+
+    read_expect(root.get_table("expect"), s);
+    if (validate) workloads::validate(s);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(Backend backend) {
+  switch (backend) {
+    case Backend::kGloo:
+      return "gloo";
+    case Backend::kNccl:
+      return "nccl";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(VerifyMode mode) {
+  switch (mode) {
+    case VerifyMode::kOff:
+      return "off";
+    case VerifyMode::kRecord:
+      return "record";
+    case VerifyMode::kVerify:
+      return "verify";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Device device) {
+  switch (device) {
+    case Device::kCpu:
+      return "cpu";
+    case Device::kCuda:
+      return "cuda";
+  }
+  return "unknown";
+}
+
+std::string Expectation::expected_label() const {
+  return kind ? std::string(to_string(*kind)) : std::string("pass");
+}
+
+std::string Scenario::id() const { return variant.empty() ? name : name + "[" + variant + "]"; }
+
+std::string Scenario::slug() const {
+  std::string out = id();
+  for (char& c : out) {
+    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '.' || c == '_' || c == '-';
+    if (!safe) c = '_';
+  }
+  return out;
+}
+
+std::vector<Scenario> load_file(const std::string& path) { return load(path, /*validate=*/true); }
+
+std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
+  // Sorted and de-duplicated by normalised path; each keeps the spelling first seen.
+  std::map<std::string, std::string> files;
+  auto add = [&](const std::string& file) {
+    files.emplace(fs::path(file).lexically_normal().generic_string(), file);
+  };
+  for (const auto& path : paths) {
+    std::error_code ec;
+    fs::file_status status = fs::status(path, ec);
+    if (ec || !fs::exists(status)) throw InputError("no such file or directory: " + path);
+    if (!fs::is_directory(status)) {
+      add(path);
+      continue;
+    }
+    std::size_t found = 0;
+    try {
+      for (const auto& entry : fs::recursive_directory_iterator(path)) {
+        if (entry.path().extension() == ".toml" && entry.is_regular_file()) {
+          add(entry.path().generic_string());
+          ++found;
+        }
+      }
+    } catch (const fs::filesystem_error& e) {
+      throw InputError(path + ": cannot list directory: " + e.code().message());
+    }
+    if (found == 0) throw InputError(path + ": no scenario files (*.toml) in this directory");
+  }
+  std::vector<std::string> out;
+  out.reserve(files.size());
+  for (auto& [normal, spelled] : files) out.push_back(std::move(spelled));
+  return out;
+}
+
+std::vector<Scenario> load_paths(const std::vector<std::string>& paths) {
+  std::vector<Scenario> out;
+  std::map<std::string, std::string> file_of_id;
+  for (const auto& file : expand_paths(paths)) {
+    for (auto& s : load_file(file)) {
+      auto [it, inserted] = file_of_id.emplace(s.id(), s.file);
+      if (!inserted) {
+        throw InputError(s.file + ": duplicate scenario id \"" + s.id() + "\" (also defined in " +
+                         it->second + ")");
+      }
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+namespace internal {
+
+std::vector<Scenario> load_file_unvalidated(const std::string& path) {
+  return load(path, /*validate=*/false);
+}
+
+}  // namespace internal
+}  // namespace lockstep::scenario

@@ -1,0 +1,85 @@
+#pragma once
+// A scenario: one TOML file, expanded by its [matrix] into one or more variants. Loading
+// validates everything that can be validated without running (keys, types, values, the
+// workload's own keys and the injected faults) and throws InputError with file:line.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/core/diagnosis.h"
+#include "harness/scenario/config.h"
+
+namespace lockstep::scenario {
+
+enum class Backend { kGloo, kNccl };
+enum class VerifyMode { kOff, kRecord, kVerify };
+enum class Device { kCpu, kCuda };
+
+std::string_view to_string(Backend backend);
+std::string_view to_string(VerifyMode mode);
+std::string_view to_string(Device device);
+
+// One `[[inject]]` entry. `kind` says what to inject; the rest of its keys are read by
+// whoever handles that kind (the fault-injecting communicator or the workload).
+struct Injection {
+  std::string kind;
+  Config config;  // the whole [[inject]] table, `kind` included
+};
+
+struct Expectation {
+  std::optional<DiagnosisKind> kind;  // nullopt: the scenario must pass
+  std::optional<int> rank;            // when set, the diagnosis must blame this rank
+  std::optional<std::int64_t> seq;    // when set, the diagnosis must name this sequence number
+  std::vector<std::string> message_contains;  // substrings the message must contain
+
+  std::string expected_label() const;  // "pass" or the kind's name
+};
+
+struct Scenario {
+  // Identity.
+  std::string name;         // from `name`, e.g. "comm.dtype_mismatch"
+  std::string file;         // path as given on the command line
+  std::string variant;      // "" or e.g. "world_size=2" for matrix variants
+  std::string description;
+  std::vector<std::string> tags;
+
+  // Requirements: unmet ones make the scenario `skip`, with the reason.
+  bool requires_cuda = false;
+  int requires_ranks = 1;   // the launcher must be able to start this many ranks
+
+  // [run]
+  int world_size = 1;
+  Backend backend = Backend::kGloo;
+  Device device = Device::kCpu;
+  VerifyMode verify = VerifyMode::kVerify;
+  double timeout_s = 60.0;
+  std::uint64_t seed = 0;
+
+  // [workload]: `kind` plus the workload's own keys, validated by the workload at load time.
+  std::string workload;
+  Config workload_config;
+
+  std::vector<Injection> injections;
+  Expectation expect;
+
+  // Variants of one file must give identical result digests when true ([matrix] invariant).
+  bool matrix_invariant = true;
+  std::size_t variant_index = 0;  // position of this variant within its file
+
+  // "name" or "name[variant]": unique within a suite, used in reports.
+  std::string id() const;
+  // A filesystem-safe form of id(), used for per-scenario report folders.
+  std::string slug() const;
+};
+
+// Parses one file and expands its matrix. Throws InputError with file:line on any problem.
+std::vector<Scenario> load_file(const std::string& path);
+// Expands each path (a file, or a directory searched recursively for *.toml, sorted), and
+// loads every file. Throws InputError on the first bad file or a missing path.
+std::vector<Scenario> load_paths(const std::vector<std::string>& paths);
+// Returns the *.toml files under `paths`, sorted, without parsing them.
+std::vector<std::string> expand_paths(const std::vector<std::string>& paths);
+
+}  // namespace lockstep::scenario

@@ -1,0 +1,55 @@
+#include <algorithm>
+
+#include "harness/comm/faults.h"
+#include "harness/core/error.h"
+#include "harness/workloads/workload.h"
+
+namespace lockstep::workloads {
+
+// One factory per workload file; add new workloads here.
+WorkloadSpec collectives_spec();
+
+const std::vector<WorkloadSpec>& all() {
+  static const std::vector<WorkloadSpec> specs = [] {
+    std::vector<WorkloadSpec> v = {collectives_spec()};
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    return v;
+  }();
+  return specs;
+}
+
+const WorkloadSpec* find(std::string_view name) {
+  for (const auto& s : all()) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+void validate(const scenario::Scenario& s) {
+  const WorkloadSpec* spec = find(s.workload);
+  if (!spec) {
+    std::string names;
+    for (const auto& w : all()) names += (names.empty() ? "" : ", ") + w.name;
+    s.workload_config.fail("kind", "unknown workload '" + s.workload + "' (known: " + names + ")");
+  }
+  if (s.backend == scenario::Backend::kGloo && s.device == scenario::Device::kCuda) {
+    s.workload_config.fail("kind", "run.backend 'gloo' in lockstep carries host buffers only; "
+                                   "use backend 'nccl' for device 'cuda'");
+  }
+  for (const auto& inj : s.injections) {
+    const bool workload_kind = std::find(spec->injections.begin(), spec->injections.end(),
+                                         inj.kind) != spec->injections.end();
+    if (comm::is_comm_fault(inj.kind)) {
+      comm::parse_fault(inj, s.world_size);
+    } else if (!workload_kind) {
+      std::string kinds;
+      for (const auto& k : comm::comm_fault_kinds()) kinds += (kinds.empty() ? "" : ", ") + k;
+      for (const auto& k : spec->injections) kinds += ", " + k;
+      inj.config.fail("kind", "unknown injection '" + inj.kind + "' for workload '" + s.workload +
+                                  "' (known: " + kinds + ")");
+    }
+  }
+  spec->make(s);  // validates the workload's own keys and injections
+}
+
+}  // namespace lockstep::workloads

@@ -1,0 +1,57 @@
+#pragma once
+// A workload is a small unit that the driver plans, runs, checks and reports, as each
+// collective is in nccl-tests. It runs inside every rank process, talks only through the
+// Communicator, and reports problems by throwing DiagnosisError.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/scenario/scenario.h"
+
+namespace lockstep::comm {
+class Communicator;
+}
+namespace lockstep::report {
+class DumpWriter;
+}
+
+namespace lockstep::workloads {
+
+struct RankContext {
+  const scenario::Scenario& scenario;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  comm::Communicator& comm;
+  report::DumpWriter& dump;
+  std::map<std::string, double> metrics;  // reported from rank 0
+  std::string digest;  // hex digest of the canonical output; set on rank 0, "" if none
+};
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual void run(RankContext& ctx) = 0;
+};
+
+struct WorkloadSpec {
+  std::string name;
+  std::string summary;
+  // Validates scenario.workload_config and the injections this workload handles (consuming
+  // every key it reads) and builds the workload. Throws InputError naming file:line.
+  std::function<std::unique_ptr<Workload>(const scenario::Scenario&)> make;
+  // The [[inject]] kinds this workload handles itself (beyond the communicator's faults).
+  std::vector<std::string> injections;
+};
+
+// The registered workloads, sorted by name.
+const std::vector<WorkloadSpec>& all();
+// Returns the workload named `name`, or nullptr.
+const WorkloadSpec* find(std::string_view name);
+// Validates the workload, its config and every injection of `s`. Throws InputError.
+void validate(const scenario::Scenario& s);
+
+}  // namespace lockstep::workloads

@@ -1,0 +1,600 @@
+// Tests of the scenario schema: parsing, defaults, [matrix] expansion, path expansion, and
+// that every InputError names the file:line written in the test's own TOML text.
+#include "harness/scenario/scenario.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/core/error.h"
+#include "harness/scenario/config_internal.h"
+
+namespace lockstep::scenario {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ScenarioTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "lockstep_scenario_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << "mkdtemp failed";
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  // Writes `text` to `name` under the temporary directory and returns its path.
+  std::string write(const std::string& name, const std::string& text) {
+    fs::path path = fs::path(dir_) / name;
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  std::string dir_;
+};
+
+// Returns the message of the InputError that `fn` throws; fails the test when it throws none.
+std::string input_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an InputError";
+  return "";
+}
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
+
+// A minimal valid file; line numbers of the error tests below count from its first line.
+constexpr const char* kMinimal = R"(name = "comm.minimal"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+)";
+
+TEST_F(ScenarioTest, MinimalFileGetsDefaults) {
+  std::string path = write("minimal.toml", kMinimal);
+  std::vector<Scenario> scenarios = load_file(path);
+  ASSERT_EQ(scenarios.size(), 1u);
+  const Scenario& s = scenarios[0];
+  EXPECT_EQ(s.name, "comm.minimal");
+  EXPECT_EQ(s.file, path);
+  EXPECT_EQ(s.variant, "");
+  EXPECT_EQ(s.variant_index, 0u);
+  EXPECT_EQ(s.id(), "comm.minimal");
+  EXPECT_EQ(s.slug(), "comm.minimal");
+  EXPECT_EQ(s.description, "");
+  EXPECT_TRUE(s.tags.empty());
+  EXPECT_FALSE(s.requires_cuda);
+  EXPECT_EQ(s.requires_ranks, 1);
+  EXPECT_EQ(s.world_size, 1);
+  EXPECT_EQ(s.backend, Backend::kGloo);
+  EXPECT_EQ(s.device, Device::kCpu);
+  EXPECT_EQ(s.verify, VerifyMode::kVerify);
+  EXPECT_DOUBLE_EQ(s.timeout_s, 60.0);
+  EXPECT_EQ(s.seed, 0u);
+  EXPECT_EQ(s.workload, "collectives");
+  EXPECT_TRUE(s.injections.empty());
+  EXPECT_FALSE(s.expect.kind.has_value());
+  EXPECT_FALSE(s.expect.rank.has_value());
+  EXPECT_FALSE(s.expect.seq.has_value());
+  EXPECT_EQ(s.expect.expected_label(), "pass");
+  EXPECT_TRUE(s.matrix_invariant);
+}
+
+// Injections are handled by workloads::validate, which this schema test leaves out.
+TEST_F(ScenarioTest, AllKeysAreParsed) {
+  std::string path = write("all.toml", R"(name = "comm.dtype_mismatch"
+description = "one rank casts to bf16 before the allreduce"
+tags = ["comm", "bug"]
+
+[requires]
+cuda = true
+ranks = 4
+
+[run]
+world_size = 2
+backend = "nccl"
+device = "cuda"
+verify = "record"
+timeout_s = 12.5
+seed = 7
+
+[workload]
+kind = "collectives"
+
+[[inject]]
+kind = "dtype_mismatch"
+rank = 1
+
+[[inject]]
+kind = "delay"
+
+[expect]
+outcome = "collective_mismatch"
+rank = 1
+seq = 12
+message_contains = ["bf16", "allreduce"]
+)");
+  std::vector<Scenario> scenarios = internal::load_file_unvalidated(path);
+  ASSERT_EQ(scenarios.size(), 1u);
+  const Scenario& s = scenarios[0];
+  EXPECT_EQ(s.name, "comm.dtype_mismatch");
+  EXPECT_EQ(s.description, "one rank casts to bf16 before the allreduce");
+  EXPECT_EQ(s.tags, (std::vector<std::string>{"comm", "bug"}));
+  EXPECT_TRUE(s.requires_cuda);
+  EXPECT_EQ(s.requires_ranks, 4);
+  EXPECT_EQ(s.world_size, 2);
+  EXPECT_EQ(s.backend, Backend::kNccl);
+  EXPECT_EQ(s.device, Device::kCuda);
+  EXPECT_EQ(s.verify, VerifyMode::kRecord);
+  EXPECT_DOUBLE_EQ(s.timeout_s, 12.5);
+  EXPECT_EQ(s.seed, 7u);
+  EXPECT_EQ(s.workload, "collectives");
+  EXPECT_NO_THROW(s.workload_config.finish());
+  ASSERT_EQ(s.injections.size(), 2u);
+  EXPECT_EQ(s.injections[0].kind, "dtype_mismatch");
+  EXPECT_EQ(s.injections[0].config.get_int("rank"), 1);
+  EXPECT_NO_THROW(s.injections[0].config.finish());
+  EXPECT_EQ(s.injections[1].kind, "delay");
+  ASSERT_TRUE(s.expect.kind.has_value());
+  EXPECT_EQ(*s.expect.kind, DiagnosisKind::kCollectiveMismatch);
+  EXPECT_EQ(s.expect.expected_label(), "collective_mismatch");
+  EXPECT_EQ(s.expect.rank, 1);
+  EXPECT_EQ(s.expect.seq, 12);
+  EXPECT_EQ(s.expect.message_contains, (std::vector<std::string>{"bf16", "allreduce"}));
+  EXPECT_EQ(s.id(), "comm.dtype_mismatch");
+}
+
+TEST_F(ScenarioTest, InjectionKeysNotReadAreReportedByFinish) {
+  std::string path = write("inject.toml", R"(name = "comm.inject"
+[workload]
+kind = "collectives"
+[[inject]]
+kind = "dtype_mismatch"
+rnak = 1
+[expect]
+outcome = "collective_mismatch"
+)");
+  std::vector<Scenario> scenarios = internal::load_file_unvalidated(path);
+  ASSERT_EQ(scenarios.size(), 1u);
+  ASSERT_EQ(scenarios[0].injections.size(), 1u);
+  const Config& config = scenarios[0].injections[0].config;
+  config.get_int("rank", 0);
+  std::string message = input_error([&] { config.finish(); });
+  EXPECT_CONTAINS(message, path + ":6: inject.rnak: unknown key");
+  EXPECT_CONTAINS(message, "did you mean 'rank'");
+}
+
+TEST_F(ScenarioTest, MatrixExpandsRunKeys) {
+  std::string path = write("matrix.toml", R"(name = "comm.matrix"
+[run]
+world_size = 8
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+[matrix]
+world_size = [1, 2, 4]
+verify = ["off", "verify"]
+invariant = false
+)");
+  std::vector<Scenario> scenarios = load_file(path);
+  // toml++ iterates [matrix] in key order: verify, then world_size (the last varies fastest).
+  const std::vector<std::string> variants = {
+      "verify=off,world_size=1",    "verify=off,world_size=2",    "verify=off,world_size=4",
+      "verify=verify,world_size=1", "verify=verify,world_size=2", "verify=verify,world_size=4"};
+  const std::vector<int> world_sizes = {1, 2, 4, 1, 2, 4};
+  ASSERT_EQ(scenarios.size(), variants.size());
+  for (std::size_t i = 0; i < scenarios.size(); ++i) {
+    const Scenario& s = scenarios[i];
+    EXPECT_EQ(s.variant, variants[i]);
+    EXPECT_EQ(s.variant_index, i);
+    EXPECT_EQ(s.world_size, world_sizes[i]);
+    EXPECT_EQ(s.requires_ranks, world_sizes[i]);
+    EXPECT_EQ(s.verify, i < 3 ? VerifyMode::kOff : VerifyMode::kVerify);
+    EXPECT_FALSE(s.matrix_invariant);
+    EXPECT_EQ(s.id(), "comm.matrix[" + variants[i] + "]");
+  }
+  EXPECT_EQ(scenarios[1].slug(), "comm.matrix_verify_off_world_size_2_");
+}
+
+// A "workload.<key>" dimension: the collectives workload may not accept this key, so the
+// schema is checked without workloads::validate.
+TEST_F(ScenarioTest, MatrixOverridesWorkloadKeys) {
+  std::string path = write("workers.toml", R"(name = "loader.workers"
+[workload]
+kind = "collectives"
+num_workers = 8
+[expect]
+outcome = "pass"
+[matrix]
+"workload.num_workers" = [0, 2]
+world_size = [1, 2]
+)");
+  std::vector<Scenario> scenarios = internal::load_file_unvalidated(path);
+  const std::vector<std::string> variants = {
+      "workload.num_workers=0,world_size=1", "workload.num_workers=0,world_size=2",
+      "workload.num_workers=2,world_size=1", "workload.num_workers=2,world_size=2"};
+  const std::vector<std::int64_t> workers = {0, 0, 2, 2};
+  const std::vector<int> world_sizes = {1, 2, 1, 2};
+  ASSERT_EQ(scenarios.size(), variants.size());
+  for (std::size_t i = 0; i < scenarios.size(); ++i) {
+    EXPECT_EQ(scenarios[i].variant, variants[i]);
+    EXPECT_EQ(scenarios[i].world_size, world_sizes[i]);
+    EXPECT_EQ(scenarios[i].workload, "collectives");
+    EXPECT_EQ(scenarios[i].workload_config.get_int("num_workers"), workers[i]);
+    EXPECT_TRUE(scenarios[i].matrix_invariant);
+  }
+  // The overridden key is named where the matrix sets it.
+  std::string message =
+      input_error([&] { scenarios[0].workload_config.get_string("num_workers"); });
+  EXPECT_CONTAINS(message,
+                  path + ":8: matrix.\"workload.num_workers\": expected a string, got integer 0");
+}
+
+TEST_F(ScenarioTest, MatrixValueErrorPointsAtMatrixLine) {
+  std::string path = write("bad_matrix.toml", R"(name = "comm.bad_matrix"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+[matrix]
+world_size = [2,
+  0]
+)");
+  std::string message = input_error([&] { load_file(path); });
+  EXPECT_CONTAINS(message, path + ":8: matrix.world_size: must be in [1, 64], got 0");
+}
+
+TEST_F(ScenarioTest, MatrixUnknownKeyAndDuplicateValue) {
+  std::string unknown = write("unknown_matrix.toml", std::string(kMinimal) + R"([matrix]
+world_size = [1]
+ranks = [1, 2]
+)");
+  std::string message = input_error([&] { load_file(unknown); });
+  EXPECT_CONTAINS(message, unknown + ":8: matrix.ranks: unknown key");
+  EXPECT_CONTAINS(message, "\"workload.<key>\"");
+
+  std::string duplicate = write("duplicate_matrix.toml", std::string(kMinimal) + R"([matrix]
+backend = ["gloo",
+  "gloo"]
+)");
+  message = input_error([&] { load_file(duplicate); });
+  EXPECT_CONTAINS(message, duplicate + ":8: matrix.backend[1]: duplicate value gloo");
+
+  std::string empty = write("empty_matrix.toml", std::string(kMinimal) + R"([matrix]
+seed = []
+)");
+  message = input_error([&] { load_file(empty); });
+  EXPECT_CONTAINS(message, empty + ":7: matrix.seed: expected a non-empty array");
+}
+
+TEST_F(ScenarioTest, MissingKeyNamesTheTable) {
+  std::string path = write("missing.toml", R"(name = "comm.missing"
+[workload]
+kind = "collectives"
+
+[expect]
+rank = 1
+)");
+  std::string message = input_error([&] { load_file(path); });
+  EXPECT_CONTAINS(message, path + ":5: [expect] is missing required key 'outcome'");
+}
+
+TEST_F(ScenarioTest, MissingTopLevelKeyAndTableNameLineOne) {
+  std::string no_name = write("no_name.toml", R"(description = "no name"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+)");
+  std::string message = input_error([&] { load_file(no_name); });
+  EXPECT_CONTAINS(message, no_name + ":1: missing required top-level key 'name'");
+
+  std::string no_expect = write("no_expect.toml", R"(name = "comm.no_expect"
+[workload]
+kind = "collectives"
+)");
+  message = input_error([&] { load_file(no_expect); });
+  EXPECT_CONTAINS(message, no_expect + ":1: missing required table [expect]");
+
+  std::string no_kind = write("no_kind.toml", R"(name = "comm.no_kind"
+[workload]
+[expect]
+outcome = "pass"
+)");
+  message = input_error([&] { load_file(no_kind); });
+  EXPECT_CONTAINS(message, no_kind + ":2: [workload] is missing required key 'kind'");
+}
+
+TEST_F(ScenarioTest, WrongTypeNamesTheValue) {
+  std::string path = write("wrong_type.toml", R"(name = "comm.wrong_type"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+[run]
+world_size = "two"
+)");
+  std::string message = input_error([&] { load_file(path); });
+  EXPECT_CONTAINS(message, path + ":7: run.world_size: expected an integer, got string \"two\"");
+
+  std::string tags = write("wrong_tag.toml", R"(name = "comm.wrong_tag"
+tags = ["comm",
+  3]
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+)");
+  message = input_error([&] { load_file(tags); });
+  EXPECT_CONTAINS(message, tags + ":3: tags[1]: expected a string, got integer 3");
+
+  std::string table = write("wrong_table.toml", R"(name = "comm.wrong_table"
+workload = "collectives"
+[expect]
+outcome = "pass"
+)");
+  message = input_error([&] { load_file(table); });
+  EXPECT_CONTAINS(message, table + ":2: workload: expected a table, got string \"collectives\"");
+}
+
+TEST_F(ScenarioTest, UnknownTopLevelKey) {
+  std::string path = write("unknown_top.toml", R"(name = "comm.unknown_top"
+descripton = "typo"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+)");
+  std::string message = input_error([&] { load_file(path); });
+  EXPECT_CONTAINS(message, path + ":2: descripton: unknown key");
+  EXPECT_CONTAINS(message, "did you mean 'description'");
+  EXPECT_CONTAINS(message, "allowed top-level keys: name, description, tags");
+}
+
+TEST_F(ScenarioTest, UnknownKeyInRun) {
+  std::string path = write("unknown_run.toml", R"(name = "comm.unknown_run"
+[workload]
+kind = "collectives"
+[run]
+backend = "gloo"
+wrld_size = 2
+[expect]
+outcome = "pass"
+)");
+  std::string message = input_error([&] { load_file(path); });
+  EXPECT_CONTAINS(message, path + ":6: run.wrld_size: unknown key");
+  EXPECT_CONTAINS(message, "did you mean 'world_size'");
+  EXPECT_CONTAINS(message,
+                  "allowed keys in [run]: world_size, backend, device, verify, timeout_s, seed");
+}
+
+TEST_F(ScenarioTest, UnknownKeyInExpectAndRequires) {
+  std::string expect = write("unknown_expect.toml", R"(name = "comm.unknown_expect"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "timeout"
+message = "x"
+)");
+  std::string message = input_error([&] { load_file(expect); });
+  EXPECT_CONTAINS(message, expect + ":6: expect.message: unknown key");
+
+  std::string requires_path = write("unknown_requires.toml", R"(name = "comm.unknown_requires"
+[requires]
+gpu = true
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+)");
+  message = input_error([&] { load_file(requires_path); });
+  EXPECT_CONTAINS(message, requires_path + ":3: requires.gpu: unknown key");
+  EXPECT_CONTAINS(message, "allowed keys in [requires]: cuda, ranks");
+}
+
+TEST_F(ScenarioTest, BadValuesNameValueAndAllowed) {
+  auto file_with_run = [&](const std::string& name, const std::string& run) {
+    return write(name, std::string(kMinimal) + "[run]\n" + run);  // run keys start at line 7
+  };
+  std::string path = file_with_run("world_size_zero.toml", "world_size = 0\n");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":7: run.world_size: must be in [1, 64], got 0");
+
+  path = file_with_run("mpi.toml", "backend = \"mpi\"\n");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":7: run.backend: unknown value \"mpi\"; allowed: gloo, nccl");
+
+  path = file_with_run("verify.toml", "seed = 1\nverify = \"strict\"\n");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":8: run.verify: unknown value \"strict\"; allowed: off, record, verify");
+
+  path = file_with_run("timeout.toml", "timeout_s = 0\n");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":7: run.timeout_s: must be in (0, 3600]");
+
+  path = file_with_run("seed.toml", "seed = -1\n");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":7: run.seed: must be >= 0, got -1");
+
+  path = file_with_run("nccl_cpu.toml", "device = \"cpu\"\nbackend = \"nccl\"\n");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":8: run.backend: backend \"nccl\" requires device \"cuda\"");
+
+  path = write("bad_name.toml", R"(name = "Comm Bad"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+)");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":1: name: must match [a-z0-9_.-]+, got \"Comm Bad\"");
+
+  path = write("ranks.toml", R"(name = "comm.ranks"
+[run]
+world_size = 4
+[requires]
+ranks = 2
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+)");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }), path + ":5: requires.ranks: must be in");
+}
+
+TEST_F(ScenarioTest, UnknownOutcomeKind) {
+  std::string path = write("outcome.toml", R"(name = "comm.outcome"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "collective_mixup"
+)");
+  std::string message = input_error([&] { load_file(path); });
+  EXPECT_CONTAINS(message, path + ":5: expect.outcome: unknown outcome \"collective_mixup\"");
+  EXPECT_CONTAINS(message, "allowed: pass, collective_mismatch, missing_participant");
+}
+
+TEST_F(ScenarioTest, ExpectFieldsAreChecked) {
+  std::string pass_with_rank = write("pass_rank.toml", R"(name = "comm.pass_rank"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+rank = 0
+)");
+  EXPECT_CONTAINS(
+      input_error([&] { load_file(pass_with_rank); }),
+      pass_with_rank + ":6: expect.rank: only applies when outcome is a diagnosis kind");
+
+  std::string rank_too_big = write("rank_big.toml", R"(name = "comm.rank_big"
+[run]
+world_size = 2
+[workload]
+kind = "collectives"
+[expect]
+outcome = "timeout"
+rank = 2
+)");
+  EXPECT_CONTAINS(input_error([&] { load_file(rank_too_big); }),
+                  rank_too_big + ":8: expect.rank: must be in [0, run.world_size) = [0, 2), got 2");
+}
+
+TEST_F(ScenarioTest, InjectWithoutKind) {
+  std::string path = write("inject_kind.toml", R"(name = "comm.inject_kind"
+[workload]
+kind = "collectives"
+
+[[inject]]
+rank = 1
+
+[expect]
+outcome = "collective_mismatch"
+)");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":5: [[inject]] is missing required key 'kind'");
+}
+
+TEST_F(ScenarioTest, TomlSyntaxErrorNamesLineAndColumn) {
+  std::string path = write("syntax.toml", R"(name = "comm.syntax"
+[run]
+world_size = = 2
+)");
+  std::string message = input_error([&] { load_file(path); });
+  EXPECT_CONTAINS(message, path + ":3:");
+  EXPECT_EQ(message.rfind(path + ":3:", 0), 0u) << message;
+}
+
+TEST_F(ScenarioTest, MissingPath) {
+  std::string path = dir_ + "/nope.toml";
+  EXPECT_EQ(input_error([&] { load_file(path); }), "no such file or directory: " + path);
+  EXPECT_EQ(input_error([&] { load_paths({path}); }), "no such file or directory: " + path);
+  EXPECT_EQ(input_error([&] { expand_paths({dir_ + "/nope"}); }),
+            "no such file or directory: " + dir_ + "/nope");
+}
+
+TEST_F(ScenarioTest, ExpandPathsSearchesDirectoriesSortedAndDeduplicated) {
+  std::string b = write("suite/comm/b.toml", kMinimal);
+  std::string a = write("suite/a.toml", kMinimal);
+  std::string c = write("suite/comm/deep/c.toml", kMinimal);
+  write("suite/comm/notes.md", "not a scenario");
+  std::vector<std::string> files = expand_paths({dir_ + "/suite", b});
+  EXPECT_EQ(files, (std::vector<std::string>{a, b, c}));
+
+  fs::create_directories(fs::path(dir_) / "empty");
+  write("empty/readme.txt", "nothing here");
+  EXPECT_CONTAINS(input_error([&] { expand_paths({dir_ + "/empty"}); }), dir_ + "/empty");
+}
+
+TEST_F(ScenarioTest, LoadPathsRejectsDuplicateIds) {
+  std::string first = write("suite/first.toml", kMinimal);
+  std::string second = write("suite/second.toml", kMinimal);
+  std::string message = input_error([&] { load_paths({dir_ + "/suite"}); });
+  EXPECT_CONTAINS(message, "comm.minimal");
+  EXPECT_CONTAINS(message, first);
+  EXPECT_CONTAINS(message, second);
+}
+
+TEST_F(ScenarioTest, LoadPathsLoadsEveryFileInOrder) {
+  write("suite/b.toml", R"(name = "comm.b"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+[matrix]
+world_size = [1, 2]
+)");
+  write("suite/a.toml", kMinimal);
+  std::vector<Scenario> scenarios = load_paths({dir_ + "/suite"});
+  ASSERT_EQ(scenarios.size(), 3u);
+  EXPECT_EQ(scenarios[0].id(), "comm.minimal");
+  EXPECT_EQ(scenarios[1].id(), "comm.b[world_size=1]");
+  EXPECT_EQ(scenarios[2].id(), "comm.b[world_size=2]");
+}
+
+TEST(ScenarioStrings, ToStringAndLabels) {
+  EXPECT_EQ(to_string(Backend::kGloo), "gloo");
+  EXPECT_EQ(to_string(Backend::kNccl), "nccl");
+  EXPECT_EQ(to_string(VerifyMode::kOff), "off");
+  EXPECT_EQ(to_string(VerifyMode::kRecord), "record");
+  EXPECT_EQ(to_string(VerifyMode::kVerify), "verify");
+  EXPECT_EQ(to_string(Device::kCpu), "cpu");
+  EXPECT_EQ(to_string(Device::kCuda), "cuda");
+  Expectation expect;
+  EXPECT_EQ(expect.expected_label(), "pass");
+  expect.kind = DiagnosisKind::kTimeout;
+  EXPECT_EQ(expect.expected_label(), "timeout");
+  Scenario s;
+  s.name = "a.b";
+  s.variant = "world_size=2,workload.mode=x y";
+  EXPECT_EQ(s.id(), "a.b[world_size=2,workload.mode=x y]");
+  EXPECT_EQ(s.slug(), "a.b_world_size_2_workload.mode_x_y_");
+}
+
+TEST(ConfigDefault, EmptyTableUsesFallbacks) {
+  Config config;
+  EXPECT_FALSE(config.has("x"));
+  EXPECT_EQ(config.get_int("x", 3), 3);
+  EXPECT_EQ(config.get_string("s", "d"), "d");
+  EXPECT_EQ(config.get_int_list("l", {1, 2}), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_FALSE(config.get_table("t").has("y"));
+  EXPECT_NO_THROW(config.finish());
+  EXPECT_THROW(config.get_int("x"), InputError);
+}
+
+}  // namespace
+}  // namespace lockstep::scenario
