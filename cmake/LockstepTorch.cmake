@@ -63,18 +63,26 @@ else()
   set(_torch_libs "${_torch_libdir}/libtorch_cpu.so" "${_torch_libdir}/libc10.so")
 endif()
 
-set(_version_h "${LOCKSTEP_TORCH_INCLUDE}/torch/csrc/api/include/torch/version.h")
+# 1.13 keeps version.h under csrc/api; 2.x moved it to torch/headeronly.
+set(_version_h "${LOCKSTEP_TORCH_INCLUDE}/torch/headeronly/version.h")
+if(NOT EXISTS "${_version_h}")
+  set(_version_h "${LOCKSTEP_TORCH_INCLUDE}/torch/csrc/api/include/torch/version.h")
+endif()
 foreach(_part MAJOR MINOR PATCH)
   file(STRINGS "${_version_h}" _tv REGEX "#define TORCH_VERSION_${_part} ")
   string(REGEX REPLACE ".*TORCH_VERSION_${_part} +([0-9]+).*" "\\1" LOCKSTEP_TORCH_VERSION_${_part} "${_tv}")
 endforeach()
 set(LOCKSTEP_TORCH_VERSION
     "${LOCKSTEP_TORCH_VERSION_MAJOR}.${LOCKSTEP_TORCH_VERSION_MINOR}.${LOCKSTEP_TORCH_VERSION_PATCH}")
+if(NOT LOCKSTEP_TORCH_VERSION_MAJOR MATCHES "^[0-9]+$")
+  message(FATAL_ERROR "cannot read the LibTorch version from ${_version_h}")
+endif()
 message(STATUS "lockstep: LibTorch ${LOCKSTEP_TORCH_VERSION} (${LOCKSTEP_TORCH}) from ${LOCKSTEP_TORCH_INCLUDE}")
 
 add_library(lockstep_torch INTERFACE)
 add_library(lockstep::torch ALIAS lockstep_torch)
-target_include_directories(lockstep_torch SYSTEM INTERFACE "${LOCKSTEP_TORCH_INCLUDE}")
+target_include_directories(lockstep_torch SYSTEM INTERFACE "${LOCKSTEP_TORCH_INCLUDE}"
+                           "${LOCKSTEP_TORCH_INCLUDE}/torch/csrc/api/include")
 if(LOCKSTEP_GLOO_INCLUDE)
   target_include_directories(lockstep_torch SYSTEM INTERFACE "${LOCKSTEP_GLOO_INCLUDE}")
 endif()

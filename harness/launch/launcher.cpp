@@ -73,7 +73,9 @@ class RankProcesses {
       execve(args[0], args.data(), envp.data());
       _exit(127);
     }
-    children_.push_back(Child{pid});
+    Child child;
+    child.pid = pid;
+    children_.push_back(child);
   }
 
   // Reaps whatever has exited; returns true when every child has.

@@ -19,6 +19,7 @@
 #include "harness/comm/monitor.h"
 #include "harness/comm/verifier.h"
 #include "harness/core/error.h"
+#include "harness/core/fs.h"
 #include "harness/report/dump.h"
 #include "harness/workloads/workload.h"
 
@@ -48,12 +49,7 @@ nlohmann::json diagnosis_json(const Diagnosis& d) {
 }
 
 void write_status(const std::string& path, const nlohmann::json& status) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << status.dump(2) << '\n';
-  }
-  std::filesystem::rename(tmp, path);
+  write_file_atomically(path, status.dump(2) + "\n");
 }
 
 }  // namespace

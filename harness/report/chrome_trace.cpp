@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "harness/core/error.h"
+#include "harness/core/fs.h"
 
 namespace lockstep::report {
 namespace {
@@ -121,20 +122,7 @@ void write_chrome_trace(const std::vector<std::string>& jsonl_paths, const std::
   root["traceEvents"] = std::move(trace_events);
   root["displayTimeUnit"] = "ms";
 
-  std::error_code ec;
-  const fs::path parent = fs::path(out_path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
-  LOCKSTEP_CHECK(!ec, "cannot create directory ", parent.string(), ": ", ec.message());
-  const std::string tmp = out_path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LOCKSTEP_CHECK(out.good(), "cannot open ", tmp, " for writing: ", std::strerror(errno));
-    out << root.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
-    out.close();
-    LOCKSTEP_CHECK(out.good(), "cannot write ", tmp);
-  }
-  fs::rename(tmp, out_path, ec);
-  LOCKSTEP_CHECK(!ec, "cannot rename ", tmp, " to ", out_path, ": ", ec.message());
+  write_file_atomically(out_path, root.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace lockstep::report

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "harness/core/error.h"
+#include "harness/core/fs.h"
 #include "reference/io/npy.h"
 
 namespace lockstep::report {
@@ -42,20 +43,6 @@ bool valid_name(const std::string& name) {
 
 std::string fragment_path(const std::string& dir, int rank) {
   return (fs::path(dir) / ("manifest.rank" + std::to_string(rank) + ".jsonl")).string();
-}
-
-void write_file_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LOCKSTEP_CHECK(out.good(), "cannot open ", tmp.string(), " for writing: ", std::strerror(errno));
-    out << text;
-    out.close();
-    LOCKSTEP_CHECK(out.good(), "cannot write ", tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  LOCKSTEP_CHECK(!ec, "cannot rename ", tmp.string(), " to ", path.string(), ": ", ec.message());
 }
 
 }  // namespace
@@ -163,7 +150,7 @@ void merge_manifests(const std::string& dir, const std::string& scenario_id) {
   manifest["schema_version"] = 1;
   manifest["scenario"] = scenario_id;
   manifest["arrays"] = std::move(unique);
-  write_file_atomically(fs::path(dir) / "manifest.json",
+  write_file_atomically(fs::path(fs::path(dir) / "manifest.json").string(),
                         manifest.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
   for (const auto& fragment : fragments) {
     fs::remove(fragment, ec);

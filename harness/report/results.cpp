@@ -8,31 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/error.h"
+#include "harness/core/fs.h"
 
 namespace lockstep::report {
 namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
-
-// Writes `text` to path.tmp and renames it over `path`, so readers never see a torn file.
-// Creates missing parent directories. Throws lockstep::Error on failure.
-void write_file_atomically(const std::string& path, const std::string& text) {
-  std::error_code ec;
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
-  LOCKSTEP_CHECK(!ec, "cannot create directory ", parent.string(), ": ", ec.message());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LOCKSTEP_CHECK(out.good(), "cannot open ", tmp, " for writing: ", std::strerror(errno));
-    out << text;
-    out.close();
-    LOCKSTEP_CHECK(out.good(), "cannot write ", tmp);
-  }
-  fs::rename(tmp, path, ec);
-  LOCKSTEP_CHECK(!ec, "cannot rename ", tmp, " to ", path, ": ", ec.message());
-}
 
 struct Counts {
   int total = 0, pass = 0, fail = 0, skip = 0, error = 0;

@@ -1,0 +1,77 @@
+// Cost of lockstep's communicator decorators on a 1 KiB all_reduce (256 x f32) over Gloo, at 2
+// and 4 real rank processes: verification off (the limit: the bare engine plus sequence
+// numbering), record (trace of every call), and verify (cross-rank fingerprint check).
+// Each iteration runs the three modes back to back, so slow drift on this shared 2-core
+// machine hits all three alike; the counters are medians over iterations.
+#include <benchmark/benchmark.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "harness/launch/launcher.h"
+#include "harness/scenario/scenario.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using lockstep::launch::LaunchOptions;
+
+std::string temp_dir() {
+  std::string tmpl = (fs::temp_directory_path() / "lockstep-bench-XXXXXX").string();
+  return mkdtemp(tmpl.data());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double run_mode(const std::string& dir, const std::string& mode, int ranks, std::int64_t iterations) {
+  const std::string file = dir + "/latency_" + mode + "_" + std::to_string(ranks) + ".toml";
+  std::ofstream(file) << "name = \"bench.latency_" << mode << "_" << ranks << "\"\n"
+                      << "[run]\nworld_size = " << ranks << "\nverify = \"" << mode << "\"\ntimeout_s = 120\n"
+                      << "[workload]\nkind = \"latency\"\ncount = 256\ndtype = \"f32\"\niterations = "
+                      << iterations << "\nwarmup = 200\n[expect]\noutcome = \"pass\"\n";
+  auto scenarios = lockstep::scenario::load_file(file);
+  LaunchOptions opts;
+  opts.binary = LOCKSTEP_BINARY;
+  opts.report_dir = dir + "/report";
+  auto res = lockstep::launch::run_scenario(scenarios.at(0), opts);
+  if (res.status != lockstep::report::Status::kPass) return -1;
+  return res.metrics.at("us_per_op");
+}
+
+void BM_AllReduce1KiB_DecoratorCost(benchmark::State& state) {
+  const int ranks = static_cast<int>(state.range(0));
+  const std::int64_t iterations = ranks == 2 ? 3000 : 1000;
+  const std::string dir = temp_dir();
+  std::vector<double> off, record, verify, record_ratio, verify_ratio;
+  for (auto _ : state) {
+    const double o = run_mode(dir, "off", ranks, iterations);
+    const double r = run_mode(dir, "record", ranks, iterations);
+    const double v = run_mode(dir, "verify", ranks, iterations);
+    if (o <= 0 || r <= 0 || v <= 0) {
+      state.SkipWithError("a latency scenario did not pass");
+      break;
+    }
+    off.push_back(o);
+    record.push_back(r);
+    verify.push_back(v);
+    record_ratio.push_back(r / o);
+    verify_ratio.push_back(v / o);
+    state.SetIterationTime(o * 1e-6);
+  }
+  state.counters["off_us"] = median(off);
+  state.counters["record_us"] = median(record);
+  state.counters["verify_us"] = median(verify);
+  state.counters["record_ratio"] = median(record_ratio);
+  state.counters["verify_ratio"] = median(verify_ratio);
+  fs::remove_all(dir);
+}
+BENCHMARK(BM_AllReduce1KiB_DecoratorCost)->Arg(2)->Arg(4)->Iterations(5)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
