@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <utility>
@@ -28,6 +29,20 @@ std::string site_text(const std::string& phase, std::int64_t step) {
   os << (phase.empty() ? "?" : phase);
   if (step >= 0) os << " step " << step;
   return os.str();
+}
+
+constexpr std::uint64_t kMagic = 0x6c6f636b73746570ull;  // "lockstep"
+
+struct alignas(64) BoardHeader {
+  std::uint64_t magic;
+  std::int64_t world_size;
+  std::int64_t words;
+  std::int64_t ring;
+};
+
+std::size_t ring_bytes(int world_size, std::size_t words) {
+  return sizeof(std::atomic<std::int64_t>) * static_cast<std::size_t>(world_size) *
+         Board::kFingerprintRing * (words + 1);
 }
 
 }  // namespace
@@ -57,11 +72,16 @@ std::string SlotView::last_completed() const {
   return os.str();
 }
 
-Board Board::create(const std::string& path, int world_size) {
+Board Board::create(const std::string& path, int world_size, std::size_t fingerprint_words) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   LOCKSTEP_CHECK(fd >= 0, "cannot create board file ", path, ": ", std::strerror(errno));
-  const std::size_t bytes = sizeof(BoardSlot) * static_cast<std::size_t>(world_size);
-  const int rc = ::ftruncate(fd, static_cast<off_t>(bytes));
+  const std::size_t bytes = sizeof(BoardHeader) + sizeof(BoardSlot) * static_cast<std::size_t>(world_size) +
+                            ring_bytes(world_size, fingerprint_words);
+  int rc = ::ftruncate(fd, static_cast<off_t>(bytes));
+  if (rc == 0) {
+    const BoardHeader h{kMagic, world_size, static_cast<std::int64_t>(fingerprint_words), kFingerprintRing};
+    rc = ::pwrite(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) ? 0 : -1;
+  }
   ::close(fd);
   LOCKSTEP_CHECK(rc == 0, "cannot size board file ", path, ": ", std::strerror(errno));
   return attach(path);
@@ -77,23 +97,35 @@ Board Board::attach(const std::string& path) {
   ::close(fd);
   LOCKSTEP_CHECK(p != MAP_FAILED, "cannot map board file ", path, ": ", std::strerror(errno));
   Board b;
-  b.slots_ = static_cast<BoardSlot*>(p);
-  b.world_size_ = static_cast<int>(bytes / sizeof(BoardSlot));
+  b.base_ = p;
   b.bytes_ = bytes;
+  const auto* h = static_cast<const BoardHeader*>(p);
+  LOCKSTEP_CHECK(bytes >= sizeof(BoardHeader) && h->magic == kMagic && h->ring == kFingerprintRing,
+                 "not a lockstep board file: ", path);
+  b.world_size_ = static_cast<int>(h->world_size);
+  b.words_ = static_cast<std::size_t>(h->words);
+  b.slots_ = reinterpret_cast<BoardSlot*>(static_cast<char*>(p) + sizeof(BoardHeader));
+  b.rings_ = reinterpret_cast<std::atomic<std::int64_t>*>(b.slots_ + b.world_size_);
+  LOCKSTEP_CHECK(bytes == sizeof(BoardHeader) + sizeof(BoardSlot) * static_cast<std::size_t>(b.world_size_) +
+                              ring_bytes(b.world_size_, b.words_),
+                 "board file ", path, " has the wrong size");
   return b;
 }
 
 Board::~Board() {
-  if (slots_) ::munmap(slots_, bytes_);
+  if (base_) ::munmap(base_, bytes_);
 }
 
 Board::Board(Board&& other) noexcept { *this = std::move(other); }
 
 Board& Board::operator=(Board&& other) noexcept {
   if (this != &other) {
-    if (slots_) ::munmap(slots_, bytes_);
+    if (base_) ::munmap(base_, bytes_);
+    base_ = std::exchange(other.base_, nullptr);
     slots_ = std::exchange(other.slots_, nullptr);
+    rings_ = std::exchange(other.rings_, nullptr);
     world_size_ = std::exchange(other.world_size_, 0);
+    words_ = std::exchange(other.words_, 0);
     bytes_ = std::exchange(other.bytes_, 0);
   }
   return *this;
@@ -114,6 +146,31 @@ SlotView Board::view(int rank) const {
   v.last_step = s.last_step.load();
   v.last_phase = load_phase(s.last_phase);
   return v;
+}
+
+std::atomic<std::int64_t>* Board::record(int rank, std::int64_t seq) const {
+  const std::size_t stride = words_ + 1;
+  const std::size_t index = static_cast<std::size_t>(rank) * kFingerprintRing +
+                            static_cast<std::size_t>(seq % kFingerprintRing);
+  return rings_ + index * stride;
+}
+
+void Board::publish_fingerprint(int rank, std::int64_t seq, const std::vector<std::int64_t>& words) {
+  std::atomic<std::int64_t>* r = record(rank, seq);
+  r[0].store(0, std::memory_order_relaxed);  // invalidate while writing
+  std::atomic_thread_fence(std::memory_order_release);
+  const std::size_t n = std::min(words.size(), words_);
+  for (std::size_t i = 0; i < n; ++i) r[1 + i].store(words[i], std::memory_order_relaxed);
+  r[0].store(seq + 1, std::memory_order_release);
+}
+
+bool Board::read_fingerprint(int rank, std::int64_t seq, std::vector<std::int64_t>& out) const {
+  const std::atomic<std::int64_t>* r = record(rank, seq);
+  if (r[0].load(std::memory_order_acquire) != seq + 1) return false;
+  out.resize(words_);
+  for (std::size_t i = 0; i < words_; ++i) out[i] = r[1 + i].load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return r[0].load(std::memory_order_relaxed) == seq + 1;
 }
 
 std::int64_t Board::progress() const {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "harness/comm/types.h"
 
@@ -41,11 +42,17 @@ struct SlotView {
 };
 
 // Owns a mapping of the board file. Movable, not copyable.
+// Layout: a header, one BoardSlot per rank, then per rank a ring of the fingerprint records
+// (verifier.h) of its last kFingerprintRing collectives, each published seqlock-style: the
+// words first, then seq + 1 with release order.
 class Board {
  public:
   Board() = default;
-  // Creates (truncating) `path` with `world_size` zeroed slots and maps it.
-  static Board create(const std::string& path, int world_size);
+  static constexpr int kFingerprintRing = 64;
+
+  // Creates (truncating) `path` with `world_size` zeroed slots and fingerprint rings of
+  // records of `fingerprint_words` words, and maps it.
+  static Board create(const std::string& path, int world_size, std::size_t fingerprint_words);
   // Maps an existing board file; throws Error if it cannot.
   static Board attach(const std::string& path);
   ~Board();
@@ -63,9 +70,21 @@ class Board {
 
   static void store_phase(std::atomic<std::uint64_t> (&dst)[3], const std::string& phase);
 
+  // Publishes `rank`'s fingerprint record of collective `seq`.
+  void publish_fingerprint(int rank, std::int64_t seq, const std::vector<std::int64_t>& words);
+  // Copies `rank`'s record of collective `seq` into `out`; false when it is not published yet
+  // or was already overwritten by a later one.
+  bool read_fingerprint(int rank, std::int64_t seq, std::vector<std::int64_t>& out) const;
+  std::size_t fingerprint_words() const { return words_; }
+
  private:
+  std::atomic<std::int64_t>* record(int rank, std::int64_t seq) const;
+
+  void* base_ = nullptr;
   BoardSlot* slots_ = nullptr;
+  std::atomic<std::int64_t>* rings_ = nullptr;
   int world_size_ = 0;
+  std::size_t words_ = 0;
   std::size_t bytes_ = 0;
 };
 

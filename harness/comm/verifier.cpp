@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include <map>
 #include <sstream>
 
+#include "harness/comm/board.h"
 #include "harness/core/error.h"
 
 namespace lockstep::comm {
@@ -104,10 +107,11 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 // Groups ranks by a key; returns groups ordered by their lowest rank.
 template <typename Key>
-std::vector<std::vector<int>> group_by(int ws, Key key) {
+std::vector<std::vector<int>> group_by(int ws, const std::vector<bool>* present, Key key) {
   std::vector<std::vector<int>> groups;
   std::vector<decltype(key(0))> keys;
   for (int r = 0; r < ws; ++r) {
+    if (present && !(*present)[static_cast<std::size_t>(r)]) continue;
     auto k = key(r);
     auto it = std::find(keys.begin(), keys.end(), k);
     if (it == keys.end()) {
@@ -251,13 +255,18 @@ std::vector<std::int64_t> encode_fingerprint(const Call& call, int world_size) {
   return rec;
 }
 
-std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gathered, int ws) {
+std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gathered, int ws,
+                                            const std::vector<bool>* present) {
   const std::size_t w = fingerprint_words(ws);
   auto rec = [&](int r) { return gathered.data() + static_cast<std::size_t>(r) * w; };
-  const std::int64_t seq = rec(0)[kSeq];
+  auto known = [&](int r) { return !present || (*present)[static_cast<std::size_t>(r)]; };
+  int first = 0;
+  while (first < ws && !known(first)) ++first;
+  if (first == ws) return std::nullopt;
+  const std::int64_t seq = rec(first)[kSeq];
 
   // 1. Call sites: ranks at different points of the program.
-  auto sites = group_by(ws, [&](int r) {
+  auto sites = group_by(ws, present, [&](int r) {
     return std::vector<std::int64_t>(rec(r) + kStep, rec(r) + kHeader);
   });
   if (sites.size() > 1) {
@@ -296,7 +305,7 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
   }
 
   // 2. Arguments at the same call site.
-  auto args = group_by(ws, [&](int r) {
+  auto args = group_by(ws, present, [&](int r) {
     return std::vector<std::int64_t>(rec(r) + kOp, rec(r) + kTag);
   });
   if (args.size() > 1) {
@@ -304,7 +313,7 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
     const auto* good_rec = rec(bad.front() == args.front().front() ? args[1].front()
                                                                     : args.front().front());
     std::ostringstream os;
-    os << "collective #" << seq << " (" << site_of(rec(0)) << "): ";
+    os << "collective #" << seq << " (" << site_of(rec(first)) << "): ";
     for (std::size_t g = 0; g < args.size(); ++g) {
       os << (g ? ", " : "") << rank_list(args[g]) << ' ' << args_of(rec(args[g].front()), ws);
     }
@@ -313,14 +322,15 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
   }
 
   // 3. all_to_all: what i sends to j must be what j expects from i.
-  if (static_cast<Op>(rec(0)[kOp]) == Op::kAllToAll) {
+  if (static_cast<Op>(rec(first)[kOp]) == Op::kAllToAll) {
     for (int i = 0; i < ws; ++i) {
       for (int j = 0; j < ws; ++j) {
+        if (!known(i) || !known(j)) continue;
         const std::int64_t sent = rec(i)[kHeader + j];
         const std::int64_t expected = rec(j)[kHeader + ws + i];
         if (sent != expected) {
           std::ostringstream os;
-          os << "collective #" << seq << " (" << site_of(rec(0)) << "): all_to_all split sizes "
+          os << "collective #" << seq << " (" << site_of(rec(first)) << "): all_to_all split sizes "
              << "disagree: rank " << i << " sends " << sent << " elements to rank " << j
              << ", which expects " << expected << " from rank " << i;
           return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), i, seq};
@@ -354,12 +364,114 @@ std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, cons
   return std::nullopt;
 }
 
-Verifier::Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control)
-    : inner_(std::move(inner)), control_(std::move(control)) {}
+namespace {
+
+// Collects every rank's record of collective `seq` from the board into `gathered`, marking in
+// `present` the ranks that have published it (a rank that has not compares when it gets
+// there). Returns the number present.
+int gather_from_board(const Board& board, int me, std::int64_t seq, const std::vector<std::int64_t>& mine,
+                      std::vector<std::int64_t>& gathered, std::vector<bool>& present) {
+  const int ws = board.world_size();
+  const std::size_t w = mine.size();
+  gathered.resize(w * static_cast<std::size_t>(ws));
+  present.assign(static_cast<std::size_t>(ws), false);
+  std::vector<std::int64_t> rec;
+  int count = 0;
+  for (int r = 0; r < ws; ++r) {
+    const bool ok = r == me || board.read_fingerprint(r, seq, rec);
+    const auto& src = (r == me || !ok) ? mine : rec;
+    std::copy(src.begin(), src.end(), gathered.begin() + static_cast<std::ptrdiff_t>(w * static_cast<std::size_t>(r)));
+    present[static_cast<std::size_t>(r)] = ok;
+    count += ok;
+  }
+  return count;
+}
+
+class BoardPending final : public Pending {
+ public:
+  BoardPending(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> data, const Board& board,
+               std::atomic<std::int64_t>& in_flight, std::vector<std::int64_t> record, int me, std::int64_t seq)
+      : guard_(std::move(guard)), data_(std::move(data)), board_(board), in_flight_(in_flight),
+        record_(std::move(record)), me_(me), seq_(seq) {}
+  void wait() override {
+    std::exception_ptr failure;
+    try {
+      data_->wait();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    std::vector<std::int64_t> gathered;
+    std::vector<bool> present;
+    const int ws = board_.world_size();
+    // After a failure the peers may not have published yet: give them a moment, since a
+    // mismatch explains a failure better than the failure itself.
+    for (int i = 0; gather_from_board(board_, me_, seq_, record_, gathered, present) < ws && failure && i < 200; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    in_flight_.store(-1);
+    if (auto d = check_fingerprints(gathered, ws, &present)) throw DiagnosisError(*d);
+    guard_.reset();
+    if (failure) std::rethrow_exception(failure);
+  }
+
+ private:
+  std::unique_ptr<PendingGuard> guard_;
+  std::unique_ptr<Pending> data_;
+  const Board& board_;
+  std::atomic<std::int64_t>& in_flight_;
+  std::vector<std::int64_t> record_;
+  int me_;
+  std::int64_t seq_;
+};
+
+}  // namespace
+
+Verifier::Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control, Board* board,
+                   std::function<void(const Diagnosis&)> on_async_diagnosis)
+    : inner_(std::move(inner)), control_(std::move(control)), board_(board),
+      on_async_diagnosis_(std::move(on_async_diagnosis)) {
+  if (board_) watcher_ = std::thread([this] { watch(); });
+}
+
+Verifier::~Verifier() {
+  stop_.store(true);
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void Verifier::watch() {
+  const int me = inner_->rank();
+  const int ws = inner_->world_size();
+  std::vector<std::int64_t> mine, gathered;
+  std::vector<bool> present;
+  while (!stop_.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const std::int64_t seq = in_flight_.load();
+    if (seq < 0 || !board_->read_fingerprint(me, seq, mine)) continue;
+    const int count = gather_from_board(*board_, me, seq, mine, gathered, present);
+    if (in_flight_.load() != seq) continue;  // completed meanwhile: the caller checks it
+    if (auto d = check_fingerprints(gathered, ws, &present)) {
+      if (on_async_diagnosis_) on_async_diagnosis_(*d);
+    } else if (count == ws && g_engine_failed.load()) {
+      abort_if_engine_failed();
+    }
+  }
+}
+
+std::unique_ptr<Pending> Verifier::start_on_board(Call& call) {
+  const int me = inner_->rank();
+  std::vector<std::int64_t> rec = encode_fingerprint(call, inner_->world_size());
+  board_->publish_fingerprint(me, call.seq, rec);
+  auto guard = std::make_unique<PendingGuard>();
+  in_flight_.store(call.seq);
+  auto data = inner_->start(call);
+  return std::make_unique<BoardPending>(std::move(guard), std::move(data), *board_, in_flight_, std::move(rec), me,
+                                        call.seq);
+}
 
 std::unique_ptr<Pending> Verifier::start(Call& call) {
   const int ws = inner_->world_size();
   const int me = inner_->rank();
+  if (board_ && !is_p2p(call.op)) return start_on_board(call);
   if (call.op == Op::kSend) {
     std::vector<std::int64_t> rec = encode_fingerprint(call, ws);
     Call c;

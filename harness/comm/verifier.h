@@ -5,7 +5,11 @@
 // same time as the data collective, so a clean collective costs max(data, control) instead of
 // PyTorch's barrier + two all_gathers in front of it; a mismatch is diagnosed even when the data
 // collective itself would hang. Point-to-point calls send their fingerprint to the peer.
+#include <atomic>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -14,10 +18,22 @@
 
 namespace lockstep::comm {
 
+class Board;
+
+// With a progress board (all ranks on one host, under lockstep's launcher) collectives are
+// checked through the board instead: each rank publishes its record there before issuing
+// the collective, and compares all records when the collective returns (its completion
+// implies every peer published), which costs no message at all. A watcher thread compares
+// the records of a collective still in flight every few milliseconds, so a mismatch that
+// makes the engine hang or abort is still named; it reports through `on_async_diagnosis`,
+// which must end the process. Point-to-point calls always use the control group.
 class Verifier final : public Backend {
  public:
   // `control` must be a separate group over the same ranks (host buffers).
-  Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control);
+  Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control,
+           Board* board = nullptr,
+           std::function<void(const Diagnosis&)> on_async_diagnosis = {});
+  ~Verifier() override;
 
   int rank() const override { return inner_->rank(); }
   int world_size() const override { return inner_->world_size(); }
@@ -25,8 +41,16 @@ class Verifier final : public Backend {
   std::unique_ptr<Pending> start(Call& call) override;
 
  private:
+  std::unique_ptr<Pending> start_on_board(Call& call);
+  void watch();
+
   std::unique_ptr<Backend> inner_;
   std::unique_ptr<Backend> control_;
+  Board* board_;
+  std::function<void(const Diagnosis&)> on_async_diagnosis_;
+  std::atomic<std::int64_t> in_flight_{-1};
+  std::atomic<bool> stop_{false};
+  std::thread watcher_;
 };
 
 // Installs a std::terminate handler for engine threads. Gloo aborts the process (an uncaught
@@ -44,8 +68,10 @@ std::size_t fingerprint_words(int world_size);
 // Returns nullopt when they agree, else the diagnosis every rank reaches identically:
 // collective_mismatch when the ranks are at the same call site with different arguments,
 // missing_participant when they are at different call sites (a skipped or extra collective).
+// `present`, when given, marks the ranks whose record is known; the others are left out.
 std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gathered,
-                                            int world_size);
+                                            int world_size,
+                                            const std::vector<bool>* present = nullptr);
 // Compares a received p2p record with the receiver's own call.
 std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, const Call& receiver,
                                    int receiver_rank);

@@ -19,6 +19,7 @@
 #include "harness/comm/board.h"
 #include "harness/comm/cuda_device.h"
 #include "harness/comm/engines.h"
+#include "harness/comm/verifier.h"
 #include "harness/core/error.h"
 #include "harness/rank/rank_main.h"
 #include "harness/report/chrome_trace.h"
@@ -333,7 +334,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     fs::remove_all(dir);
     fs::create_directories(dir);
     const std::string board_path = dir + "/board.bin";
-    comm::Board board = comm::Board::create(board_path, s.world_size);
+    comm::Board board = comm::Board::create(board_path, s.world_size, comm::fingerprint_words(s.world_size));
     comm::StoreServer store(s.world_size, s.timeout_s + 30);
 
     RankProcesses procs;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 
 #include <nlohmann/json.hpp>
 
@@ -101,7 +102,11 @@ int rank_main(const RankOptions& options) {
     slot = &board.slot(rank);
     slot->state.store(static_cast<int>(comm::RankState::kRunning));
   }
+  // Called from the main thread, or from the verifier's watcher thread: the first caller ends
+  // the process, a second one blocks until it has.
+  static std::mutex finishing;
   auto finish = [&](int code) {
+    finishing.lock();
     if (slot) {
       slot->state.store(static_cast<int>(code == kExitClean ? comm::RankState::kFinished
                                                             : comm::RankState::kFailed));
@@ -132,10 +137,24 @@ int rank_main(const RankOptions& options) {
     } else {
       chain = comm::make_gloo_backend(store, "data/", rank, world_size, engine_timeout, gloo_host);
     }
+    // Collectives are verified through the shared board when the launcher provides one, else
+    // (ranks on several hosts) through the control group; LOCKSTEP_VERIFY_CHANNEL=control
+    // forces the latter.
+    const bool use_board_for_verify = board.valid() &&
+                                      board.fingerprint_words() == comm::fingerprint_words(world_size) &&
+                                      env_str("LOCKSTEP_VERIFY_CHANNEL", "auto") != "control";
     if (s.verify == scenario::VerifyMode::kVerify) {
+      auto on_async_diagnosis = [&](const Diagnosis& d) {
+        status["outcome"] = "diagnosis";
+        status["diagnosis"] = diagnosis_json(d);
+        std::cerr << "lockstep rank " << rank << ": " << to_string(d.kind) << ": " << d.message << '\n';
+        finish(kExitDiagnosed);
+      };
       chain = std::make_unique<comm::Verifier>(
           std::move(chain),
-          comm::make_gloo_backend(store, "control/", rank, world_size, engine_timeout, gloo_host));
+          comm::make_gloo_backend(store, "control/", rank, world_size, engine_timeout, gloo_host),
+          use_board_for_verify ? &board : nullptr,
+          on_async_diagnosis);
     }
     const bool record = s.verify != scenario::VerifyMode::kOff;
     auto monitor = std::make_unique<comm::Monitor>(std::move(chain), slot,
