@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "harness/comm/cuda_device.h"
+#include "reference/common/device.h"
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
 #include "lockstep/config.h"
@@ -33,22 +33,22 @@ class GpuTest : public ::testing::Test {
 
 TEST_F(GpuTest, NcclCollectivesMatchClosedForms) {
   if (!LOCKSTEP_HAVE_NCCL) GTEST_SKIP() << "requires NCCL: this build has no NCCL backend";
-  if (comm::cuda_device_count() == 0) GTEST_SKIP() << "requires CUDA: no CUDA device is visible";
+  if (ref::cuda_device_count() == 0) GTEST_SKIP() << "requires CUDA: no CUDA device is visible";
   const auto r = run("scenarios/comm/nccl_mix.toml");
   EXPECT_EQ(r.status, report::Status::kPass) << r.reason;
   EXPECT_FALSE(r.diagnosis.has_value());
 }
 
 TEST_F(GpuTest, CudaScenarioIsSkippedNotPassedWithoutGpu) {
-  if (comm::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible; this checks the CPU-only path";
+  if (ref::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible; this checks the CPU-only path";
   const auto r = run("scenarios/comm/nccl_mix.toml");
   EXPECT_EQ(r.status, report::Status::kSkip);
   EXPECT_NE(r.reason.find("requires cuda"), std::string::npos) << r.reason;
 }
 
 TEST(CudaDeviceTest, AllocationFailsClearlyWithoutGpu) {
-  if (comm::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible";
-  EXPECT_THROW(comm::CudaBuffer(16), std::exception);
+  if (ref::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible";
+  EXPECT_THROW(ref::CudaBuffer(16), std::exception);
 }
 
 }  // namespace

@@ -86,14 +86,32 @@ double load_as_double(const View& v, std::int64_t i) {
   return 0;
 }
 
+namespace {
+
+// double -> float rounding to odd: a later float -> 16-bit round-to-nearest-even then rounds
+// exactly as a direct double -> 16-bit conversion would (float keeps >= 2 extra bits).
+float to_float_round_to_odd(double d) {
+  float f = static_cast<float>(d);
+  if (std::isfinite(f) && static_cast<double>(f) != d) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) --bits;  // truncate toward zero
+    bits |= 1u;
+    std::memcpy(&f, &bits, sizeof f);
+  }
+  return f;
+}
+
+}  // namespace
+
 void store_from_double(const View& v, std::int64_t i, double value) {
   LOCKSTEP_CHECK(v.device == DeviceType::kCpu, "store_from_double needs a host buffer");
   auto* p = static_cast<unsigned char*>(v.data) + i * element_size(v.dtype);
   switch (v.dtype) {
     case DType::kF32: { float x = static_cast<float>(value); std::memcpy(p, &x, 4); break; }
     case DType::kF64: { std::memcpy(p, &value, 8); break; }
-    case DType::kF16: { Half x = to_half(static_cast<float>(value)); std::memcpy(p, &x.bits, 2); break; }
-    case DType::kBF16: { BFloat16 x = to_bfloat16(static_cast<float>(value)); std::memcpy(p, &x.bits, 2); break; }
+    case DType::kF16: { Half x = to_half(to_float_round_to_odd(value)); std::memcpy(p, &x.bits, 2); break; }
+    case DType::kBF16: { BFloat16 x = to_bfloat16(to_float_round_to_odd(value)); std::memcpy(p, &x.bits, 2); break; }
     case DType::kI8: { auto x = static_cast<std::int8_t>(value); std::memcpy(p, &x, 1); break; }
     case DType::kU8: { auto x = static_cast<std::uint8_t>(value); std::memcpy(p, &x, 1); break; }
     case DType::kI32: { auto x = static_cast<std::int32_t>(value); std::memcpy(p, &x, 4); break; }

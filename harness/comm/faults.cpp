@@ -99,7 +99,7 @@ Fault parse_fault(const scenario::Injection& injection, int world_size) {
     }
     case Fault::Kind::kCount:
       f.delta = c.get_int("delta", 1);
-      if (f.delta == 0) c.fail("delta", "must not be 0");
+      if (f.delta < 1) c.fail("delta", "must be >= 1 (elements removed from the call), got " + std::to_string(f.delta));
       break;
     case Fault::Kind::kRoot:
       f.root = static_cast<int>(c.get_int("root", -1));

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/comm/board.h"
-#include "harness/comm/cuda_device.h"
+#include "reference/common/device.h"
 #include "harness/comm/engines.h"
 #include "harness/comm/verifier.h"
 #include "harness/core/error.h"
@@ -318,7 +318,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
   const auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
 
-  if (s.requires_cuda && comm::cuda_device_count() == 0) {
+  if (s.requires_cuda && ref::cuda_device_count() == 0) {
     res.status = report::Status::kSkip;
     res.reason = "requires cuda: no CUDA device is visible";
     return res;

@@ -14,7 +14,7 @@
 
 #include "harness/comm/board.h"
 #include "harness/comm/communicator.h"
-#include "harness/comm/cuda_device.h"
+#include "reference/common/device.h"
 #include "harness/comm/engines.h"
 #include "harness/comm/faults.h"
 #include "harness/comm/monitor.h"
@@ -131,7 +131,7 @@ int rank_main(const RankOptions& options) {
 
     std::unique_ptr<comm::Backend> chain;
     if (s.backend == scenario::Backend::kNccl) {
-      const int devices = comm::cuda_device_count();
+      const int devices = ref::cuda_device_count();
       LOCKSTEP_CHECK(devices > 0, "backend nccl needs a CUDA device, none is visible");
       chain = comm::make_nccl_backend(store, rank, world_size, local_rank % devices, engine_timeout);
     } else {

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "harness/comm/communicator.h"
-#include "harness/comm/cuda_device.h"
+#include "reference/common/device.h"
 #include "harness/comm/dtype.h"
 #include "harness/report/dump.h"
 #include "harness/workloads/workload.h"
@@ -45,7 +45,7 @@ double value(int rank, std::int64_t step, std::int64_t call, std::int64_t i) {
 class Staged {
  public:
   Staged(DType dtype, std::int64_t count, bool cuda) : host_(dtype, count) {
-    if (cuda) device_ = comm::CudaBuffer(host_.view().bytes());
+    if (cuda) device_ = ref::CudaBuffer(host_.view().bytes());
   }
   View host() { return host_.view(); }
   View comm_view() {
@@ -57,15 +57,15 @@ class Staged {
     return v;
   }
   void to_device() {
-    if (device_.data()) comm::cuda_copy_to_device(device_.data(), host_.view().data, host_.view().bytes());
+    if (device_.data()) ref::cuda_copy_to_device(device_.data(), host_.view().data, host_.view().bytes());
   }
   void to_host() {
-    if (device_.data()) comm::cuda_copy_to_host(host_.view().data, device_.data(), host_.view().bytes());
+    if (device_.data()) ref::cuda_copy_to_host(host_.view().data, device_.data(), host_.view().bytes());
   }
 
  private:
   HostBuffer host_;
-  comm::CudaBuffer device_;
+  ref::CudaBuffer device_;
 };
 
 class Collectives final : public Workload {
@@ -74,7 +74,7 @@ class Collectives final : public Workload {
 
   void run(RankContext& ctx) override {
     const bool cuda = ctx.scenario.device == scenario::Device::kCuda;
-    if (cuda) comm::cuda_set_device(ctx.local_rank % std::max(1, comm::cuda_device_count()));
+    if (cuda) ref::cuda_set_device(ctx.local_rank % std::max(1, ref::cuda_device_count()));
     ctx.comm.set_phase("mix");
     std::int64_t issued = 0;
     const auto t0 = std::chrono::steady_clock::now();

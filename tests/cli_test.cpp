@@ -1,0 +1,374 @@
+// End-to-end tests of the `lockstep` command line: exit codes, `file:line` in error messages,
+// and the report files `run` writes. The real binary runs through the shell with its stdout
+// and stderr captured to files in a fresh mkdtemp directory.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "text: " << (haystack)
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+struct CliResult {
+  int code = -1;  // exit status; -1 when the binary did not exit normally
+  std::string out;
+  std::string err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "lockstep_cli_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << "mkdtemp failed";
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  // Writes `text` to `name` under the temporary directory and returns its path.
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path path = fs::path(dir_) / name;
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  // Runs `lockstep ARGS` (ARGS already shell-quoted) and captures its output.
+  CliResult lockstep(const std::string& args) {
+    const std::string out = dir_ + "/cli.stdout";
+    const std::string err = dir_ + "/cli.stderr";
+    const std::string cmd =
+        quote(LOCKSTEP_BINARY) + " " + args + " >" + quote(out) + " 2>" + quote(err);
+    const int status = std::system(cmd.c_str());
+    CliResult r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read_file(out);
+    r.err = read_file(err);
+    return r;
+  }
+
+  std::string dir_;
+};
+
+// A small clean scenario: two ranks, one all_reduce per step.
+constexpr const char* kSmallPass = R"(name = "cli.small"
+[run]
+world_size = 2
+[workload]
+kind = "collectives"
+steps = 1
+count = 8
+ops = ["all_reduce"]
+[expect]
+outcome = "pass"
+)";
+
+// The same clean run, but the file claims the harness must find a mismatch.
+constexpr const char* kWrongExpectation = R"(name = "cli.wrong_expectation"
+[run]
+world_size = 2
+[workload]
+kind = "collectives"
+steps = 1
+count = 8
+ops = ["all_reduce"]
+[expect]
+outcome = "collective_mismatch"
+)";
+
+// ---------------------------------------------------------------------------------------------
+// validate
+
+TEST_F(CliTest, ValidateAcceptsValidFilesAndCountsVariants) {
+  write("a/one.toml", kSmallPass);
+  write("a/b/matrix.toml", R"(name = "cli.matrix"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+[matrix]
+world_size = [1, 2, 3]
+)");
+  const auto r = lockstep("validate " + quote(dir_ + "/a"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "ok: 2 file(s), 4 scenario variant(s)");
+}
+
+TEST_F(CliTest, ValidateAcceptsTheShippedCommScenarios) {
+  const auto r = lockstep("validate " + quote(std::string(LOCKSTEP_SOURCE_DIR) + "/scenarios/comm"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "ok: ");
+}
+
+struct MalformedCase {
+  const char* label;
+  const char* toml;
+  int line;              // the line of the TOML text above that the error must name
+  const char* fragment;  // a part of the message after file:line
+};
+
+class CliValidateMalformedTest : public CliTest,
+                                 public ::testing::WithParamInterface<MalformedCase> {};
+
+TEST_P(CliValidateMalformedTest, ExitsTwoNamingFileAndLine) {
+  const MalformedCase& c = GetParam();
+  const std::string file = write(std::string(c.label) + ".toml", c.toml);
+  const auto r = lockstep("validate " + quote(file));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_CONTAINS(r.err, file + ":" + std::to_string(c.line) + ":");
+  EXPECT_CONTAINS(r.err, c.fragment);
+  EXPECT_EQ(r.out.find("ok:"), std::string::npos) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, CliValidateMalformedTest,
+    ::testing::Values(
+        MalformedCase{"missing_key",
+                      "name = \"cli.missing\"\n"      // 1
+                      "[run]\n"                       // 2
+                      "world_size = 2\n"              // 3
+                      "[expect]\n"                    // 4: the table that lacks `outcome`
+                      "[workload]\n"                  // 5
+                      "kind = \"collectives\"\n",     // 6
+                      4, "[expect] is missing required key 'outcome'"},
+        MalformedCase{"missing_top_level_key",
+                      "[workload]\n"                  // 1
+                      "kind = \"collectives\"\n"      // 2
+                      "[expect]\n"                    // 3
+                      "outcome = \"pass\"\n",         // 4
+                      1, "name"},
+        MalformedCase{"wrong_type",
+                      "name = \"cli.type\"\n"         // 1
+                      "[run]\n"                       // 2
+                      "world_size = \"two\"\n"        // 3
+                      "[workload]\n"                  // 4
+                      "kind = \"collectives\"\n"      // 5
+                      "[expect]\n"                    // 6
+                      "outcome = \"pass\"\n",         // 7
+                      3, "run.world_size: expected an integer"},
+        MalformedCase{"unknown_key",
+                      "name = \"cli.unknown\"\n"      // 1
+                      "[workload]\n"                  // 2
+                      "kind = \"collectives\"\n"      // 3
+                      "[run]\n"                       // 4
+                      "world_size = 2\n"              // 5
+                      "wrld_size = 2\n"               // 6
+                      "[expect]\n"                    // 7
+                      "outcome = \"pass\"\n",         // 8
+                      6, "run.wrld_size: unknown key"},
+        MalformedCase{"bad_value",
+                      "name = \"cli.bad\"\n"          // 1
+                      "[run]\n"                       // 2
+                      "world_size = 2\n"              // 3
+                      "backend = \"mpi\"\n"           // 4
+                      "[workload]\n"                  // 5
+                      "kind = \"collectives\"\n"      // 6
+                      "[expect]\n"                    // 7
+                      "outcome = \"pass\"\n",         // 8
+                      4, "run.backend: unknown value \"mpi\""},
+        MalformedCase{"toml_syntax_error",
+                      "name = \"cli.syntax\"\n"       // 1
+                      "[run]\n"                       // 2
+                      "\n"                            // 3
+                      "world_size = = 2\n"            // 4
+                      "[workload]\n"                  // 5
+                      "kind = \"collectives\"\n"      // 6
+                      "[expect]\n"                    // 7
+                      "outcome = \"pass\"\n",         // 8
+                      4, "error while parsing"},
+        MalformedCase{"workload_bad_value",
+                      "name = \"cli.wl\"\n"           // 1
+                      "[workload]\n"                  // 2
+                      "kind = \"collectives\"\n"      // 3
+                      "steps = 2\n"                   // 4
+                      "count = 0\n"                   // 5
+                      "[expect]\n"                    // 6
+                      "outcome = \"pass\"\n",         // 7
+                      5, "workload.count"},
+        MalformedCase{"workload_unknown_dtype",
+                      "name = \"cli.dt\"\n"           // 1
+                      "[workload]\n"                  // 2
+                      "kind = \"collectives\"\n"      // 3
+                      "dtypes = [\"f32\", \"f8\"]\n"  // 4
+                      "[expect]\n"                    // 5
+                      "outcome = \"pass\"\n",         // 6
+                      4, "unknown dtype 'f8'"},
+        MalformedCase{"inject_bad_value",
+                      "name = \"cli.inj\"\n"          // 1
+                      "[run]\n"                       // 2
+                      "world_size = 2\n"              // 3
+                      "[workload]\n"                  // 4
+                      "kind = \"collectives\"\n"      // 5
+                      "[[inject]]\n"                  // 6
+                      "kind = \"crash\"\n"            // 7
+                      "rank = 1\n"                    // 8
+                      "step = 0\n"                    // 9
+                      "signal = \"SIGFOO\"\n"         // 10
+                      "[expect]\n"                    // 11
+                      "outcome = \"rank_failure\"\n", // 12
+                      10, "unknown signal 'SIGFOO'"},
+        MalformedCase{"inject_rank_out_of_range",
+                      "name = \"cli.inj_rank\"\n"     // 1
+                      "[run]\n"                       // 2
+                      "world_size = 2\n"              // 3
+                      "[workload]\n"                  // 4
+                      "kind = \"collectives\"\n"      // 5
+                      "[[inject]]\n"                  // 6
+                      "kind = \"sleep\"\n"            // 7
+                      "rank = 2\n"                    // 8
+                      "step = 0\n"                    // 9
+                      "seconds = 1\n"                 // 10
+                      "[expect]\n"                    // 11
+                      "outcome = \"timeout\"\n",      // 12
+                      8, "inject.rank"},
+        MalformedCase{"unknown_outcome",
+                      "name = \"cli.oc\"\n"           // 1
+                      "[workload]\n"                  // 2
+                      "kind = \"collectives\"\n"      // 3
+                      "[expect]\n"                    // 4
+                      "outcome = \"collective_mixup\"\n",  // 5
+                      5, "unknown outcome \"collective_mixup\""}),
+    [](const ::testing::TestParamInfo<MalformedCase>& info) { return std::string(info.param.label); });
+
+TEST_F(CliTest, ValidateDirectoryStopsAtTheBadFile) {
+  write("d/good.toml", kSmallPass);
+  const std::string bad = write("d/worse.toml", "name = \"cli.x\"\n[run]\nworld_size = 0\n[workload]\nkind = \"collectives\"\n[expect]\noutcome = \"pass\"\n");
+  const auto r = lockstep("validate " + quote(dir_ + "/d"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, bad + ":3:");
+  EXPECT_CONTAINS(r.err, "run.world_size: must be in [1, 64], got 0");
+}
+
+TEST_F(CliTest, ValidateMissingPathExitsTwo) {
+  const std::string missing = dir_ + "/no/such/scenarios";
+  const auto r = lockstep("validate " + quote(missing));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, missing);
+}
+
+TEST_F(CliTest, UnknownSubcommandIsAUsageError) {
+  EXPECT_EQ(lockstep("frobnicate").code, 2);
+  EXPECT_EQ(lockstep("").code, 2);  // a subcommand is required
+}
+
+// ---------------------------------------------------------------------------------------------
+// run
+
+TEST_F(CliTest, RunPassingScenarioWritesResultsAndJunit) {
+  const std::string file = write("s/small.toml", kSmallPass);
+  const std::string report = dir_ + "/report";
+  const auto r = lockstep("run " + quote(dir_ + "/s") + " --report-dir " + quote(report));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "PASS");
+  EXPECT_CONTAINS(r.out, "cli.small");
+
+  ASSERT_TRUE(fs::exists(report + "/results.json")) << r.out << r.err;
+  const auto j = nlohmann::json::parse(read_file(report + "/results.json"), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << "results.json is not a JSON object";
+  EXPECT_EQ(j.value("schema_version", 0), 1);
+  ASSERT_TRUE(j.contains("summary"));
+  EXPECT_EQ(j["summary"]["total"], 1);
+  EXPECT_EQ(j["summary"]["pass"], 1);
+  EXPECT_EQ(j["summary"]["fail"], 0);
+  ASSERT_TRUE(j.contains("scenarios") && j["scenarios"].is_array());
+  ASSERT_EQ(j["scenarios"].size(), 1u);
+  const auto& s = j["scenarios"][0];
+  for (const char* key : {"name", "file", "status", "expected", "diagnosis", "duration_s", "metrics"}) {
+    EXPECT_TRUE(s.contains(key)) << key << " missing in " << s.dump();
+  }
+  EXPECT_EQ(s["name"], "cli.small");
+  EXPECT_EQ(s["file"], file);
+  EXPECT_EQ(s["status"], "pass");
+  EXPECT_EQ(s["expected"], "pass");
+  EXPECT_TRUE(s["diagnosis"].is_null()) << s.dump();
+  EXPECT_TRUE(s["duration_s"].is_number());
+  EXPECT_GT(s["duration_s"].get<double>(), 0.0);
+  EXPECT_EQ(s["world_size"], 2);
+  ASSERT_TRUE(s["metrics"].is_object());
+  // One step: one all_reduce and the barrier that ends the step.
+  EXPECT_EQ(s["metrics"].value("collectives", -1.0), 2.0);
+
+  ASSERT_TRUE(fs::exists(report + "/junit.xml"));
+  const std::string xml = read_file(report + "/junit.xml");
+  EXPECT_CONTAINS(xml, "tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"0\"");
+  EXPECT_CONTAINS(xml, "name=\"cli.small\"");
+  EXPECT_EQ(xml.find("<failure"), std::string::npos) << xml;
+}
+
+TEST_F(CliTest, RunUnmetExpectationExitsOneAndReportsFail) {
+  write("s/a_small.toml", kSmallPass);
+  write("s/b_wrong.toml", kWrongExpectation);
+  const std::string report = dir_ + "/report";
+  const auto r = lockstep("run " + quote(dir_ + "/s") + " --report-dir " + quote(report));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "FAIL");
+
+  const auto j = nlohmann::json::parse(read_file(report + "/results.json"), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << "results.json missing or not JSON";
+  EXPECT_EQ(j["summary"]["total"], 2);
+  EXPECT_EQ(j["summary"]["pass"], 1);
+  EXPECT_EQ(j["summary"]["fail"], 1);
+  ASSERT_EQ(j["scenarios"].size(), 2u);
+  // Files are run in sorted order.
+  EXPECT_EQ(j["scenarios"][0]["name"], "cli.small");
+  EXPECT_EQ(j["scenarios"][0]["status"], "pass");
+  const auto& s = j["scenarios"][1];
+  EXPECT_EQ(s["name"], "cli.wrong_expectation");
+  EXPECT_EQ(s["status"], "fail");
+  EXPECT_EQ(s["expected"], "collective_mismatch");
+  EXPECT_TRUE(s["diagnosis"].is_null()) << s.dump();
+  EXPECT_CONTAINS(s.value("reason", ""), "expected collective_mismatch");
+
+  const std::string xml = read_file(report + "/junit.xml");
+  EXPECT_CONTAINS(xml, "tests=\"2\" failures=\"1\"");
+  EXPECT_CONTAINS(xml, "<failure");
+}
+
+TEST_F(CliTest, RunMissingPathExitsTwo) {
+  const std::string missing = dir_ + "/typo";
+  const std::string report = dir_ + "/report";
+  const auto r = lockstep("run " + quote(missing) + " --report-dir " + quote(report));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "no such file or directory: " + missing);
+  EXPECT_FALSE(fs::exists(report + "/results.json"));
+}
+
+TEST_F(CliTest, RunMalformedFileExitsTwoBeforeRunningAnything) {
+  write("s/good.toml", kSmallPass);
+  const std::string bad = write("s/zz_bad.toml", "name = \"cli.bad\"\n[workload]\nkind = \"collectives\"\nsteps = -1\n[expect]\noutcome = \"pass\"\n");
+  const std::string report = dir_ + "/report";
+  const auto r = lockstep("run " + quote(dir_ + "/s") + " --report-dir " + quote(report));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, bad + ":4:");
+  EXPECT_FALSE(fs::exists(report + "/results.json"));
+  EXPECT_EQ(r.out.find("PASS"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,664 @@
+// Multi-rank tests: every scenario here runs as real rank processes of the lockstep binary
+// (Gloo over a real TCPStore on loopback), through launch::run_scenario. The collectives
+// workload checks every output element against its closed form inside each rank, so a clean
+// scenario that passes is the cross-process correctness check for its ops and dtype. Each test
+// writes its scenario into a fresh mkdtemp directory, and the no-orphan checks look for that
+// unique path in every process's command line.
+#include "harness/launch/launcher.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/rank/rank_main.h"
+#include "harness/report/results.h"
+#include "harness/scenario/scenario.h"
+#include "lockstep/config.h"
+#include "reference/io/npy.h"
+
+namespace lockstep::launch {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
+
+// A fresh directory, removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "lockstep_launcher_XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+  TempDir& operator=(TempDir&&) = delete;
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string report_dir() const { return path_ + "/report"; }
+  // Writes `text` to `name` in the directory and returns its path.
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string p = path_ + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+LaunchOptions options_for(const TempDir& dir, bool dump = false) {
+  LaunchOptions o;
+  o.binary = LOCKSTEP_BINARY;
+  o.report_dir = dir.report_dir();
+  o.dump = dump;
+  return o;
+}
+
+// The pids of every live process whose command line mentions `needle`.
+std::vector<pid_t> processes_mentioning(const std::string& needle) {
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid == getpid()) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string cmdline{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmdline.find(needle) != std::string::npos) found.push_back(pid);
+  }
+  return found;
+}
+
+// The number of processes (zombies included) whose parent is this test process.
+int child_count() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    // "pid (comm) state ppid ...": comm may hold spaces, so parse after the last ')'.
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == getpid()) ++n;
+  }
+  return n;
+}
+
+// The scanner itself must see a live process that mentions a path, or the no-orphan checks
+// below would pass vacuously.
+TEST(OrphanScanTest, FindsALiveProcessMentioningThePath) {
+  TempDir dir;
+  const std::string marker = dir.write("marker.toml", "");
+  // One process (no grandchild to orphan) whose command line holds the path until killed.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execlp("tail", "tail", "-f", marker.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::vector<pid_t> found;
+  for (int i = 0; i < 200 && found.empty(); ++i) {  // until exec has replaced the cmdline
+    found = processes_mentioning(dir.path());
+    if (found.empty()) usleep(10000);
+  }
+  EXPECT_EQ(found, std::vector<pid_t>{pid});
+  EXPECT_GE(child_count(), 1);
+  kill(pid, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(processes_mentioning(dir.path()).empty());
+}
+
+std::string describe(const report::ScenarioResult& r) {
+  std::ostringstream os;
+  os << "status " << report::to_string(r.status) << ", reason: " << r.reason;
+  if (r.diagnosis) {
+    os << ", diagnosis " << to_string(r.diagnosis->kind) << " rank " << r.diagnosis->rank << ": "
+       << r.diagnosis->message;
+  }
+  return os.str();
+}
+
+// The value the collectives workload gives element i of call c at `step` on `rank`, as
+// documented in scenarios/README.md: (rank+1)*(i%3+1) + (step+c)%2.
+double workload_value(int rank, std::int64_t step, std::int64_t c, std::int64_t i) {
+  return static_cast<double>((rank + 1) * (i % 3 + 1) + (step + c) % 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clean runs: every op in one dtype, checked element by element inside the ranks.
+
+struct CleanCase {
+  int world_size;
+  const char* dtype;
+};
+
+class CleanCollectivesTest : public ::testing::TestWithParam<CleanCase> {};
+
+TEST_P(CleanCollectivesTest, EveryOpPassesItsClosedFormCheck) {
+  const auto [ws, dtype] = GetParam();
+  const std::string d = dtype;
+  const bool is_float = d == "f32" || d == "f64" || d == "f16" || d == "bf16";
+  TempDir dir;
+  const std::string file = dir.write("clean.toml", std::string(R"(name = "test.clean"
+[run]
+world_size = )") + std::to_string(ws) + R"(
+timeout_s = 60
+[workload]
+kind = "collectives"
+steps = 2
+count = 64
+dtypes = [")" + d + R"("]
+ops = ["all_reduce", "all_gather", "all_to_all", "broadcast", "send_recv", "barrier"]
+reduce = ["sum", "max", "min")" + (is_float ? R"(, "avg")" : "") + R"(]
+[expect]
+outcome = "pass"
+)");
+  const auto scenarios = scenario::load_file(file);
+  ASSERT_EQ(scenarios.size(), 1u);
+  const auto r = run_scenario(scenarios[0], options_for(dir));
+  EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
+  EXPECT_FALSE(r.diagnosis.has_value()) << describe(r);
+  EXPECT_EQ(r.world_size, ws);
+  EXPECT_EQ(r.expected, "pass");
+  // Per step: reduces all_reduces, all_gather, all_to_all, broadcast, the barrier op and the
+  // barrier that ends the step (send_recv is point-to-point and not counted).
+  const int reduces = is_float ? 4 : 3;
+  ASSERT_TRUE(r.metrics.count("collectives")) << describe(r);
+  EXPECT_EQ(r.metrics.at("collectives"), 2.0 * (reduces + 5));
+  EXPECT_TRUE(processes_mentioning(dir.path()).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    WorldSizeByDtype, CleanCollectivesTest,
+    ::testing::Values(CleanCase{2, "f32"}, CleanCase{2, "f64"}, CleanCase{2, "f16"},
+                      CleanCase{2, "bf16"}, CleanCase{2, "i8"}, CleanCase{2, "u8"},
+                      CleanCase{2, "i32"}, CleanCase{2, "i64"}, CleanCase{3, "f32"},
+                      CleanCase{3, "f64"}, CleanCase{3, "f16"}, CleanCase{3, "bf16"},
+                      CleanCase{3, "i8"}, CleanCase{3, "u8"}, CleanCase{3, "i32"},
+                      CleanCase{3, "i64"}),
+    [](const ::testing::TestParamInfo<CleanCase>& info) {
+      return "ws" + std::to_string(info.param.world_size) + "_" + info.param.dtype;
+    });
+
+// ---------------------------------------------------------------------------------------------
+// Injected faults: each must end in exactly one diagnosis that names the faulty rank.
+
+struct DiagnosisCase {
+  const char* label;
+  int world_size;
+  const char* ops;     // TOML array for workload.ops
+  const char* inject;  // the body of one [[inject]] table
+  DiagnosisKind kind;
+  int rank;
+  std::vector<std::string> message_parts;
+  double timeout_s = 60;
+  // When set, the scenario is run a second time expecting this kind, and must fail.
+  std::optional<DiagnosisKind> wrong_kind = std::nullopt;
+};
+
+class InjectedFaultTest : public ::testing::TestWithParam<DiagnosisCase> {};
+
+TEST_P(InjectedFaultTest, DiagnosesTheFaultyRankAndLeavesNoProcessBehind) {
+  const DiagnosisCase& c = GetParam();
+  TempDir dir;
+  std::ostringstream toml;
+  toml << "name = \"test." << c.label << "\"\n"
+       << "[run]\nworld_size = " << c.world_size << "\ntimeout_s = " << c.timeout_s << "\n"
+       << "[workload]\nkind = \"collectives\"\nsteps = 3\ncount = 64\nops = " << c.ops << "\n"
+       << "[[inject]]\n" << c.inject << "\n"
+       << "[expect]\noutcome = \"" << to_string(c.kind) << "\"\nrank = " << c.rank << "\n";
+  const std::string file = dir.write("fault.toml", toml.str());
+  const auto scenarios = scenario::load_file(file);
+  ASSERT_EQ(scenarios.size(), 1u);
+  const int children_before = child_count();
+
+  const auto t0 = Clock::now();
+  const auto r = run_scenario(scenarios[0], options_for(dir));
+  const double wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  ASSERT_TRUE(r.diagnosis.has_value()) << describe(r);
+  EXPECT_EQ(r.diagnosis->kind, c.kind) << describe(r);
+  EXPECT_EQ(r.diagnosis->rank, c.rank) << describe(r);
+  for (const auto& part : c.message_parts) EXPECT_CONTAINS(r.diagnosis->message, part);
+  EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
+  EXPECT_EQ(r.expected, std::string(to_string(c.kind)));
+  // The launcher's contract: a crash, early exit or hang ends the run within timeout + 5 s.
+  EXPECT_LT(wall_s, c.timeout_s + 5.0) << describe(r);
+
+  // Every rank was killed and reaped: none survives, none is left a zombie.
+  EXPECT_TRUE(processes_mentioning(dir.path()).empty())
+      << "rank processes outlived run_scenario for " << file;
+  EXPECT_LE(child_count(), children_before);
+
+  if (c.wrong_kind) {
+    scenario::Scenario wrong = scenarios[0];
+    wrong.expect.kind = *c.wrong_kind;
+    wrong.expect.rank.reset();
+    const auto w = run_scenario(wrong, options_for(dir));
+    EXPECT_EQ(w.status, report::Status::kFail) << describe(w);
+    ASSERT_TRUE(w.diagnosis.has_value()) << describe(w);
+    EXPECT_EQ(w.diagnosis->kind, c.kind) << describe(w);
+    EXPECT_CONTAINS(w.reason, "expected " + std::string(to_string(*c.wrong_kind)) + ", got " +
+                                  std::string(to_string(c.kind)));
+    EXPECT_EQ(w.expected, std::string(to_string(*c.wrong_kind)));
+    EXPECT_TRUE(processes_mentioning(dir.path()).empty());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, InjectedFaultTest,
+    ::testing::Values(
+        DiagnosisCase{"dtype_mismatch", 3, R"(["all_reduce", "all_gather"])",
+                      "kind = \"dtype_mismatch\"\nrank = 1\nstep = 1\nop = \"all_reduce\"\ndtype = \"bf16\"",
+                      DiagnosisKind::kCollectiveMismatch, 1,
+                      {"dtype differs", "bf16[64]", "f32[64]", "step 1"}, 60,
+                      DiagnosisKind::kMissingParticipant},
+        DiagnosisCase{"count_mismatch", 3, R"(["all_reduce", "all_gather"])",
+                      "kind = \"count_mismatch\"\nrank = 2\nstep = 1\nop = \"all_gather\"\ndelta = 1",
+                      DiagnosisKind::kCollectiveMismatch, 2, {"count differs", "f32[63]", "f32[64]"}, 60,
+                      DiagnosisKind::kRankFailure},
+        DiagnosisCase{"root_mismatch", 3, R"(["broadcast", "all_reduce"])",
+                      // At step 1 the workload broadcasts from root 1 % 3 = 1; rank 0 uses 2.
+                      "kind = \"root_mismatch\"\nrank = 0\nstep = 1\nroot = 2",
+                      DiagnosisKind::kCollectiveMismatch, 0, {"root differs", "root=2", "root=1"}, 60,
+                      DiagnosisKind::kTimeout},
+        DiagnosisCase{"skip_collective", 2, R"(["all_reduce", "all_gather", "broadcast"])",
+                      "kind = \"skip_collective\"\nrank = 1\nstep = 1\nop = \"all_gather\"",
+                      DiagnosisKind::kMissingParticipant, 1, {"skipped or added"}, 60,
+                      DiagnosisKind::kCollectiveMismatch},
+        DiagnosisCase{"exit_early", 3, R"(["all_reduce", "all_gather"])",
+                      "kind = \"exit_early\"\nrank = 0\nstep = 1",
+                      DiagnosisKind::kMissingParticipant, 0, {"rank 0 exited (code 0)"}, 60,
+                      DiagnosisKind::kRankFailure},
+        DiagnosisCase{"crash_sigsegv", 3, R"(["all_reduce", "barrier"])",
+                      "kind = \"crash\"\nrank = 2\nstep = 1\nsignal = \"SIGSEGV\"",
+                      DiagnosisKind::kRankFailure, 2, {"rank 2 was killed by SIGSEGV"}, 30,
+                      DiagnosisKind::kTimeout},
+        DiagnosisCase{"crash_exit_code", 2, R"(["all_reduce", "barrier"])",
+                      "kind = \"crash\"\nrank = 1\nstep = 1\nexit_code = 7",
+                      DiagnosisKind::kRankFailure, 1, {"rank 1 exited with code 7"}, 30,
+                      DiagnosisKind::kMissingParticipant},
+        DiagnosisCase{"sleep_timeout", 2, R"(["all_reduce"])",
+                      "kind = \"sleep\"\nrank = 1\nstep = 1\nseconds = 60",
+                      DiagnosisKind::kTimeout, 1, {"no progress for 3 s"}, 3,
+                      DiagnosisKind::kRankFailure}),
+    [](const ::testing::TestParamInfo<DiagnosisCase>& info) { return std::string(info.param.label); });
+
+TEST(LauncherExpectationTest, CleanRunExpectingADiagnosisFails) {
+  TempDir dir;
+  const std::string file = dir.write("clean.toml", R"(name = "test.expects_mismatch"
+[run]
+world_size = 2
+[workload]
+kind = "collectives"
+steps = 1
+count = 8
+ops = ["all_reduce"]
+[expect]
+outcome = "collective_mismatch"
+)");
+  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  EXPECT_EQ(r.status, report::Status::kFail) << describe(r);
+  EXPECT_FALSE(r.diagnosis.has_value()) << describe(r);
+  EXPECT_EQ(r.expected, "collective_mismatch");
+  EXPECT_CONTAINS(r.reason, "expected collective_mismatch, but the run passed");
+}
+
+TEST(LauncherExpectationTest, RightKindWrongRankFails) {
+  TempDir dir;
+  const std::string file = dir.write("rank.toml", R"(name = "test.wrong_rank"
+[run]
+world_size = 2
+[workload]
+kind = "collectives"
+steps = 2
+count = 8
+ops = ["all_reduce"]
+[[inject]]
+kind = "crash"
+rank = 1
+step = 1
+exit_code = 9
+[expect]
+outcome = "rank_failure"
+rank = 0
+)");
+  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  EXPECT_EQ(r.status, report::Status::kFail) << describe(r);
+  ASSERT_TRUE(r.diagnosis.has_value());
+  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kRankFailure);
+  EXPECT_EQ(r.diagnosis->rank, 1);
+  EXPECT_CONTAINS(r.reason, "expected the diagnosis to name rank 0, it names rank 1");
+  EXPECT_TRUE(processes_mentioning(dir.path()).empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Traces: verify = "record", two dtypes, every op. One run shared by the tests below.
+
+constexpr int kTraceWs = 2;
+constexpr int kTraceSteps = 2;
+constexpr std::int64_t kTraceCount = 16;
+const std::vector<std::string> kTraceDtypes = {"f32", "bf16"};
+
+class TraceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    const std::string file = dir_->write("trace.toml", R"(name = "test.trace"
+[run]
+world_size = 2
+verify = "record"
+[workload]
+kind = "collectives"
+steps = 2
+count = 16
+dtypes = ["f32", "bf16"]
+reduce = ["sum"]
+[expect]
+outcome = "pass"
+)");
+    auto s = scenario::load_file(file).at(0);
+    slug_ = s.slug();
+    result_ = new report::ScenarioResult(run_scenario(s, options_for(*dir_)));
+  }
+  static void TearDownTestSuite() {
+    delete result_;
+    result_ = nullptr;
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string artifacts() { return rank::artifacts_dir(dir_->report_dir(), slug_); }
+
+  // The rank's trace, one parsed JSON object per line.
+  static std::vector<nlohmann::json> trace_lines(int rank) {
+    std::vector<nlohmann::json> lines;
+    std::ifstream in(rank::trace_path(artifacts(), rank));
+    std::string line;
+    while (std::getline(in, line)) {
+      lines.push_back(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false));
+    }
+    return lines;
+  }
+
+  static TempDir* dir_;
+  static std::string slug_;
+  static report::ScenarioResult* result_;
+};
+
+TempDir* TraceTest::dir_ = nullptr;
+std::string TraceTest::slug_;
+report::ScenarioResult* TraceTest::result_ = nullptr;
+
+std::size_t element_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
+
+TEST_F(TraceTest, RunPasses) {
+  EXPECT_EQ(result_->status, report::Status::kPass) << describe(*result_);
+}
+
+TEST_F(TraceTest, OneLinePerCompletedCallWithItsKeys) {
+  // Per step and dtype: all_reduce, all_gather, all_to_all, broadcast, send, recv, barrier;
+  // then the barrier that ends the step; and the final barrier of the run.
+  const std::size_t per_dtype = 7;
+  const std::size_t want_lines = kTraceSteps * (kTraceDtypes.size() * per_dtype + 1) + 1;
+  for (int r = 0; r < kTraceWs; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_TRUE(fs::exists(rank::trace_path(artifacts(), r)));
+    const auto lines = trace_lines(r);
+    ASSERT_EQ(lines.size(), want_lines);
+    std::int64_t next_collective = 0, next_p2p = 0;
+    for (std::size_t k = 0; k < lines.size(); ++k) {
+      const auto& j = lines[k];
+      SCOPED_TRACE("line " + std::to_string(k + 1) + ": " + j.dump());
+      ASSERT_TRUE(j.is_object());
+      for (const char* key : {"seq", "op", "bytes", "t_start_us", "t_end_us", "phase", "step"}) {
+        ASSERT_TRUE(j.contains(key)) << key;
+      }
+      EXPECT_EQ(j.value("rank", -1), r);
+      EXPECT_LE(j["t_start_us"].get<std::int64_t>(), j["t_end_us"].get<std::int64_t>());
+      const std::string op = j["op"];
+      const bool p2p = op == "send" || op == "recv";
+      EXPECT_EQ(j["seq"].get<std::int64_t>(), p2p ? next_p2p++ : next_collective++);
+      if (k + 1 == lines.size()) {
+        EXPECT_EQ(op, "barrier");
+        EXPECT_EQ(j["phase"], "finalize");
+        EXPECT_EQ(j["step"], -1);
+        continue;
+      }
+      EXPECT_EQ(j["phase"], "mix");
+      const std::int64_t step = j["step"];
+      EXPECT_TRUE(step >= 0 && step < kTraceSteps) << step;
+      if (op == "barrier") {
+        EXPECT_EQ(j["bytes"], 0);
+        continue;
+      }
+      ASSERT_TRUE(j.contains("dtype"));
+      ASSERT_TRUE(j.contains("count"));
+      const std::string dtype = j["dtype"];
+      const std::size_t es = element_bytes(dtype);
+      std::int64_t want_count = kTraceCount;
+      std::size_t want_bytes = kTraceCount * es;
+      if (op == "all_gather") want_bytes = kTraceWs * kTraceCount * es;
+      if (op == "all_to_all") {  // rank r sends (r + j) % 3 + 1 elements to rank j
+        want_count = 0;
+        for (int to = 0; to < kTraceWs; ++to) want_count += (r + to) % 3 + 1;
+        want_bytes = static_cast<std::size_t>(want_count) * es;
+      }
+      EXPECT_EQ(j["bytes"].get<std::size_t>(), want_bytes);
+      EXPECT_EQ(j["count"].get<std::int64_t>(), want_count);
+      if (op == "all_reduce") {
+        EXPECT_EQ(j["reduce"], "sum");
+      }
+      if (p2p) {
+        EXPECT_EQ(j["peer"], op == "send" ? (r + 1) % kTraceWs : (r + kTraceWs - 1) % kTraceWs);
+      }
+    }
+    // Per step: 2 dtypes x 5 collectives + the step's closing barrier; then the final barrier.
+    EXPECT_EQ(next_collective, kTraceSteps * (2 * 5 + 1) + 1);
+    EXPECT_EQ(next_p2p, kTraceSteps * 2 * 2);
+  }
+}
+
+TEST_F(TraceTest, Bf16AllReduceRecordsTheWireFormatOnLibTorch1) {
+  for (int r = 0; r < kTraceWs; ++r) {
+    int bf16_reduces = 0;
+    for (const auto& j : trace_lines(r)) {
+      if (j.value("op", "") != "all_reduce") continue;
+      if (j.value("dtype", "") == "f32") {
+        EXPECT_FALSE(j.contains("wire")) << j.dump();
+        continue;
+      }
+      ASSERT_EQ(j.value("dtype", ""), "bf16");
+      ++bf16_reduces;
+#if LOCKSTEP_TORCH_VERSION_MAJOR < 2
+      // LibTorch 1.13's Gloo has no bf16: the reduction runs in f32, and the trace says so.
+      ASSERT_TRUE(j.contains("wire")) << j.dump();
+      EXPECT_CONTAINS(j["wire"].get<std::string>(), "f32");
+#else
+      EXPECT_FALSE(j.contains("wire")) << j.dump();
+#endif
+    }
+    EXPECT_EQ(bf16_reduces, kTraceSteps);
+  }
+}
+
+TEST_F(TraceTest, ChromeTraceHasOneEventPerCall) {
+  const std::string path = artifacts() + "/trace.json";
+  ASSERT_TRUE(fs::exists(path));
+  std::ifstream in(path);
+  const auto trace = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(trace.is_discarded()) << "trace.json is not JSON";
+  ASSERT_TRUE(trace.contains("traceEvents"));
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  std::size_t calls = 0;
+  for (int r = 0; r < kTraceWs; ++r) calls += trace_lines(r).size();
+  std::map<int, std::size_t> per_thread;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") == "X") ++per_thread[e.value("tid", -1)];
+  }
+  std::size_t events = 0;
+  for (const auto& [tid, n] : per_thread) events += n;
+  EXPECT_EQ(events, calls);
+  EXPECT_EQ(per_thread.size(), static_cast<std::size_t>(kTraceWs));
+  for (int r = 0; r < kTraceWs; ++r) EXPECT_EQ(per_thread[r], trace_lines(r).size()) << "rank " << r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dump: the last all_reduce of each rank as .npy, listed in manifest.json. One shared run.
+
+constexpr int kDumpWs = 3;
+constexpr std::int64_t kDumpCount = 10;
+constexpr std::int64_t kDumpSteps = 2;
+
+class DumpTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    const std::string file = dir_->write("dump.toml", R"(name = "test.dump"
+[run]
+world_size = 3
+[workload]
+kind = "collectives"
+steps = 2
+count = 10
+dtypes = ["f32"]
+ops = ["all_reduce"]
+reduce = ["sum"]
+[expect]
+outcome = "pass"
+)");
+    auto s = scenario::load_file(file).at(0);
+    dump_dir_ = (fs::path(dir_->report_dir()) / "dump" / s.slug()).string();
+    result_ = new report::ScenarioResult(run_scenario(s, options_for(*dir_, /*dump=*/true)));
+  }
+  static void TearDownTestSuite() {
+    delete result_;
+    result_ = nullptr;
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static nlohmann::json manifest() {
+    std::ifstream in(dump_dir_ + "/manifest.json");
+    return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  }
+
+  static TempDir* dir_;
+  static std::string dump_dir_;
+  static report::ScenarioResult* result_;
+};
+
+TempDir* DumpTest::dir_ = nullptr;
+std::string DumpTest::dump_dir_;
+report::ScenarioResult* DumpTest::result_ = nullptr;
+
+TEST_F(DumpTest, ManifestListsTheLastAllReduceOfEveryRank) {
+  EXPECT_EQ(result_->status, report::Status::kPass) << describe(*result_);
+  const auto m = manifest();
+  ASSERT_TRUE(m.is_object()) << "manifest.json missing or not JSON in " << dump_dir_;
+  EXPECT_EQ(m.value("schema_version", 0), 1);
+  EXPECT_EQ(m.value("scenario", ""), "test.dump");
+  ASSERT_TRUE(m.contains("arrays"));
+  const auto& arrays = m["arrays"];
+  ASSERT_EQ(arrays.size(), static_cast<std::size_t>(kDumpWs));
+  for (int r = 0; r < kDumpWs; ++r) {
+    const auto& a = arrays[static_cast<std::size_t>(r)];
+    EXPECT_EQ(a.value("name", ""), "all_reduce_f32");
+    EXPECT_EQ(a.value("rank", -1), r);
+    EXPECT_EQ(a.value("dtype", ""), "f32");
+    EXPECT_EQ(a.value("numpy_dtype", ""), "<f4");
+    EXPECT_EQ(a.value("file", ""), "all_reduce_f32.rank" + std::to_string(r) + ".npy");
+    EXPECT_EQ(a["shape"], nlohmann::json::array({kDumpCount}));
+  }
+}
+
+TEST_F(DumpTest, ArraysHoldTheClosedFormSumOfTheLastStep) {
+  const auto m = manifest();
+  ASSERT_TRUE(m.is_object() && m.contains("arrays"));
+  // Last step, first (only) all_reduce: sum over ranks of (r+1)*(i%3+1) + (step + 0) % 2.
+  const std::int64_t last = kDumpSteps - 1;
+  for (const auto& a : m["arrays"]) {
+    const auto npy = io::read_npy(dump_dir_ + "/" + a["file"].get<std::string>());
+    EXPECT_EQ(npy.descr, "<f4");
+    ASSERT_EQ(npy.shape, std::vector<std::int64_t>{kDumpCount});
+    ASSERT_EQ(npy.data.size(), kDumpCount * sizeof(float));
+    for (std::int64_t i = 0; i < kDumpCount; ++i) {
+      double want = 0;
+      for (int r = 0; r < kDumpWs; ++r) want += workload_value(r, last, 0, i);
+      float got;
+      std::memcpy(&got, npy.data.data() + i * sizeof(float), sizeof got);
+      EXPECT_EQ(static_cast<double>(got), want) << a["file"] << " element " << i;
+    }
+  }
+  // The same closed form written out for i = 0, 1, 2: (1+2+3) * (i+1) + 3 * 1.
+  const auto rank0 = io::read_npy(dump_dir_ + "/all_reduce_f32.rank0.npy");
+  float first[3];
+  std::memcpy(first, rank0.data.data(), sizeof first);
+  EXPECT_EQ(first[0], 9.0f);
+  EXPECT_EQ(first[1], 15.0f);
+  EXPECT_EQ(first[2], 21.0f);
+}
+
+TEST_F(DumpTest, NumpyLoadsEveryArrayWithItsShape) {
+  if (std::system("python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "requires python3 with numpy (python3 -c 'import numpy' failed)";
+  }
+  const std::string script =
+      "import json, sys, numpy as np\n"
+      "d = sys.argv[1]\n"
+      "m = json.load(open(d + '/manifest.json'))\n"
+      "assert len(m['arrays']) == 3, m\n"
+      "for a in m['arrays']:\n"
+      "    x = np.load(d + '/' + a['file'])\n"
+      "    assert x.shape == tuple(a['shape']) == (10,), (a['file'], x.shape)\n"
+      "    assert x.dtype == np.float32, x.dtype\n"
+      "    assert x.tolist()[:3] == [9.0, 15.0, 21.0], x.tolist()\n";
+  const std::string script_path = dir_->write("check_dump.py", script);
+  const std::string cmd = "python3 '" + script_path + "' '" + dump_dir_ + "' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = pclose(p);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+}
+
+}  // namespace
+}  // namespace lockstep::launch
