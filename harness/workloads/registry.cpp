@@ -9,10 +9,12 @@ namespace lockstep::workloads {
 // One factory per workload file; add new workloads here.
 WorkloadSpec collectives_spec();
 WorkloadSpec latency_spec();
+WorkloadSpec split_spec();
+WorkloadSpec lookup_spec();
 
 const std::vector<WorkloadSpec>& all() {
   static const std::vector<WorkloadSpec> specs = [] {
-    std::vector<WorkloadSpec> v = {collectives_spec(), latency_spec()};
+    std::vector<WorkloadSpec> v = {collectives_spec(), latency_spec(), split_spec(), lookup_spec()};
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     return v;
   }();

@@ -1,0 +1,44 @@
+#include "harness/workloads/graph_spec.h"
+
+namespace lockstep::workloads {
+
+GraphSpec read_graph_spec(const scenario::Config& c, std::uint64_t default_seed) {
+  GraphSpec g;
+  g.kind = c.get_string("graph", g.kind);
+  if (g.kind != "rmat" && g.kind != "erdos_renyi" && g.kind != "power_law" && g.kind.rfind("tiny:", 0) != 0) {
+    c.fail("graph", "unknown graph '" + g.kind + "' (rmat, erdos_renyi, power_law, tiny:<name>)");
+  }
+  g.scale = c.get_int("scale", g.scale);
+  if (g.scale < 1 || g.scale > 26) c.fail("scale", "must be in 1..26, got " + std::to_string(g.scale));
+  g.nodes = c.get_int("nodes", g.nodes);
+  if (g.nodes < 1 || g.nodes > (std::int64_t{1} << 26)) c.fail("nodes", "must be in 1..67108864, got " + std::to_string(g.nodes));
+  g.edges = c.get_int("edges", -1);
+  if (g.edges < -1 || g.edges > (std::int64_t{1} << 28)) c.fail("edges", "must be in 0..268435456, got " + std::to_string(g.edges));
+  g.exponent = c.get_double("exponent", g.exponent);
+  if (g.exponent <= 0) c.fail("exponent", "must be > 0");
+  g.isolated_fraction = c.get_double("isolated_fraction", g.isolated_fraction);
+  if (g.isolated_fraction < 0 || g.isolated_fraction >= 1) c.fail("isolated_fraction", "must be in [0, 1)");
+  g.seed = static_cast<std::uint64_t>(c.get_int("graph_seed", static_cast<std::int64_t>(default_seed)));
+  if (g.kind.rfind("tiny:", 0) == 0) {
+    try {
+      (void)ref::tiny(g.kind.substr(5));
+    } catch (const std::exception& e) {
+      c.fail("graph", e.what());
+    }
+  }
+  return g;
+}
+
+ref::CsrGraph build_graph(const GraphSpec& g) {
+  if (g.kind == "rmat") {
+    const std::int64_t n = std::int64_t{1} << g.scale;
+    return ref::rmat(static_cast<int>(g.scale), g.edges >= 0 ? g.edges : 16 * n, g.seed, {});
+  }
+  if (g.kind == "erdos_renyi") return ref::erdos_renyi(g.nodes, g.edges >= 0 ? g.edges : 16 * g.nodes, g.seed, {});
+  if (g.kind == "power_law") {
+    return ref::power_law(g.nodes, g.edges >= 0 ? g.edges : 16 * g.nodes, g.exponent, g.isolated_fraction, g.seed, {});
+  }
+  return ref::tiny(g.kind.substr(5));
+}
+
+}  // namespace lockstep::workloads

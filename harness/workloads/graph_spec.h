@@ -1,0 +1,26 @@
+#pragma once
+// The graph a workload runs on, read from [workload] keys:
+//   graph = "rmat" | "erdos_renyi" | "power_law" | "tiny:<name>"   (default "rmat")
+//   scale (rmat, 12), nodes (erdos_renyi/power_law, 4096), edges (16 * nodes),
+//   exponent (power_law, 1.5), isolated_fraction (power_law, 0.1), graph_seed (run.seed)
+#include "harness/scenario/scenario.h"
+#include "reference/graph/graph.h"
+
+namespace lockstep::workloads {
+
+struct GraphSpec {
+  std::string kind = "rmat";
+  std::int64_t scale = 12;
+  std::int64_t nodes = 4096;
+  std::int64_t edges = -1;
+  double exponent = 1.5;
+  double isolated_fraction = 0.1;
+  std::uint64_t seed = 0;
+};
+
+// Reads and validates the graph keys of `c` (throws InputError naming file:line).
+GraphSpec read_graph_spec(const scenario::Config& c, std::uint64_t default_seed);
+// Builds the graph; a pure function of the spec.
+ref::CsrGraph build_graph(const GraphSpec& spec);
+
+}  // namespace lockstep::workloads

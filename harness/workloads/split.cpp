@@ -1,0 +1,198 @@
+// Workload "split": splits a global id set (the training seeds) across the ranks, agrees on the
+// step count before the first step, runs the steps (one gradient-sync all_reduce each, as DDP
+// does), and checks the split against the reference: exactly world_size chunks, every id
+// exactly once, chunk sizes within one of each other.
+#include <algorithm>
+#include <sstream>
+
+#include "harness/comm/communicator.h"
+#include "harness/comm/dtype.h"
+#include "harness/report/dump.h"
+#include "harness/workloads/digest.h"
+#include "harness/workloads/preflight.h"
+#include "harness/workloads/workload.h"
+#include "reference/common/philox.h"
+#include "reference/split/split.h"
+
+namespace lockstep::workloads {
+namespace {
+
+struct Options {
+  std::int64_t num_ids = 1000;
+  std::int64_t batch_size = 32;
+  ref::StepPolicy policy = ref::StepPolicy::kEven;
+  bool preflight = true;
+  bool floor_bug = false;            // [[inject]] floor_division_split
+  bool round_robin = false;          //   assign = "round_robin": extra chunks go to rank i % ws
+};
+
+// The global ids: a permutation of [0, n) fixed by the seed.
+std::vector<std::int64_t> global_ids(std::int64_t n, std::uint64_t seed) {
+  std::vector<std::pair<std::uint64_t, std::int64_t>> keyed(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) keyed[static_cast<std::size_t>(i)] = {ref::philox_u64(seed, 0x5eed, static_cast<std::uint64_t>(i)), i};
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = keyed[static_cast<std::size_t>(i)].second;
+  return ids;
+}
+
+class Split final : public Workload {
+ public:
+  explicit Split(Options o) : o_(o) {}
+
+  void run(RankContext& ctx) override {
+    const int ws = ctx.world_size;
+    const auto ids = global_ids(o_.num_ids, ctx.scenario.seed);
+    std::vector<std::vector<std::int64_t>> chunks =
+        o_.floor_bug ? ref::floor_division_split(ids, ws) : ref::rank_split(ids, ws);
+    const std::size_t produced = chunks.size();
+    std::vector<std::int64_t> mine;
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      const bool is_mine = o_.round_robin ? static_cast<int>(c % static_cast<std::size_t>(ws)) == ctx.rank
+                                          : static_cast<int>(c) == ctx.rank;
+      if (is_mine) mine.insert(mine.end(), chunks[c].begin(), chunks[c].end());
+    }
+
+    std::vector<std::int64_t> sizes(static_cast<std::size_t>(ws));
+    for (int r = 0; r < ws; ++r) {
+      std::int64_t n = 0;
+      for (std::size_t c = 0; c < chunks.size(); ++c) {
+        const bool theirs = o_.round_robin ? static_cast<int>(c % static_cast<std::size_t>(ws)) == r : static_cast<int>(c) == r;
+        if (theirs) n += static_cast<std::int64_t>(chunks[c].size());
+      }
+      sizes[static_cast<std::size_t>(r)] = n;
+    }
+    // With the injected bug each rank counts its own batches, as a per-rank loader does;
+    // otherwise all ranks apply the agreed policy to the same chunk sizes.
+    const std::int64_t steps = o_.floor_bug
+        ? (static_cast<std::int64_t>(mine.size()) + o_.batch_size - 1) / o_.batch_size
+        : ref::agreed_steps(o_.policy, sizes, o_.batch_size);
+
+    ctx.comm.set_phase("split");
+    const std::string source = o_.floor_bug ? std::string("per-rank batch counts") : ref::to_string(o_.policy);
+    if (o_.preflight) preflight_steps(ctx.comm, steps, source + ", batch_size " + std::to_string(o_.batch_size));
+    check_cover(ctx, ids, mine, produced);
+
+    auto batches = o_.floor_bug ? naive_batches(mine) : ref::batches(mine, steps, o_.batch_size, o_.policy, ids, ws);
+    std::int64_t seen = 0;
+    for (std::int64_t s = 0; s < steps; ++s) {
+      ctx.comm.set_step(s);
+      std::vector<std::int64_t> grad{static_cast<std::int64_t>(batches[static_cast<std::size_t>(s)].size())};
+      ctx.comm.all_reduce(comm::view_of(grad));  // the step's gradient sync
+      seen += grad[0];
+    }
+    ctx.metrics["steps"] = static_cast<double>(steps);
+    ctx.metrics["samples_seen"] = static_cast<double>(seen);
+    ctx.dump.write("split_ids", mine, "global ids assigned to this rank, in order");
+    std::vector<std::int64_t> step_sizes;
+    for (const auto& b : batches) step_sizes.push_back(static_cast<std::int64_t>(b.size()));
+    ctx.dump.write("batch_sizes", step_sizes, "number of ids in each of this rank's batches");
+  }
+
+ private:
+  std::vector<std::vector<std::int64_t>> naive_batches(const std::vector<std::int64_t>& mine) const {
+    std::vector<std::vector<std::int64_t>> out;
+    for (std::size_t i = 0; i < mine.size(); i += static_cast<std::size_t>(o_.batch_size)) {
+      out.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(i),
+                       mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), i + static_cast<std::size_t>(o_.batch_size))));
+    }
+    return out;
+  }
+
+  // Gathers every rank's ids and checks the cover on every rank (all reach the same verdict).
+  void check_cover(RankContext& ctx, const std::vector<std::int64_t>& ids, const std::vector<std::int64_t>& mine,
+                   std::size_t produced) {
+    const int ws = ctx.world_size;
+    std::vector<std::int64_t> my_size{static_cast<std::int64_t>(mine.size())};
+    std::vector<std::int64_t> sizes(static_cast<std::size_t>(ws));
+    ctx.comm.all_gather(comm::view_of(my_size), comm::view_of(sizes));
+    const std::int64_t width = std::max<std::int64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
+    std::vector<std::int64_t> padded(static_cast<std::size_t>(width), -1);
+    std::copy(mine.begin(), mine.end(), padded.begin());
+    std::vector<std::int64_t> all(static_cast<std::size_t>(width * ws));
+    ctx.comm.all_gather(comm::view_of(padded), comm::view_of(all));
+
+    auto fail = [&](const std::string& msg, int rank) {
+      throw DiagnosisError(Diagnosis{DiagnosisKind::kSplitCoverage, msg, rank, -1});
+    };
+    if (produced != static_cast<std::size_t>(ws)) {
+      std::ostringstream os;
+      os << "the split made " << produced << " chunks for world_size " << ws;
+      std::vector<int> owners(static_cast<std::size_t>(o_.num_ids), -1);
+      std::int64_t lost = 0;
+      for (int r = 0; r < ws; ++r) {
+        for (std::int64_t k = 0; k < sizes[static_cast<std::size_t>(r)]; ++k) owners[static_cast<std::size_t>(all[static_cast<std::size_t>(r * width + k)])] = r;
+      }
+      for (auto o : owners) lost += o < 0;
+      if (lost) os << "; " << lost << " of " << o_.num_ids << " ids are on no rank";
+      if (o_.round_robin) os << "; rank 0 holds " << sizes[0] << " ids";
+      if (lost || !o_.round_robin) fail(os.str(), -1);
+    }
+    std::vector<int> owner(static_cast<std::size_t>(o_.num_ids), -1);
+    for (int r = 0; r < ws; ++r) {
+      for (std::int64_t k = 0; k < sizes[static_cast<std::size_t>(r)]; ++k) {
+        const std::int64_t id = all[static_cast<std::size_t>(r * width + k)];
+        if (id < 0 || id >= o_.num_ids) fail("rank " + std::to_string(r) + " holds id " + std::to_string(id) + ", outside [0, " + std::to_string(o_.num_ids) + ")", r);
+        if (owner[static_cast<std::size_t>(id)] >= 0) {
+          fail("id " + std::to_string(id) + " is on rank " + std::to_string(owner[static_cast<std::size_t>(id)]) + " and rank " + std::to_string(r), r);
+        }
+        owner[static_cast<std::size_t>(id)] = r;
+      }
+    }
+    for (std::int64_t id : ids) {
+      if (owner[static_cast<std::size_t>(id)] < 0) fail("id " + std::to_string(id) + " is on no rank", -1);
+    }
+    const auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
+    if (*hi - *lo > 1) {
+      fail("chunk sizes differ by more than one: rank " + std::to_string(hi - sizes.begin()) + " has " + std::to_string(*hi) +
+               ", rank " + std::to_string(lo - sizes.begin()) + " has " + std::to_string(*lo), static_cast<int>(hi - sizes.begin()));
+    }
+    if (ctx.rank == 0) {
+      std::vector<std::int64_t> covered;
+      for (std::int64_t id = 0; id < o_.num_ids; ++id) {
+        if (owner[static_cast<std::size_t>(id)] >= 0) covered.push_back(id);
+      }
+      ctx.digest = digest_hex(covered);
+    }
+  }
+
+  Options o_;
+};
+
+std::unique_ptr<Workload> make(const scenario::Scenario& s) {
+  const scenario::Config& c = s.workload_config;
+  Options o;
+  (void)c.get_string("kind");
+  o.num_ids = c.get_int("num_ids", o.num_ids);
+  if (o.num_ids < 0 || o.num_ids > (std::int64_t{1} << 26)) c.fail("num_ids", "must be in [0, 67108864], got " + std::to_string(o.num_ids));
+  o.batch_size = c.get_int("batch_size", o.batch_size);
+  if (o.batch_size < 1) c.fail("batch_size", "must be >= 1, got " + std::to_string(o.batch_size));
+  const std::string policy = c.get_string("policy", "even");
+  try {
+    o.policy = ref::from_string(policy);
+  } catch (const std::invalid_argument&) {
+    c.fail("policy", "unknown policy '" + policy + "' (drop_last, pad, even)");
+  }
+  o.preflight = c.get_bool("preflight", true);
+  c.finish();
+  for (const auto& inj : s.injections) {
+    if (inj.kind != "floor_division_split") continue;
+    (void)inj.config.get_string("kind");
+    o.floor_bug = true;
+    const std::string assign = inj.config.get_string("assign", "drop");
+    if (assign != "drop" && assign != "round_robin") inj.config.fail("assign", "must be 'drop' or 'round_robin', got '" + assign + "'");
+    o.round_robin = assign == "round_robin";
+    inj.config.finish();
+  }
+  return std::make_unique<Split>(o);
+}
+
+}  // namespace
+
+WorkloadSpec split_spec() {
+  return WorkloadSpec{"split",
+                      "splits the training ids over the ranks, agrees on steps, checks exact cover",
+                      make, {"floor_division_split"}};
+}
+
+}  // namespace lockstep::workloads

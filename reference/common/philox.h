@@ -1,0 +1,92 @@
+#pragma once
+// Counter-based random numbers: Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel random
+// numbers: as easy as 1, 2, 3", SC 2011), bit-identical to Random123, cuRAND and ATen.
+// Every random draw in the reference is a pure function of (seed, counter), so results never
+// depend on thread count, world size or the order in which work is done.
+//
+// Exact definition, for reimplementation elsewhere:
+//   M0 = 0xD2511F53, M1 = 0xCD9E8D57 (round multipliers), W0 = 0x9E3779B9, W1 = 0xBB67AE85
+//   (key increments). One round maps counter (c0, c1, c2, c3) and key (k0, k1) to
+//     p0 = M0 * c0 (64-bit product), p1 = M1 * c2 (64-bit product)
+//     (hi32(p1) ^ c1 ^ k0, lo32(p1), hi32(p0) ^ c3 ^ k1, lo32(p0)).
+//   Philox4x32-10 applies 10 rounds; the key is bumped (k0 += W0, k1 += W1, mod 2^32) between
+//   consecutive rounds (9 bumps), never before the first.
+//   philox_u64x2(key, c0, c1) runs it on counter (lo32(c0), hi32(c0), lo32(c1), hi32(c1)) and
+//   key (lo32(key), hi32(key)) and returns (w0 | w1 << 32, w2 | w3 << 32);
+//   philox_u64 returns the first of those.
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace lockstep::ref {
+
+inline constexpr std::uint32_t kPhiloxM0 = 0xD2511F53u;
+inline constexpr std::uint32_t kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr std::uint32_t kPhiloxW0 = 0x9E3779B9u;
+inline constexpr std::uint32_t kPhiloxW1 = 0xBB67AE85u;
+
+// Returns Philox4x32-10 of `counter` under `key` (Random123's philox4x32_R(10, ...)).
+constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> counter,
+                                                     std::array<std::uint32_t, 2> key) {
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key[0] += kPhiloxW0;
+      key[1] += kPhiloxW1;
+    }
+    const std::uint64_t p0 = std::uint64_t{kPhiloxM0} * counter[0];
+    const std::uint64_t p1 = std::uint64_t{kPhiloxM1} * counter[2];
+    counter = {
+        static_cast<std::uint32_t>(p1 >> 32) ^ counter[1] ^ key[0], static_cast<std::uint32_t>(p1),
+        static_cast<std::uint32_t>(p0 >> 32) ^ counter[3] ^ key[1], static_cast<std::uint32_t>(p0)};
+  }
+  return counter;
+}
+
+// Returns the 128 bits of Philox4x32-10 at counter (c0, c1) under `key` as two 64-bit words
+// (see the definition at the top of this file).
+constexpr std::array<std::uint64_t, 2> philox_u64x2(std::uint64_t key, std::uint64_t c0,
+                                                    std::uint64_t c1) {
+  const auto w =
+      philox4x32_10({static_cast<std::uint32_t>(c0), static_cast<std::uint32_t>(c0 >> 32),
+                     static_cast<std::uint32_t>(c1), static_cast<std::uint32_t>(c1 >> 32)},
+                    {static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32)});
+  return {w[0] | (std::uint64_t{w[1]} << 32), w[2] | (std::uint64_t{w[3]} << 32)};
+}
+
+// Returns the first 64-bit word of philox_u64x2(key, c0, c1): words 0 | 1 << 32.
+constexpr std::uint64_t philox_u64(std::uint64_t key, std::uint64_t c0, std::uint64_t c1) {
+  return philox_u64x2(key, c0, c1)[0];
+}
+
+// Returns a double in [0, 1): the top 53 bits of `bits` divided by 2^53 (exact, no rounding).
+constexpr double uniform01(std::uint64_t bits) {
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+// Returns an integer in [0, n): floor(bits * n / 2^64) (Lemire's multiply-high, no rejection
+// loop, so exactly one draw per call). Bias: each result has probability within 2^-64 of 1/n
+// (it is hit by floor(2^64/n) or ceil(2^64/n) of the 2^64 inputs). Throws
+// std::invalid_argument when n == 0.
+constexpr std::uint64_t uniform_below(std::uint64_t bits, std::uint64_t n) {
+  if (n == 0) throw std::invalid_argument("uniform_below: n must be >= 1, got 0");
+  return static_cast<std::uint64_t>((static_cast<unsigned __int128>(bits) * n) >> 64);
+}
+
+// The second counter word c1 used by each consumer: stream_counter(stream, sub) =
+// stream << 32 | sub, so that no two consumers ever share a counter for the same seed.
+// Register new streams here.
+namespace streams {
+inline constexpr std::uint32_t kRmat = 1;             // c0 = edge index, sub = level / 2
+inline constexpr std::uint32_t kErdosRenyi = 2;       // c0 = edge index, sub = 0
+inline constexpr std::uint32_t kPowerLawEdges = 3;    // c0 = edge index, sub = 0
+inline constexpr std::uint32_t kPowerLawNodes = 4;    // c0 = node id, sub = 0
+inline constexpr std::uint32_t kRandomPartition = 5;  // c0 = node id, sub = 0
+}  // namespace streams
+
+// Returns stream << 32 | sub, the c1 word for `stream`.
+constexpr std::uint64_t stream_counter(std::uint32_t stream, std::uint32_t sub) {
+  return (std::uint64_t{stream} << 32) | sub;
+}
+
+}  // namespace lockstep::ref

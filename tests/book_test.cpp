@@ -1,0 +1,505 @@
+// Tests of the partition books (reference/partition/book.h). Expected values are worked out
+// by hand in the comments, or come from a naive oracle in this file (a linear scan of the
+// offsets), never from the books themselves.
+#include "reference/partition/book.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace lockstep::ref {
+namespace {
+
+using Ids = std::vector<std::int64_t>;
+
+const Device kCpu{};
+
+// Runs `fn` and returns the message of the exception of type E it throws ("" when none).
+template <class E, class Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The part of `id` by a linear scan of the offsets: the last p with offsets[p] <= id among
+// non-empty parts.
+int oracle_part(const Ids& offsets, std::int64_t id) {
+  for (std::size_t p = 0; p + 1 < offsets.size(); ++p) {
+    if (offsets[p] <= id && id < offsets[p + 1]) return static_cast<int>(p);
+  }
+  return -1;
+}
+
+// Offsets of `parts` parts over `nodes` nodes with random sizes; every third part is empty.
+Ids random_offsets(int parts, std::int64_t nodes, std::mt19937_64& rng) {
+  Ids cuts;
+  for (int p = 1; p < parts; ++p) {
+    cuts.push_back(p % 3 == 1 && p > 1 ? -1 : static_cast<std::int64_t>(rng() % (nodes + 1)));
+  }
+  for (std::size_t i = 0; i < cuts.size(); ++i) {
+    if (cuts[i] < 0) cuts[i] = i > 0 ? cuts[i - 1] : 0;  // repeat the previous cut: empty part
+  }
+  std::sort(cuts.begin(), cuts.end());
+  Ids offsets{0};
+  offsets.insert(offsets.end(), cuts.begin(), cuts.end());
+  offsets.push_back(nodes);
+  return offsets;
+}
+
+Ids random_ids(std::int64_t count, std::int64_t nodes, std::mt19937_64& rng) {
+  Ids ids(static_cast<std::size_t>(count));
+  for (auto& id : ids) id = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(nodes));
+  return ids;
+}
+
+std::vector<std::int32_t> part_of_ranges(const Ids& offsets) {
+  std::vector<std::int32_t> part_of;
+  for (std::size_t p = 0; p + 1 < offsets.size(); ++p) {
+    part_of.insert(part_of.end(), static_cast<std::size_t>(offsets[p + 1] - offsets[p]),
+                   static_cast<std::int32_t>(p));
+  }
+  return part_of;
+}
+
+// ---- Range book, over both id types ---------------------------------------------------------
+
+class RangeBookTest : public ::testing::TestWithParam<IdType> {
+ protected:
+  IdArray ids(const Ids& v) const { return IdArray::from_host(v, GetParam(), kCpu); }
+  // offsets {0, 3, 3, 7}: part 0 owns 0 1 2, part 1 is empty, part 2 owns 3 4 5 6.
+  RangePartitionBook book_{{0, 3, 3, 7}};
+};
+
+TEST_P(RangeBookTest, PartAndLocalIdsWithAnEmptyPart) {
+  EXPECT_EQ(book_.num_parts(), 3);
+  EXPECT_EQ(book_.num_nodes(), 7);
+  EXPECT_EQ(book_.part_size(0), 3);
+  EXPECT_EQ(book_.part_size(1), 0);
+  EXPECT_EQ(book_.part_size(2), 4);
+
+  const IdArray in = ids({6, 0, 3, 2, 5, 4, 1});
+  const IdArray parts = book_.nid2partid(in.span());
+  EXPECT_EQ(parts.type(), IdType::kI32);
+  EXPECT_EQ(parts.device(), kCpu);
+  EXPECT_EQ(parts.to_host(), (Ids{2, 0, 2, 0, 2, 2, 0}));
+
+  const IdArray local = book_.nid2localnid(in.span());
+  EXPECT_EQ(local.type(), GetParam());
+  // 6 - 3, 0 - 0, 3 - 3, 2 - 0, 5 - 3, 4 - 3, 1 - 0.
+  EXPECT_EQ(local.to_host(), (Ids{3, 0, 0, 2, 2, 1, 1}));
+}
+
+TEST_P(RangeBookTest, PartNodesAscending) {
+  EXPECT_EQ(book_.partid2nids(0, kCpu, GetParam()).to_host(), (Ids{0, 1, 2}));
+  EXPECT_EQ(book_.partid2nids(1, kCpu, GetParam()).to_host(), Ids{});
+  const IdArray two = book_.partid2nids(2, kCpu, GetParam());
+  EXPECT_EQ(two.type(), GetParam());
+  EXPECT_EQ(two.to_host(), (Ids{3, 4, 5, 6}));
+}
+
+TEST_P(RangeBookTest, LocalGlobalRoundTrip) {
+  const IdArray global = book_.local2global(2, ids({0, 3, 1}).span());
+  EXPECT_EQ(global.type(), GetParam());
+  EXPECT_EQ(global.to_host(), (Ids{3, 6, 4}));
+  const IdArray local = book_.global2local(2, ids({6, 3, 5}).span());
+  EXPECT_EQ(local.type(), GetParam());
+  EXPECT_EQ(local.to_host(), (Ids{3, 0, 2}));
+  EXPECT_EQ(book_.global2local(0, ids({2, 0}).span()).to_host(), (Ids{2, 0}));
+}
+
+TEST_P(RangeBookTest, OutOfRangeIdsNameTheFirstValueAndPosition) {
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.nid2partid(ids({0, 7, -1}).span()); }),
+            "node id 7 at position 1 is out of range [0, 7)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.nid2partid(ids({0, 1, -1, 9}).span()); }),
+            "node id -1 at position 2 is out of range [0, 7)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.nid2localnid(ids({1000}).span()); }),
+            "node id 1000 at position 0 is out of range [0, 7)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(2, ids({3, 8}).span()); }),
+            "node id 8 at position 1 is out of range [0, 7)");
+}
+
+TEST_P(RangeBookTest, Global2LocalOfANonLocalIdThrows) {
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(0, ids({1, 4, 2}).span()); }),
+            "node id 4 at position 1 is not owned by part 0 (its part is 2)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(2, ids({2}).span()); }),
+            "node id 2 at position 0 is not owned by part 2 (its part is 0)");
+  // The empty part owns nothing; 3 is the first id of part 2.
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(1, ids({3}).span()); }),
+            "node id 3 at position 0 is not owned by part 1 (its part is 2)");
+}
+
+TEST_P(RangeBookTest, LocalIdsBeyondThePartThrow) {
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(0, ids({2, 3}).span()); }),
+            "local id 3 at position 1 is out of range [0, 3) of part 0");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(2, ids({-2}).span()); }),
+            "local id -2 at position 0 is out of range [0, 4) of part 2");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(1, ids({0}).span()); }),
+            "local id 0 at position 0 is out of range [0, 0) of part 1");
+}
+
+TEST_P(RangeBookTest, BadPartsThrow) {
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.partid2nids(3, kCpu); }),
+            "part 3 is out of range [0, 3)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(-1, ids({0}).span()); }),
+            "part -1 is out of range [0, 3)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(3, ids({}).span()); }),
+            "part 3 is out of range [0, 3)");
+  EXPECT_THROW(book_.part_size(5), std::out_of_range);
+}
+
+TEST_P(RangeBookTest, EmptyInputsGiveEmptyOutputs) {
+  const IdArray none = ids({});
+  const IdArray parts = book_.nid2partid(none.span());
+  EXPECT_EQ(parts.size(), 0);
+  EXPECT_EQ(parts.type(), IdType::kI32);
+  EXPECT_EQ(book_.nid2localnid(none.span()).type(), GetParam());
+  EXPECT_EQ(book_.nid2localnid(none.span()).size(), 0);
+  EXPECT_EQ(book_.local2global(1, none.span()).size(), 0);
+  EXPECT_EQ(book_.global2local(1, none.span()).size(), 0);
+  // A null pointer with size 0 is an empty input too.
+  EXPECT_EQ(book_.nid2partid(IdSpan{nullptr, 0, GetParam(), kCpu}).size(), 0);
+}
+
+TEST_P(RangeBookTest, ManyPartsUseTheSearchAndAgreeWithAScan) {
+  std::mt19937_64 rng(7);
+  for (int parts : {1, 2, 15, 16, 17, 40, 333}) {
+    const Ids offsets = random_offsets(parts, 5000, rng);
+    RangePartitionBook book(offsets);
+    Ids in = random_ids(3000, 5000, rng);
+    in.insert(in.end(), offsets.begin(), offsets.end() - 1);  // every part start
+    in.push_back(4999);
+    const Ids got_parts = book.nid2partid(ids(in).span()).to_host();
+    const Ids got_local = book.nid2localnid(ids(in).span()).to_host();
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const int p = oracle_part(offsets, in[i]);
+      ASSERT_EQ(got_parts[i], p) << "parts " << parts << " id " << in[i];
+      ASSERT_EQ(got_local[i], in[i] - offsets[static_cast<std::size_t>(p)]) << "id " << in[i];
+    }
+  }
+}
+
+TEST_P(RangeBookTest, ResultsDoNotDependOnThreads) {
+  std::mt19937_64 rng(11);
+  for (int parts : {8, 40}) {
+    const std::int64_t nodes = 1 << 22;
+    RangePartitionBook book(random_offsets(parts, nodes, rng));
+    const IdArray in = ids(random_ids(std::int64_t{1} << 20, nodes, rng));
+    const Ids one_parts = book.nid2partid(in.span()).to_host();
+    const Ids one_local = book.nid2localnid(in.span()).to_host();
+    for (int threads : {2, 3, 4, 7}) {
+      book.set_threads(threads);
+      EXPECT_EQ(book.nid2partid(in.span()).to_host(), one_parts) << "threads " << threads;
+      EXPECT_EQ(book.nid2localnid(in.span()).to_host(), one_local) << "threads " << threads;
+    }
+  }
+}
+
+TEST_P(RangeBookTest, TheFirstBadIdIsNamedWhateverTheThreads) {
+  const std::int64_t n = std::int64_t{1} << 20;
+  RangePartitionBook book({0, 10, 100});
+  Ids in(static_cast<std::size_t>(n), 5);
+  in[700000] = -3;
+  in[300001] = 100;
+  in[900000] = 1 << 30;
+  const IdArray a = ids(in);
+  for (int threads : {1, 2, 4}) {
+    book.set_threads(threads);
+    EXPECT_EQ(message_of<std::out_of_range>([&] { book.nid2partid(a.span()); }),
+              "node id 100 at position 300001 is out of range [0, 100)");
+  }
+}
+
+TEST_P(RangeBookTest, IntoAReusedOutput) {
+  IdArray out;
+  book_.nid2partid(ids({6, 1}).span(), out);
+  EXPECT_EQ(out.to_host(), (Ids{2, 0}));
+  const void* data = out.data();
+  book_.nid2partid(ids({3, 2}).span(), out);
+  EXPECT_EQ(out.to_host(), (Ids{2, 0}));
+  EXPECT_EQ(out.data(), data);  // same type, size and device: not reallocated
+  book_.nid2localnid(ids({6, 1, 4}).span(), out);
+  EXPECT_EQ(out.type(), GetParam());
+  EXPECT_EQ(out.to_host(), (Ids{3, 1, 1}));
+}
+
+INSTANTIATE_TEST_SUITE_P(RangeBookIds, RangeBookTest,
+                         ::testing::Values(IdType::kI32, IdType::kI64),
+                         [](const auto& info) { return to_string(info.param); });
+
+// ---- Range book: construction and int32 edges ---------------------------------------------
+
+TEST(RangeBookBuildTest, RejectsBadOffsets) {
+  EXPECT_EQ(message_of<std::invalid_argument>([] { RangePartitionBook({}); }),
+            "part_offsets needs at least 2 entries (one part), got 0");
+  EXPECT_EQ(message_of<std::invalid_argument>([] { RangePartitionBook({0}); }),
+            "part_offsets needs at least 2 entries (one part), got 1");
+  EXPECT_EQ(message_of<std::invalid_argument>([] { RangePartitionBook({1, 3}); }),
+            "part_offsets[0] must be 0, got 1");
+  EXPECT_EQ(message_of<std::invalid_argument>([] { RangePartitionBook({0, 5, 3}); }),
+            "part_offsets[2] = 3 is less than part_offsets[1] = 5");
+  EXPECT_EQ(message_of<std::invalid_argument>([] { RangePartitionBook({0, 1}).set_threads(0); }),
+            "threads must be >= 1, got 0");
+}
+
+TEST(RangeBookBuildTest, AllPartsEmptyRejectsEveryId) {
+  // 2 parts (the counting path) and 20 parts (the search path), all empty.
+  for (const Ids& offsets : {Ids(3, 0), Ids(21, 0)}) {
+    RangePartitionBook book(offsets);
+    EXPECT_EQ(book.num_nodes(), 0);
+    EXPECT_EQ(book.nid2partid(IdArray::from_host({}, IdType::kI64, kCpu).span()).size(), 0);
+    for (IdType type : {IdType::kI32, IdType::kI64}) {
+      const IdArray zero = IdArray::from_host({0}, type, kCpu);
+      EXPECT_EQ(message_of<std::out_of_range>([&] { book.nid2partid(zero.span()); }),
+                "node id 0 at position 0 is out of range [0, 0)");
+      EXPECT_EQ(message_of<std::out_of_range>([&] { book.nid2localnid(zero.span()); }),
+                "node id 0 at position 0 is out of range [0, 0)");
+      EXPECT_EQ(message_of<std::out_of_range>([&] { book.global2local(1, zero.span()); }),
+                "node id 0 at position 0 is out of range [0, 0)");
+    }
+  }
+}
+
+TEST(RangeBookBuildTest, Int32IdsAgainstOffsetsBeyondInt32) {
+  // Part 0 owns [0, 5), part 1 owns [5, 3e9): every non-negative int32 id is valid.
+  RangePartitionBook book({0, 5, 3000000000});
+  const std::int64_t max = std::numeric_limits<std::int32_t>::max();
+  const IdArray in = IdArray::from_host({4, 5, max}, IdType::kI32, kCpu);
+  EXPECT_EQ(book.nid2partid(in.span()).to_host(), (Ids{0, 1, 1}));
+  EXPECT_EQ(book.nid2localnid(in.span()).to_host(), (Ids{4, 0, max - 5}));
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book.global2local(1, in.span()); }),
+            "node id 4 at position 0 is not owned by part 1 (its part is 0)");
+  // Local 2147483642 of part 1 is global 2147483647, the largest int32; one more does not fit.
+  EXPECT_EQ(book.local2global(1, IdArray::from_host({max - 5}, IdType::kI32, kCpu).span())
+                .to_host(),
+            (Ids{max}));
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book.local2global(1, IdArray::from_host({0, max - 4}, IdType::kI32, kCpu).span());
+            }),
+            "global id 2147483648 of local id 2147483643 at position 1 does not fit int32");
+  EXPECT_EQ(book.partid2nids(0, kCpu, IdType::kI32).to_host(), (Ids{0, 1, 2, 3, 4}));
+}
+
+// ---- Map book -------------------------------------------------------------------------------
+
+class MapBookTest : public ::testing::TestWithParam<IdType> {
+ protected:
+  IdArray ids(const Ids& v) const { return IdArray::from_host(v, GetParam(), kCpu); }
+  // part_of {2, 0, 2, 1, 0, 2} with a 4th, empty part: part 0 = {1, 4}, part 1 = {3},
+  // part 2 = {0, 2, 5}, part 3 = {}. Local ids: 0->0, 1->0, 2->1, 3->0, 4->1, 5->2.
+  MapPartitionBook book_{{2, 0, 2, 1, 0, 2}, /*num_parts=*/4};
+};
+
+TEST_P(MapBookTest, PartAndLocalIds) {
+  EXPECT_EQ(book_.num_parts(), 4);
+  EXPECT_EQ(book_.num_nodes(), 6);
+  EXPECT_EQ(book_.part_size(0), 2);
+  EXPECT_EQ(book_.part_size(3), 0);
+  const IdArray in = ids({5, 4, 3, 2, 1, 0, 2});
+  const IdArray parts = book_.nid2partid(in.span());
+  EXPECT_EQ(parts.type(), IdType::kI32);
+  EXPECT_EQ(parts.to_host(), (Ids{2, 0, 1, 2, 0, 2, 2}));
+  const IdArray local = book_.nid2localnid(in.span());
+  EXPECT_EQ(local.type(), GetParam());
+  EXPECT_EQ(local.to_host(), (Ids{2, 1, 0, 1, 0, 0, 1}));
+}
+
+TEST_P(MapBookTest, PartNodesAndRoundTrips) {
+  EXPECT_EQ(book_.partid2nids(0, kCpu, GetParam()).to_host(), (Ids{1, 4}));
+  EXPECT_EQ(book_.partid2nids(1, kCpu, GetParam()).to_host(), (Ids{3}));
+  EXPECT_EQ(book_.partid2nids(2, kCpu, GetParam()).to_host(), (Ids{0, 2, 5}));
+  EXPECT_EQ(book_.partid2nids(3, kCpu, GetParam()).to_host(), Ids{});
+  EXPECT_EQ(book_.local2global(2, ids({2, 0, 1}).span()).to_host(), (Ids{5, 0, 2}));
+  EXPECT_EQ(book_.global2local(2, ids({5, 0, 2}).span()).to_host(), (Ids{2, 0, 1}));
+  EXPECT_EQ(book_.local2global(2, ids({2}).span()).type(), GetParam());
+}
+
+TEST_P(MapBookTest, ErrorsNameTheFirstBadValueAndPosition) {
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.nid2partid(ids({0, 5, 6, -1}).span()); }),
+            "node id 6 at position 2 is out of range [0, 6)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.nid2localnid(ids({-4, 6}).span()); }),
+            "node id -4 at position 0 is out of range [0, 6)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(0, ids({4, 1, 0}).span()); }),
+            "node id 0 at position 2 is not owned by part 0 (its part is 2)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(3, ids({3}).span()); }),
+            "node id 3 at position 0 is not owned by part 3 (its part is 1)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(2, ids({5, 60}).span()); }),
+            "node id 60 at position 1 is out of range [0, 6)");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(0, ids({1, 2}).span()); }),
+            "local id 2 at position 1 is out of range [0, 2) of part 0");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(3, ids({0}).span()); }),
+            "local id 0 at position 0 is out of range [0, 0) of part 3");
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.partid2nids(4, kCpu); }),
+            "part 4 is out of range [0, 4)");
+}
+
+TEST_P(MapBookTest, EmptyInputsGiveEmptyOutputs) {
+  const IdArray none = ids({});
+  EXPECT_EQ(book_.nid2partid(none.span()).size(), 0);
+  EXPECT_EQ(book_.nid2localnid(none.span()).size(), 0);
+  EXPECT_EQ(book_.local2global(3, none.span()).size(), 0);
+  EXPECT_EQ(book_.global2local(3, none.span()).size(), 0);
+}
+
+TEST_P(MapBookTest, AgreesWithTheRangeBookOnTheSameAssignment) {
+  std::mt19937_64 rng(3);
+  for (int parts : {1, 3, 8, 16, 17, 300}) {
+    const std::int64_t nodes = 20000;
+    const Ids offsets = random_offsets(parts, nodes, rng);
+    RangePartitionBook range(offsets);
+    MapPartitionBook map(part_of_ranges(offsets), parts);
+    ASSERT_EQ(map.num_nodes(), range.num_nodes());
+    const IdArray in = ids(random_ids(50000, nodes, rng));
+    EXPECT_EQ(map.nid2partid(in.span()).to_host(), range.nid2partid(in.span()).to_host());
+    EXPECT_EQ(map.nid2localnid(in.span()).to_host(), range.nid2localnid(in.span()).to_host());
+    for (int p = 0; p < parts; ++p) {
+      ASSERT_EQ(map.part_size(p), range.part_size(p));
+      const IdArray owned = map.partid2nids(p, kCpu, GetParam());
+      EXPECT_EQ(owned.to_host(), range.partid2nids(p, kCpu, GetParam()).to_host());
+      const IdArray local = map.global2local(p, owned.span());
+      EXPECT_EQ(local.to_host(), range.global2local(p, owned.span()).to_host());
+      EXPECT_EQ(map.local2global(p, local.span()).to_host(), owned.to_host());
+    }
+  }
+}
+
+TEST_P(MapBookTest, ScatteredAssignmentResultsDoNotDependOnThreads) {
+  std::mt19937_64 rng(5);
+  const std::int64_t nodes = 1 << 20;
+  for (int parts : {8, 1000}) {  // a byte-sized table and an int32 one
+    std::vector<std::int32_t> part_of(static_cast<std::size_t>(nodes));
+    for (auto& p : part_of) p = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(parts));
+    MapPartitionBook book(part_of, parts);
+    const Ids in = random_ids(std::int64_t{1} << 19, nodes, rng);
+    const Ids got = book.nid2partid(ids(in).span()).to_host();
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      ASSERT_EQ(got[i], part_of[static_cast<std::size_t>(in[i])]);
+    }
+    const Ids local = book.nid2localnid(ids(in).span()).to_host();
+    for (int threads : {2, 3, 5}) {
+      book.set_threads(threads);
+      EXPECT_EQ(book.nid2partid(ids(in).span()).to_host(), got) << "threads " << threads;
+      EXPECT_EQ(book.nid2localnid(ids(in).span()).to_host(), local) << "threads " << threads;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MapBookIds, MapBookTest, ::testing::Values(IdType::kI32, IdType::kI64),
+                         [](const auto& info) { return to_string(info.param); });
+
+TEST(MapBookBuildTest, InfersThePartCountAndRejectsBadMaps) {
+  MapPartitionBook inferred({1, 1, 0});
+  EXPECT_EQ(inferred.num_parts(), 2);
+  EXPECT_EQ(message_of<std::invalid_argument>([] { MapPartitionBook(std::vector<std::int32_t>{}); }),
+            "cannot infer the part count from an empty part_of; pass num_parts");
+  EXPECT_EQ(message_of<std::invalid_argument>([] { MapPartitionBook({0, -2, 1}); }),
+            "part_of[1] = -2 is negative");
+  EXPECT_EQ(message_of<std::invalid_argument>([] { MapPartitionBook({0, 1, 2, 1}, 2); }),
+            "part_of[2] = 2 is out of range [0, 2)");
+  EXPECT_EQ(message_of<std::invalid_argument>([] { MapPartitionBook({}, 0); }),
+            "num_parts must be >= 1, got 0");
+  // No nodes at all: every part is empty and every id is out of range.
+  MapPartitionBook none({}, 2);
+  EXPECT_EQ(none.nid2partid(IdArray::from_host({}, IdType::kI64, kCpu).span()).size(), 0);
+  for (IdType type : {IdType::kI32, IdType::kI64}) {
+    const IdArray zero = IdArray::from_host({0}, type, kCpu);
+    EXPECT_EQ(message_of<std::out_of_range>([&] { none.nid2partid(zero.span()); }),
+              "node id 0 at position 0 is out of range [0, 0)");
+    EXPECT_EQ(message_of<std::out_of_range>([&] { none.nid2localnid(zero.span()); }),
+              "node id 0 at position 0 is out of range [0, 0)");
+    EXPECT_EQ(message_of<std::out_of_range>([&] { none.global2local(1, zero.span()); }),
+              "node id 0 at position 0 is out of range [0, 0)");
+    EXPECT_EQ(message_of<std::out_of_range>([&] { none.local2global(1, zero.span()); }),
+              "local id 0 at position 0 is out of range [0, 0) of part 1");
+  }
+}
+
+// ---- Device policy ----------------------------------------------------------------------------
+
+TEST(BookDeviceTest, CudaIdsWithoutTheirDeviceThrowNamingIt) {
+  // A CUDA device index that is not visible: the lookup fails before reading the ids.
+  const int missing = cuda_device_count();
+  const Device device{DeviceKind::kCuda, missing};
+  const std::int64_t host[2] = {0, 1};
+  const IdSpan span{host, 2, IdType::kI64, device};
+  RangePartitionBook range({0, 3, 3, 7});
+  MapPartitionBook map({0, 1, 1});
+  const std::string seen = missing == 0 ? "no CUDA device is visible"
+                                        : "only " + std::to_string(missing) +
+                                              " CUDA device(s) are visible";
+  const std::string where = to_string(device);
+  EXPECT_EQ(message_of<std::runtime_error>([&] { range.nid2partid(span); }),
+            "nid2partid: ids are on " + where + " but " + seen +
+                " (the reference copies CUDA ids to the host and back)");
+  for (const PartitionBook* book : {static_cast<const PartitionBook*>(&range),
+                                    static_cast<const PartitionBook*>(&map)}) {
+    EXPECT_NE(message_of<std::runtime_error>([&] { book->nid2localnid(span); }).find(where),
+              std::string::npos);
+    EXPECT_NE(message_of<std::runtime_error>([&] { book->global2local(0, span); }).find(where),
+              std::string::npos);
+    EXPECT_NE(message_of<std::runtime_error>([&] { book->local2global(0, span); }).find(where),
+              std::string::npos);
+    EXPECT_NE(message_of<std::runtime_error>([&] { book->partid2nids(0, device); }).find(where),
+              std::string::npos);
+  }
+}
+
+class BookCudaTest : public ::testing::TestWithParam<IdType> {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "requires CUDA: no CUDA device is visible";
+  }
+  static constexpr Device kGpu{DeviceKind::kCuda, 0};
+};
+
+TEST_P(BookCudaTest, LookupsOnCudaIdsReturnOnTheDevice) {
+  RangePartitionBook range({0, 3, 3, 7});
+  MapPartitionBook map({0, 0, 0, 2, 2, 2, 2}, 3);  // the same assignment
+  const IdArray in = IdArray::from_host({6, 0, 3, 2, 5}, GetParam(), kGpu);
+  for (const PartitionBook* book : {static_cast<const PartitionBook*>(&range),
+                                    static_cast<const PartitionBook*>(&map)}) {
+    const IdArray parts = book->nid2partid(in.span());
+    EXPECT_EQ(parts.device(), kGpu);
+    EXPECT_EQ(parts.type(), IdType::kI32);
+    EXPECT_EQ(parts.to_host(), (Ids{2, 0, 2, 0, 2}));
+    const IdArray local = book->nid2localnid(in.span());
+    EXPECT_EQ(local.device(), kGpu);
+    EXPECT_EQ(local.type(), GetParam());
+    EXPECT_EQ(local.to_host(), (Ids{3, 0, 0, 2, 2}));
+    const IdArray owned = book->partid2nids(2, kGpu, GetParam());
+    EXPECT_EQ(owned.device(), kGpu);
+    EXPECT_EQ(owned.to_host(), (Ids{3, 4, 5, 6}));
+    const IdArray back = book->global2local(2, owned.span());
+    EXPECT_EQ(back.device(), kGpu);
+    EXPECT_EQ(back.to_host(), (Ids{0, 1, 2, 3}));
+    const IdArray global = book->local2global(2, back.span());
+    EXPECT_EQ(global.device(), kGpu);
+    EXPECT_EQ(global.to_host(), (Ids{3, 4, 5, 6}));
+    EXPECT_EQ(book->nid2partid(IdArray::from_host({}, GetParam(), kGpu).span()).device(), kGpu);
+  }
+}
+
+TEST_P(BookCudaTest, BadCudaIdsThrowLikeHostIds) {
+  RangePartitionBook book({0, 3, 3, 7});
+  const IdArray in = IdArray::from_host({1, 7, -1}, GetParam(), kGpu);
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book.nid2partid(in.span()); }),
+            "node id 7 at position 1 is out of range [0, 7)");
+  const IdArray foreign = IdArray::from_host({0, 4}, GetParam(), kGpu);
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book.global2local(0, foreign.span()); }),
+            "node id 4 at position 1 is not owned by part 0 (its part is 2)");
+}
+
+INSTANTIATE_TEST_SUITE_P(BookCudaIds, BookCudaTest, ::testing::Values(IdType::kI32, IdType::kI64),
+                         [](const auto& info) { return to_string(info.param); });
+
+}  // namespace
+}  // namespace lockstep::ref
