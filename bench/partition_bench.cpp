@@ -39,9 +39,8 @@ void BM_Limit_StreamCopy(benchmark::State& state) {
   for (auto _ : state) {
     std::vector<std::jthread> workers;
     for (int t = 1; t < threads; ++t) {
-      workers.emplace_back([&, t] {
-        std::memcpy(dst.data() + per * t, src.data() + per * t, per);
-      });
+      workers.emplace_back(
+          [&, t] { std::memcpy(dst.data() + per * t, src.data() + per * t, per); });
     }
     std::memcpy(dst.data(), src.data(), per);
     workers.clear();  // joins
@@ -50,7 +49,11 @@ void BM_Limit_StreamCopy(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(2 * kCopyBytes));
 }
-BENCHMARK(BM_Limit_StreamCopy)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()
+BENCHMARK(BM_Limit_StreamCopy)
+    ->Arg(1)
+    ->Arg(2)
+    ->ArgName("threads")
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 const IdArray& random_ids() {
@@ -98,28 +101,44 @@ void BM_RangeLookup(benchmark::State& state) {
   RangePartitionBook book(equal_offsets());
   run_lookup(state, book, /*reuse=*/true);
 }
-BENCHMARK(BM_RangeLookup)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()
+BENCHMARK(BM_RangeLookup)
+    ->Arg(1)
+    ->Arg(2)
+    ->ArgName("threads")
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 void BM_RangeLookupAlloc(benchmark::State& state) {
   RangePartitionBook book(equal_offsets());
   run_lookup(state, book, /*reuse=*/false);
 }
-BENCHMARK(BM_RangeLookupAlloc)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()
+BENCHMARK(BM_RangeLookupAlloc)
+    ->Arg(1)
+    ->Arg(2)
+    ->ArgName("threads")
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 void BM_MapLookup(benchmark::State& state) {
   static MapPartitionBook book(equal_part_of(), kParts);
   run_lookup(state, book, /*reuse=*/true);
 }
-BENCHMARK(BM_MapLookup)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()
+BENCHMARK(BM_MapLookup)
+    ->Arg(1)
+    ->Arg(2)
+    ->ArgName("threads")
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 void BM_MapLookupAlloc(benchmark::State& state) {
   static MapPartitionBook book(equal_part_of(), kParts);
   run_lookup(state, book, /*reuse=*/false);
 }
-BENCHMARK(BM_MapLookupAlloc)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()
+BENCHMARK(BM_MapLookupAlloc)
+    ->Arg(1)
+    ->Arg(2)
+    ->ArgName("threads")
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -118,18 +118,26 @@ TEST_P(RangeBookTest, LocalGlobalRoundTrip) {
 }
 
 TEST_P(RangeBookTest, OutOfRangeIdsNameTheFirstValueAndPosition) {
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.nid2partid(ids({0, 7, -1}).span()); }),
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book_.nid2partid(ids({0, 7, -1}).span());
+            }),
             "node id 7 at position 1 is out of range [0, 7)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.nid2partid(ids({0, 1, -1, 9}).span()); }),
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book_.nid2partid(ids({0, 1, -1, 9}).span());
+            }),
             "node id -1 at position 2 is out of range [0, 7)");
   EXPECT_EQ(message_of<std::out_of_range>([&] { book_.nid2localnid(ids({1000}).span()); }),
             "node id 1000 at position 0 is out of range [0, 7)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(2, ids({3, 8}).span()); }),
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book_.global2local(2, ids({3, 8}).span());
+            }),
             "node id 8 at position 1 is out of range [0, 7)");
 }
 
 TEST_P(RangeBookTest, Global2LocalOfANonLocalIdThrows) {
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(0, ids({1, 4, 2}).span()); }),
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book_.global2local(0, ids({1, 4, 2}).span());
+            }),
             "node id 4 at position 1 is not owned by part 0 (its part is 2)");
   EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(2, ids({2}).span()); }),
             "node id 2 at position 0 is not owned by part 2 (its part is 0)");
@@ -139,7 +147,9 @@ TEST_P(RangeBookTest, Global2LocalOfANonLocalIdThrows) {
 }
 
 TEST_P(RangeBookTest, LocalIdsBeyondThePartThrow) {
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(0, ids({2, 3}).span()); }),
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book_.local2global(0, ids({2, 3}).span());
+            }),
             "local id 3 at position 1 is out of range [0, 3) of part 0");
   EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(2, ids({-2}).span()); }),
             "local id -2 at position 0 is out of range [0, 4) of part 2");
@@ -232,8 +242,7 @@ TEST_P(RangeBookTest, IntoAReusedOutput) {
   EXPECT_EQ(out.to_host(), (Ids{3, 1, 1}));
 }
 
-INSTANTIATE_TEST_SUITE_P(RangeBookIds, RangeBookTest,
-                         ::testing::Values(IdType::kI32, IdType::kI64),
+INSTANTIATE_TEST_SUITE_P(RangeBookIds, RangeBookTest, ::testing::Values(IdType::kI32, IdType::kI64),
                          [](const auto& info) { return to_string(info.param); });
 
 // ---- Range book: construction and int32 edges ---------------------------------------------
@@ -243,11 +252,17 @@ TEST(RangeBookBuildTest, RejectsBadOffsets) {
             "part_offsets needs at least 2 entries (one part), got 0");
   EXPECT_EQ(message_of<std::invalid_argument>([] { RangePartitionBook({0}); }),
             "part_offsets needs at least 2 entries (one part), got 1");
-  EXPECT_EQ(message_of<std::invalid_argument>([] { RangePartitionBook({1, 3}); }),
+  EXPECT_EQ(message_of<std::invalid_argument>([] {
+              RangePartitionBook({1, 3});
+            }),
             "part_offsets[0] must be 0, got 1");
-  EXPECT_EQ(message_of<std::invalid_argument>([] { RangePartitionBook({0, 5, 3}); }),
+  EXPECT_EQ(message_of<std::invalid_argument>([] {
+              RangePartitionBook({0, 5, 3});
+            }),
             "part_offsets[2] = 3 is less than part_offsets[1] = 5");
-  EXPECT_EQ(message_of<std::invalid_argument>([] { RangePartitionBook({0, 1}).set_threads(0); }),
+  EXPECT_EQ(message_of<std::invalid_argument>([] {
+              RangePartitionBook({0, 1}).set_threads(0);
+            }),
             "threads must be >= 1, got 0");
 }
 
@@ -279,9 +294,9 @@ TEST(RangeBookBuildTest, Int32IdsAgainstOffsetsBeyondInt32) {
   EXPECT_EQ(message_of<std::out_of_range>([&] { book.global2local(1, in.span()); }),
             "node id 4 at position 0 is not owned by part 1 (its part is 0)");
   // Local 2147483642 of part 1 is global 2147483647, the largest int32; one more does not fit.
-  EXPECT_EQ(book.local2global(1, IdArray::from_host({max - 5}, IdType::kI32, kCpu).span())
-                .to_host(),
-            (Ids{max}));
+  EXPECT_EQ(
+      book.local2global(1, IdArray::from_host({max - 5}, IdType::kI32, kCpu).span()).to_host(),
+      (Ids{max}));
   EXPECT_EQ(message_of<std::out_of_range>([&] {
               book.local2global(1, IdArray::from_host({0, max - 4}, IdType::kI32, kCpu).span());
             }),
@@ -324,17 +339,27 @@ TEST_P(MapBookTest, PartNodesAndRoundTrips) {
 }
 
 TEST_P(MapBookTest, ErrorsNameTheFirstBadValueAndPosition) {
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.nid2partid(ids({0, 5, 6, -1}).span()); }),
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book_.nid2partid(ids({0, 5, 6, -1}).span());
+            }),
             "node id 6 at position 2 is out of range [0, 6)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.nid2localnid(ids({-4, 6}).span()); }),
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book_.nid2localnid(ids({-4, 6}).span());
+            }),
             "node id -4 at position 0 is out of range [0, 6)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(0, ids({4, 1, 0}).span()); }),
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book_.global2local(0, ids({4, 1, 0}).span());
+            }),
             "node id 0 at position 2 is not owned by part 0 (its part is 2)");
   EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(3, ids({3}).span()); }),
             "node id 3 at position 0 is not owned by part 3 (its part is 1)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(2, ids({5, 60}).span()); }),
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book_.global2local(2, ids({5, 60}).span());
+            }),
             "node id 60 at position 1 is out of range [0, 6)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(0, ids({1, 2}).span()); }),
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book_.local2global(0, ids({1, 2}).span());
+            }),
             "local id 2 at position 1 is out of range [0, 2) of part 0");
   EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(3, ids({0}).span()); }),
             "local id 0 at position 0 is out of range [0, 0) of part 3");
@@ -377,7 +402,8 @@ TEST_P(MapBookTest, ScatteredAssignmentResultsDoNotDependOnThreads) {
   const std::int64_t nodes = 1 << 20;
   for (int parts : {8, 1000}) {  // a byte-sized table and an int32 one
     std::vector<std::int32_t> part_of(static_cast<std::size_t>(nodes));
-    for (auto& p : part_of) p = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(parts));
+    for (auto& p : part_of)
+      p = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(parts));
     MapPartitionBook book(part_of, parts);
     const Ids in = random_ids(std::int64_t{1} << 19, nodes, rng);
     const Ids got = book.nid2partid(ids(in).span()).to_host();
@@ -399,11 +425,16 @@ INSTANTIATE_TEST_SUITE_P(MapBookIds, MapBookTest, ::testing::Values(IdType::kI32
 TEST(MapBookBuildTest, InfersThePartCountAndRejectsBadMaps) {
   MapPartitionBook inferred({1, 1, 0});
   EXPECT_EQ(inferred.num_parts(), 2);
-  EXPECT_EQ(message_of<std::invalid_argument>([] { MapPartitionBook(std::vector<std::int32_t>{}); }),
-            "cannot infer the part count from an empty part_of; pass num_parts");
-  EXPECT_EQ(message_of<std::invalid_argument>([] { MapPartitionBook({0, -2, 1}); }),
+  EXPECT_EQ(
+      message_of<std::invalid_argument>([] { MapPartitionBook(std::vector<std::int32_t>{}); }),
+      "cannot infer the part count from an empty part_of; pass num_parts");
+  EXPECT_EQ(message_of<std::invalid_argument>([] {
+              MapPartitionBook({0, -2, 1});
+            }),
             "part_of[1] = -2 is negative");
-  EXPECT_EQ(message_of<std::invalid_argument>([] { MapPartitionBook({0, 1, 2, 1}, 2); }),
+  EXPECT_EQ(message_of<std::invalid_argument>([] {
+              MapPartitionBook({0, 1, 2, 1}, 2);
+            }),
             "part_of[2] = 2 is out of range [0, 2)");
   EXPECT_EQ(message_of<std::invalid_argument>([] { MapPartitionBook({}, 0); }),
             "num_parts must be >= 1, got 0");
@@ -433,15 +464,15 @@ TEST(BookDeviceTest, CudaIdsWithoutTheirDeviceThrowNamingIt) {
   const IdSpan span{host, 2, IdType::kI64, device};
   RangePartitionBook range({0, 3, 3, 7});
   MapPartitionBook map({0, 1, 1});
-  const std::string seen = missing == 0 ? "no CUDA device is visible"
-                                        : "only " + std::to_string(missing) +
-                                              " CUDA device(s) are visible";
+  const std::string seen = missing == 0
+                               ? "no CUDA device is visible"
+                               : "only " + std::to_string(missing) + " CUDA device(s) are visible";
   const std::string where = to_string(device);
   EXPECT_EQ(message_of<std::runtime_error>([&] { range.nid2partid(span); }),
             "nid2partid: ids are on " + where + " but " + seen +
                 " (the reference copies CUDA ids to the host and back)");
-  for (const PartitionBook* book : {static_cast<const PartitionBook*>(&range),
-                                    static_cast<const PartitionBook*>(&map)}) {
+  for (const PartitionBook* book :
+       {static_cast<const PartitionBook*>(&range), static_cast<const PartitionBook*>(&map)}) {
     EXPECT_NE(message_of<std::runtime_error>([&] { book->nid2localnid(span); }).find(where),
               std::string::npos);
     EXPECT_NE(message_of<std::runtime_error>([&] { book->global2local(0, span); }).find(where),
@@ -465,8 +496,8 @@ TEST_P(BookCudaTest, LookupsOnCudaIdsReturnOnTheDevice) {
   RangePartitionBook range({0, 3, 3, 7});
   MapPartitionBook map({0, 0, 0, 2, 2, 2, 2}, 3);  // the same assignment
   const IdArray in = IdArray::from_host({6, 0, 3, 2, 5}, GetParam(), kGpu);
-  for (const PartitionBook* book : {static_cast<const PartitionBook*>(&range),
-                                    static_cast<const PartitionBook*>(&map)}) {
+  for (const PartitionBook* book :
+       {static_cast<const PartitionBook*>(&range), static_cast<const PartitionBook*>(&map)}) {
     const IdArray parts = book->nid2partid(in.span());
     EXPECT_EQ(parts.device(), kGpu);
     EXPECT_EQ(parts.type(), IdType::kI32);

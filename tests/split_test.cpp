@@ -76,9 +76,13 @@ TEST(SplitTest, NoIdsGiveEmptyChunks) {
 }
 
 TEST(SplitTest, WorldSizeBelowOneThrows) {
-  EXPECT_EQ(message_of<std::invalid_argument>([] { rank_split({1, 2}, 0); }),
+  EXPECT_EQ(message_of<std::invalid_argument>([] {
+              rank_split({1, 2}, 0);
+            }),
             "world_size must be >= 1, got 0");
-  EXPECT_EQ(message_of<std::invalid_argument>([] { floor_division_split({1, 2}, -2); }),
+  EXPECT_EQ(message_of<std::invalid_argument>([] {
+              floor_division_split({1, 2}, -2);
+            }),
             "world_size must be >= 1, got -2");
 }
 
@@ -91,6 +95,8 @@ TEST(SplitTest, FloorDivisionSplitMakesAnExtraChunk) {
   EXPECT_EQ(chunks[3], (Ids{999}));
   // 4097 // 4 = 1024: four chunks of 1024 and one of 1.
   EXPECT_EQ(sizes_of(floor_division_split(iota_ids(4097), 4)), (Ids{1024, 1024, 1024, 1024, 1}));
+  // 11 // 4 = 2: five chunks of 2 and one of 1, two more than world_size.
+  EXPECT_EQ(sizes_of(floor_division_split(iota_ids(11), 4)), (Ids{2, 2, 2, 2, 2, 1}));
   // Divisible: exactly world_size chunks.
   EXPECT_EQ(sizes_of(floor_division_split(iota_ids(8), 4)), (Ids{2, 2, 2, 2}));
   // 5 // 4 = 1: five chunks of one.
@@ -147,9 +153,10 @@ TEST(StepsTest, AgreedStepsRejectsBadArguments) {
             "batch_size must be >= 1, got 0");
   EXPECT_EQ(message_of<std::invalid_argument>([] { agreed_steps(StepPolicy::kPad, {}, 2); }),
             "chunk_sizes must hold one size per rank, got none");
-  EXPECT_EQ(
-      message_of<std::invalid_argument>([] { agreed_steps(StepPolicy::kEven, {3, -1}, 2); }),
-      "chunk_sizes[1] = -1 is negative");
+  EXPECT_EQ(message_of<std::invalid_argument>([] {
+              agreed_steps(StepPolicy::kEven, {3, -1}, 2);
+            }),
+            "chunk_sizes[1] = -1 is negative");
 }
 
 TEST(StepsTest, BatchesByHand) {
@@ -178,18 +185,22 @@ TEST(StepsTest, BatchesByHand) {
 
 TEST(StepsTest, BatchesRejectsBadArguments) {
   const Ids all = iota_ids(5);
-  EXPECT_EQ(message_of<std::invalid_argument>(
-                [&] { batches({2}, 2, 1, StepPolicy::kDropLast, all, 4); }),
-            "drop_last: step 1 needs ids [1, 2) but the chunk has 1 ids");
-  EXPECT_EQ(message_of<std::invalid_argument>(
-                [&] { batches({0, 1, 2}, 1, 1, StepPolicy::kEven, all, 4); }),
+  EXPECT_EQ(
+      message_of<std::invalid_argument>([&] { batches({2}, 2, 1, StepPolicy::kDropLast, all, 4); }),
+      "drop_last: step 1 needs ids [1, 2) but the chunk has 1 ids");
+  EXPECT_EQ(message_of<std::invalid_argument>([&] {
+              batches({0, 1, 2}, 1, 1, StepPolicy::kEven, all, 4);
+            }),
             "even: a chunk of 3 ids exceeds ceil(n / world_size) = ceil(5 / 4) = 2");
-  EXPECT_EQ(message_of<std::invalid_argument>([&] { batches({2}, -1, 1, StepPolicy::kPad, all, 4); }),
-            "steps must be >= 0, got -1");
-  EXPECT_EQ(message_of<std::invalid_argument>([&] { batches({2}, 1, 0, StepPolicy::kPad, all, 4); }),
-            "batch_size must be >= 1, got 0");
-  EXPECT_EQ(message_of<std::invalid_argument>([&] { batches({2}, 1, 1, StepPolicy::kPad, all, 0); }),
-            "world_size must be >= 1, got 0");
+  EXPECT_EQ(
+      message_of<std::invalid_argument>([&] { batches({2}, -1, 1, StepPolicy::kPad, all, 4); }),
+      "steps must be >= 0, got -1");
+  EXPECT_EQ(
+      message_of<std::invalid_argument>([&] { batches({2}, 1, 0, StepPolicy::kPad, all, 4); }),
+      "batch_size must be >= 1, got 0");
+  EXPECT_EQ(
+      message_of<std::invalid_argument>([&] { batches({2}, 1, 1, StepPolicy::kPad, all, 0); }),
+      "world_size must be >= 1, got 0");
 }
 
 // ---- properties over random sizes ---------------------------------------------------------
@@ -213,6 +224,17 @@ TEST(SplitPropertyTest, RandomSizesAndWorldSizes) {
     const auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
     ASSERT_LE(*hi - *lo, 1);
     for (int r = 0; r + 1 < ws; ++r) ASSERT_GE(sizes[r], sizes[r + 1]);  // larger ones first
+
+    // The bug keeps every id but gets the count wrong whenever ws does not divide n.
+    const auto buggy = floor_division_split(ids, ws);
+    ASSERT_EQ(concat(buggy), ids);
+    if (n >= ws && n % ws == 0) {
+      ASSERT_EQ(buggy.size(), static_cast<std::size_t>(ws));
+    } else if (n >= ws) {
+      ASSERT_GT(buggy.size(), static_cast<std::size_t>(ws));
+    } else if (n > 0) {
+      ASSERT_EQ(buggy.size(), static_cast<std::size_t>(n));  // chunks of one: too few
+    }
 
     for (auto policy : {StepPolicy::kDropLast, StepPolicy::kPad, StepPolicy::kEven}) {
       SCOPED_TRACE(to_string(policy));

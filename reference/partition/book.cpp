@@ -28,11 +28,11 @@ void require_device(Device device, const char* what) {
   if (!device.is_cuda()) return;
   const int count = cuda_device_count();
   if (device.index >= 0 && device.index < count) return;
-  throw std::runtime_error(
-      std::string(what) + ": ids are on " + to_string(device) + " but " +
-      (count == 0 ? std::string("no CUDA device is visible")
-                  : "only " + std::to_string(count) + " CUDA device(s) are visible") +
-      " (the reference copies CUDA ids to the host and back)");
+  throw std::runtime_error(std::string(what) + ": ids are on " + to_string(device) + " but " +
+                           (count == 0
+                                ? std::string("no CUDA device is visible")
+                                : "only " + std::to_string(count) + " CUDA device(s) are visible") +
+                           " (the reference copies CUDA ids to the host and back)");
 }
 
 }  // namespace
@@ -53,8 +53,8 @@ void PartitionBook::check_part(int part) const {
   }
 }
 
-bool PartitionBook::parallel_all(
-    std::int64_t n, const std::function<bool(std::int64_t, std::int64_t)>& fn) const {
+bool PartitionBook::parallel_all(std::int64_t n,
+                                 const std::function<bool(std::int64_t, std::int64_t)>& fn) const {
   const std::int64_t t = std::clamp<std::int64_t>(n / kMinIdsPerThread, 1, threads_);
   if (t == 1) return fn(0, n);
   std::int64_t per = (n + t - 1) / t;
@@ -133,8 +133,8 @@ void PartitionBook::report_invalid(Op op, int part, const void* ids, IdType type
     }
     if (op == Op::kGlobalToLocal && owner(v) != part) {
       throw std::out_of_range("node id " + std::to_string(v) + at + " is not owned by part " +
-                              std::to_string(part) + " (its part is " +
-                              std::to_string(owner(v)) + ")");
+                              std::to_string(part) + " (its part is " + std::to_string(owner(v)) +
+                              ")");
     }
   }
   throw std::logic_error("partition book: a lookup reported an invalid id but none was found");
@@ -197,8 +197,7 @@ RangePartitionBook::RangePartitionBook(std::vector<std::int64_t> part_offsets)
     if (offsets_[p] < offsets_[p - 1]) {
       throw std::invalid_argument("part_offsets[" + std::to_string(p) + "] = " +
                                   std::to_string(offsets_[p]) + " is less than part_offsets[" +
-                                  std::to_string(p - 1) + "] = " +
-                                  std::to_string(offsets_[p - 1]));
+                                  std::to_string(p - 1) + "] = " + std::to_string(offsets_[p - 1]));
     }
   }
 }
@@ -236,8 +235,8 @@ int infer_num_parts(const std::vector<std::int32_t>& part_of) {
   std::int32_t max = 0;
   for (std::size_t v = 0; v < part_of.size(); ++v) {
     if (part_of[v] < 0) {
-      throw std::invalid_argument("part_of[" + std::to_string(v) + "] = " +
-                                  std::to_string(part_of[v]) + " is negative");
+      throw std::invalid_argument("part_of[" + std::to_string(v) +
+                                  "] = " + std::to_string(part_of[v]) + " is negative");
     }
     max = std::max(max, part_of[v]);
   }
@@ -292,7 +291,9 @@ std::vector<std::int64_t> MapPartitionBook::part_nodes(int part) const {
           nodes_.begin() + ptr_[static_cast<std::size_t>(part) + 1]};
 }
 
-int MapPartitionBook::owner(std::int64_t id) const { return part_of_[static_cast<std::size_t>(id)]; }
+int MapPartitionBook::owner(std::int64_t id) const {
+  return part_of_[static_cast<std::size_t>(id)];
+}
 
 std::int64_t MapPartitionBook::to_global(int part, std::int64_t local) const {
   return nodes_[static_cast<std::size_t>(ptr_[static_cast<std::size_t>(part)] + local)];

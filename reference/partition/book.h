@@ -151,11 +151,11 @@ class MapPartitionBook final : public PartitionBook {
  private:
   std::vector<std::int32_t> part_of_;
   int num_parts_ = 0;
-  std::vector<std::uint8_t> part8_;   // part_of_ as bytes when num_parts_ <= 256 (a smaller
-                                      // table for the random gathers of nid2partid)
-  std::vector<std::int64_t> local_;   // node -> local id
-  std::vector<std::int64_t> ptr_;     // part -> start in nodes_ (num_parts_ + 1)
-  std::vector<std::int64_t> nodes_;   // nodes grouped by part, ascending within each part
+  std::vector<std::uint8_t> part8_;  // part_of_ as bytes when num_parts_ <= 256 (a smaller
+                                     // table for the random gathers of nid2partid)
+  std::vector<std::int64_t> local_;  // node -> local id
+  std::vector<std::int64_t> ptr_;    // part -> start in nodes_ (num_parts_ + 1)
+  std::vector<std::int64_t> nodes_;  // nodes grouped by part, ascending within each part
 };
 
 }  // namespace lockstep::ref

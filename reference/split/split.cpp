@@ -60,12 +60,14 @@ std::vector<std::vector<std::int64_t>> floor_division_split(const std::vector<st
 
 std::string to_string(StepPolicy policy) {
   switch (policy) {
-    case StepPolicy::kDropLast: return "drop_last";
-    case StepPolicy::kPad: return "pad";
-    case StepPolicy::kEven: return "even";
+    case StepPolicy::kDropLast:
+      return "drop_last";
+    case StepPolicy::kPad:
+      return "pad";
+    case StepPolicy::kEven:
+      return "even";
   }
-  throw std::invalid_argument("unknown step policy " +
-                              std::to_string(static_cast<int>(policy)));
+  throw std::invalid_argument("unknown step policy " + std::to_string(static_cast<int>(policy)));
 }
 
 StepPolicy from_string(const std::string& name) {
@@ -85,22 +87,23 @@ std::int64_t agreed_steps(StepPolicy policy, const std::vector<std::int64_t>& ch
   std::int64_t total = 0;
   for (std::size_t r = 0; r < chunk_sizes.size(); ++r) {
     if (chunk_sizes[r] < 0) {
-      throw std::invalid_argument("chunk_sizes[" + std::to_string(r) + "] = " +
-                                  std::to_string(chunk_sizes[r]) + " is negative");
+      throw std::invalid_argument("chunk_sizes[" + std::to_string(r) +
+                                  "] = " + std::to_string(chunk_sizes[r]) + " is negative");
     }
     total += chunk_sizes[r];
   }
   const auto [min, max] = std::minmax_element(chunk_sizes.begin(), chunk_sizes.end());
   switch (policy) {
-    case StepPolicy::kDropLast: return *min / batch_size;
-    case StepPolicy::kPad: return ceil_div(*max, batch_size);
+    case StepPolicy::kDropLast:
+      return *min / batch_size;
+    case StepPolicy::kPad:
+      return ceil_div(*max, batch_size);
     case StepPolicy::kEven: {
       const auto world_size = static_cast<std::int64_t>(chunk_sizes.size());
       return ceil_div(ceil_div(total, world_size), batch_size);
     }
   }
-  throw std::invalid_argument("unknown step policy " +
-                              std::to_string(static_cast<int>(policy)));
+  throw std::invalid_argument("unknown step policy " + std::to_string(static_cast<int>(policy)));
 }
 
 std::vector<std::vector<std::int64_t>> batches(const std::vector<std::int64_t>& chunk,
@@ -120,14 +123,15 @@ std::vector<std::vector<std::int64_t>> batches(const std::vector<std::int64_t>& 
     const std::int64_t per_rank = ceil_div(n, world_size);
     if (c > per_rank) {
       throw std::invalid_argument("even: a chunk of " + std::to_string(c) +
-                                  " ids exceeds ceil(n / world_size) = ceil(" +
-                                  std::to_string(n) + " / " + std::to_string(world_size) +
+                                  " ids exceeds ceil(n / world_size) = ceil(" + std::to_string(n) +
+                                  " / " + std::to_string(world_size) +
                                   ") = " + std::to_string(per_rank));
     }
     const std::vector<std::int64_t>& source = c > 0 ? chunk : all_ids;
     padded = chunk;
     for (std::int64_t j = c; j < per_rank; ++j) {
-      padded.push_back(source[static_cast<std::size_t>(j % static_cast<std::int64_t>(source.size()))]);
+      padded.push_back(
+          source[static_cast<std::size_t>(j % static_cast<std::int64_t>(source.size()))]);
     }
     ids = &padded;
   }
@@ -141,8 +145,8 @@ std::vector<std::vector<std::int64_t>> batches(const std::vector<std::int64_t>& 
     if (policy == StepPolicy::kDropLast && end - begin < batch_size) {
       throw std::invalid_argument("drop_last: step " + std::to_string(s) + " needs ids [" +
                                   std::to_string(s * batch_size) + ", " +
-                                  std::to_string((s + 1) * batch_size) +
-                                  ") but the chunk has " + std::to_string(c) + " ids");
+                                  std::to_string((s + 1) * batch_size) + ") but the chunk has " +
+                                  std::to_string(c) + " ids");
     }
     out.push_back(slice(*ids, begin, end));
   }

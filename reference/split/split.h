@@ -16,9 +16,11 @@ std::vector<std::vector<std::int64_t>> rank_split(const std::vector<std::int64_t
                                                   int world_size);
 
 // THE KNOWN BUG, kept for fault injection: PyG's `ids.split(n // world_size)`. Chunks of
-// max(1, floor(n / ws)) ids, the last one the remainder, so it yields world_size + 1 chunks
-// when ws does not divide n (1000 over 3: 333, 333, 333, 1) and n chunks when n < ws. Like
-// torch.split, 0 ids give one empty chunk. Throws std::invalid_argument when world_size < 1.
+// q = max(1, floor(n / ws)) ids, the last one the remainder, so whenever ws does not divide n
+// it yields more than world_size chunks: ws + ceil(r / q) for n = q*ws + r, usually ws + 1
+// (1000 over 3: 333, 333, 333, 1; 11 over 4: 2, 2, 2, 2, 2, 1), and n chunks when n < ws.
+// Like torch.split, 0 ids give one empty chunk. Throws std::invalid_argument when
+// world_size < 1.
 std::vector<std::vector<std::int64_t>> floor_division_split(const std::vector<std::int64_t>& ids,
                                                             int world_size);
 

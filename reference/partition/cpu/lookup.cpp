@@ -55,7 +55,8 @@ template <class T>
 CountTables<T> count_tables(const std::vector<std::int64_t>& offsets) {
   CountTables<T> t;
   for (std::size_t k = 0; k + 2 < offsets.size(); ++k) {
-    const std::int64_t thr = std::min<std::int64_t>(offsets[k + 1] - 1, std::numeric_limits<T>::max());
+    const std::int64_t thr =
+        std::min<std::int64_t>(offsets[k + 1] - 1, std::numeric_limits<T>::max());
     t.thr[k] = static_cast<U<T>>(static_cast<T>(thr));
     t.size[k] = static_cast<U<T>>(offsets[k + 1] - offsets[k]);
   }
@@ -65,8 +66,9 @@ CountTables<T> count_tables(const std::vector<std::int64_t>& offsets) {
 // K = num_parts - 1 starts. kLocal writes local ids (T) instead of part ids (int32).
 // Always inlined, so that it is vectorised for the ISA of each clone of its caller.
 template <int K, class T, bool kLocal>
-[[gnu::always_inline]] inline bool count_kernel(const T* __restrict ids, std::int64_t n, void* __restrict out_v,
-                  const CountTables<T>& tables, U<T> last) {
+[[gnu::always_inline]] inline bool count_kernel(const T* __restrict ids, std::int64_t n,
+                                                void* __restrict out_v,
+                                                const CountTables<T>& tables, U<T> last) {
   U<T> thr[K > 0 ? K : 1];
   U<T> size[K > 0 ? K : 1];
   for (int k = 0; k < K; ++k) {
@@ -102,8 +104,7 @@ template <class T, bool kLocal, int... Ks>
                                                 const CountTables<T>& tables, U<T> last,
                                                 std::integer_sequence<int, Ks...>) {
   bool ok = true;
-  (void)((k == Ks ? (ok = count_kernel<Ks, T, kLocal>(ids, n, out, tables, last), true)
-                  : false) ||
+  (void)((k == Ks ? (ok = count_kernel<Ks, T, kLocal>(ids, n, out, tables, last), true) : false) ||
          ...);
   return ok;
 }
@@ -120,11 +121,11 @@ template <class T, bool kLocal, int... Ks>
 #define LOCKSTEP_REF_SIMD_CLONES
 #endif
 
-#define LOCKSTEP_REF_COUNT_ENTRY(name, T, kLocal)                                         \
-  LOCKSTEP_REF_SIMD_CLONES bool name(int k, const T* ids, std::int64_t n, void* out,     \
-                                     const CountTables<T>& tables, U<T> last) {          \
-    return count_switch<T, kLocal>(k, ids, n, out, tables, last,                         \
-                                   std::make_integer_sequence<int, kMaxCountParts>{});   \
+#define LOCKSTEP_REF_COUNT_ENTRY(name, T, kLocal)                                      \
+  LOCKSTEP_REF_SIMD_CLONES bool name(int k, const T* ids, std::int64_t n, void* out,   \
+                                     const CountTables<T>& tables, U<T> last) {        \
+    return count_switch<T, kLocal>(k, ids, n, out, tables, last,                       \
+                                   std::make_integer_sequence<int, kMaxCountParts>{}); \
   }
 LOCKSTEP_REF_COUNT_ENTRY(count_parts_i32, std::int32_t, false)
 LOCKSTEP_REF_COUNT_ENTRY(count_parts_i64, std::int64_t, false)
@@ -163,7 +164,8 @@ bool search_kernel(const T* __restrict ids, std::int64_t n, void* __restrict out
   const std::int64_t* starts = offsets.data() + 1;
   const auto len = static_cast<std::int64_t>(offsets.size()) - 2;
   for (std::int64_t i = 0; i < n; ++i) {
-    if (static_cast<U<T>>(ids[i]) > last) [[unlikely]] return false;
+    if (static_cast<U<T>>(ids[i]) > last) [[unlikely]]
+      return false;
     const auto v = static_cast<std::int64_t>(ids[i]);
     const std::int64_t part = count_le(starts, len, v);
     if constexpr (kLocal) {
@@ -184,7 +186,8 @@ bool gather_kernel(const T* __restrict ids, std::int64_t n, Out* __restrict out,
                    const Entry* __restrict table, U<T> last) {
   for (std::int64_t i = 0; i < n; ++i) {
     const auto id = static_cast<U<T>>(ids[i]);
-    if (id > last) [[unlikely]] return false;  // negative ids are huge as U<T>
+    if (id > last) [[unlikely]]
+      return false;  // negative ids are huge as U<T>
     out[i] = static_cast<Out>(table[id]);
   }
   return true;
@@ -209,8 +212,8 @@ bool RangePartitionBook::lookup_host(Op op, int part, const void* ids_v, IdType 
           const int k = num_parts() - 1;
           const auto kernel = local ? &count_entry<T, true> : &count_entry<T, false>;
           return parallel_all(n, [&](std::int64_t b, std::int64_t e) {
-            return kernel(k, ids + b, e - b, out + static_cast<std::size_t>(b) * out_size,
-                          tables, last);
+            return kernel(k, ids + b, e - b, out + static_cast<std::size_t>(b) * out_size, tables,
+                          last);
           });
         }
         const auto kernel = local ? &search_kernel<T, true> : &search_kernel<T, false>;
@@ -260,8 +263,8 @@ bool RangePartitionBook::lookup_host(Op op, int part, const void* ids_v, IdType 
                               : go(std::type_identity<std::int64_t>{});
 }
 
-bool MapPartitionBook::lookup_host(Op op, int part, const void* ids_v, IdType type,
-                                   std::int64_t n, void* out_v) const {
+bool MapPartitionBook::lookup_host(Op op, int part, const void* ids_v, IdType type, std::int64_t n,
+                                   void* out_v) const {
   auto go = [&]<class T>(std::type_identity<T>) -> bool {
     const T* ids = static_cast<const T*>(ids_v);
     const U<T> last = last_valid<T>(num_nodes());
@@ -291,8 +294,8 @@ bool MapPartitionBook::lookup_host(Op op, int part, const void* ids_v, IdType ty
           // Global ids >= local ids, so a global id may not fit T where its local id does.
           bool ok = gather_kernel(ids + b, e - b, out + b, nodes, last_local);
           if constexpr (sizeof(T) < sizeof(std::int64_t)) {
-            if (ok && !nodes_.empty() && nodes_.size() - 1 > static_cast<std::size_t>(
-                                                                 std::numeric_limits<T>::max())) {
+            if (ok && !nodes_.empty() &&
+                nodes_.size() - 1 > static_cast<std::size_t>(std::numeric_limits<T>::max())) {
               for (std::int64_t i = b; i < e; ++i) {
                 ok = ok && nodes[ids[i]] <= std::numeric_limits<T>::max();
               }
@@ -307,7 +310,8 @@ bool MapPartitionBook::lookup_host(Op op, int part, const void* ids_v, IdType ty
         return parallel_all(n, [&](std::int64_t b, std::int64_t e) {
           for (std::int64_t i = b; i < e; ++i) {
             const auto id = static_cast<U<T>>(ids[i]);
-            if (id > last || part_of_[id] != part) [[unlikely]] return false;
+            if (id > last || part_of_[id] != part) [[unlikely]]
+              return false;
             out[i] = static_cast<T>(local_[id]);
           }
           return true;
