@@ -7,8 +7,11 @@
 // copy's at the same thread count is the fraction of the limit reached. They reuse one
 // output array, as a training loop would; the *Alloc variants call the allocating overload
 // to show what a fresh result array costs (IdArray zero-fills it first).
+// BM_RangeLookup_LimitRatio measures that fraction directly, copy and lookup interleaved.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -32,21 +35,25 @@ constexpr std::int64_t kNodes = std::int64_t{1} << 24;
 constexpr int kParts = 8;
 constexpr std::size_t kCopyBytes = std::size_t{256} << 20;
 
+// Copies src to dst on `threads` threads, one contiguous slice each (started per call, as
+// the books start theirs).
+void stream_copy(const std::vector<unsigned char>& src, std::vector<unsigned char>& dst,
+                 int threads) {
+  const std::size_t per = src.size() / static_cast<std::size_t>(threads);
+  std::vector<std::jthread> workers;
+  for (int t = 1; t < threads; ++t) {
+    workers.emplace_back([&, t] { std::memcpy(dst.data() + per * t, src.data() + per * t, per); });
+  }
+  std::memcpy(dst.data(), src.data(), per);
+  workers.clear();  // joins
+  benchmark::DoNotOptimize(dst.data());
+  benchmark::ClobberMemory();
+}
+
 void BM_Limit_StreamCopy(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   std::vector<unsigned char> src(kCopyBytes, 1), dst(kCopyBytes, 0);
-  const std::size_t per = kCopyBytes / static_cast<std::size_t>(threads);
-  for (auto _ : state) {
-    std::vector<std::jthread> workers;
-    for (int t = 1; t < threads; ++t) {
-      workers.emplace_back(
-          [&, t] { std::memcpy(dst.data() + per * t, src.data() + per * t, per); });
-    }
-    std::memcpy(dst.data(), src.data(), per);
-    workers.clear();  // joins
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
+  for (auto _ : state) stream_copy(src, dst, threads);
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(2 * kCopyBytes));
 }
 BENCHMARK(BM_Limit_StreamCopy)
@@ -117,6 +124,49 @@ BENCHMARK(BM_RangeLookupAlloc)
     ->Arg(2)
     ->ArgName("threads")
     ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The ratio itself, robust to other jobs on the machine: each iteration runs the stream copy
+// and the range lookup back to back, so drift hits both alike; counters are medians over
+// iterations of GB/s (10^9 bytes) and of lookup bytes/s over copy bytes/s.
+void BM_RangeLookup_LimitRatio(benchmark::State& state) {
+  using Clock = std::chrono::steady_clock;
+  const int threads = static_cast<int>(state.range(0));
+  RangePartitionBook book(equal_offsets());
+  book.set_threads(threads);
+  const IdSpan ids = random_ids().span();
+  IdArray out;
+  std::vector<unsigned char> src(kCopyBytes, 1), dst(kCopyBytes, 0);
+  std::vector<double> copy_gbs, lookup_gbs, ratio;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    stream_copy(src, dst, threads);
+    const auto t1 = Clock::now();
+    book.nid2partid(ids, out);
+    benchmark::DoNotOptimize(out.data());
+    const auto t2 = Clock::now();
+    const double copy_s = std::chrono::duration<double>(t1 - t0).count();
+    const double lookup_s = std::chrono::duration<double>(t2 - t1).count();
+    copy_gbs.push_back(2.0 * static_cast<double>(kCopyBytes) / copy_s / 1e9);
+    lookup_gbs.push_back(12.0 * static_cast<double>(kIds) / lookup_s / 1e9);
+    ratio.push_back(lookup_gbs.back() / copy_gbs.back());
+    state.SetIterationTime(lookup_s);
+  }
+  state.counters["copy_GBps"] = median(copy_gbs);
+  state.counters["lookup_GBps"] = median(lookup_gbs);
+  state.counters["ratio"] = median(ratio);
+}
+BENCHMARK(BM_RangeLookup_LimitRatio)
+    ->Arg(1)
+    ->Arg(2)
+    ->ArgName("threads")
+    ->Iterations(40)
+    ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 void BM_MapLookup(benchmark::State& state) {

@@ -114,9 +114,9 @@ TEST(StepsTest, PolicyNames) {
   EXPECT_EQ(to_string(StepPolicy::kPad), "pad");
   EXPECT_EQ(to_string(StepPolicy::kEven), "even");
   for (auto p : {StepPolicy::kDropLast, StepPolicy::kPad, StepPolicy::kEven}) {
-    EXPECT_EQ(from_string(to_string(p)), p);
+    EXPECT_EQ(step_policy_from_string(to_string(p)), p);
   }
-  EXPECT_EQ(message_of<std::invalid_argument>([] { from_string("uneven"); }),
+  EXPECT_EQ(message_of<std::invalid_argument>([] { step_policy_from_string("uneven"); }),
             "unknown step policy 'uneven' (expected drop_last, pad or even)");
 }
 

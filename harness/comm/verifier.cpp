@@ -39,6 +39,7 @@ char g_engine_message[512];
     for (;;) ::pause();  // the verifying thread decides what happens to this rank
   }
   std::fprintf(stderr, "terminate called after an uncaught exception: %s\n", g_engine_message);
+  std::fflush(nullptr);  // the rank's trace
   std::abort();
 }
 

@@ -56,7 +56,7 @@ class Lookup final : public Workload {
     // Book id space: relabelled ids for the range book, original ids for the map book.
     std::unique_ptr<ref::PartitionBook> book;
     if (o_.range_book) book = std::make_unique<ref::RangePartitionBook>(p.part_offsets);
-    else book = std::make_unique<ref::MapPartitionBook>(p.part_of);
+    else book = std::make_unique<ref::MapPartitionBook>(p.part_of, p.num_parts);
     auto to_book = [&](std::int64_t orig) { return o_.range_book ? p.new_id[static_cast<std::size_t>(orig)] : orig; };
 
     // Brute-force reference: owner part and local id of every node, in the book's id space.

@@ -169,7 +169,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   if (o.batch_size < 1) c.fail("batch_size", "must be >= 1, got " + std::to_string(o.batch_size));
   const std::string policy = c.get_string("policy", "even");
   try {
-    o.policy = ref::from_string(policy);
+    o.policy = ref::step_policy_from_string(policy);
   } catch (const std::invalid_argument&) {
     c.fail("policy", "unknown policy '" + policy + "' (drop_last, pad, even)");
   }

@@ -82,6 +82,9 @@ inline constexpr std::uint32_t kErdosRenyi = 2;       // c0 = edge index, sub = 
 inline constexpr std::uint32_t kPowerLawEdges = 3;    // c0 = edge index, sub = 0
 inline constexpr std::uint32_t kPowerLawNodes = 4;    // c0 = node id, sub = 0
 inline constexpr std::uint32_t kRandomPartition = 5;  // c0 = node id, sub = 0
+inline constexpr std::uint32_t kSampleEpoch = 6;      // key = seed, c0 = epoch, sub = 0
+inline constexpr std::uint32_t kSampleBatch = 7;      // key = epoch key, c0 = batch, sub = hop
+inline constexpr std::uint32_t kSampleDraw = 8;       // key = hop key, c0 = node id, sub = draw / 2
 }  // namespace streams
 
 // Returns stream << 32 | sub, the c1 word for `stream`.

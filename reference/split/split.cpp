@@ -70,7 +70,7 @@ std::string to_string(StepPolicy policy) {
   throw std::invalid_argument("unknown step policy " + std::to_string(static_cast<int>(policy)));
 }
 
-StepPolicy from_string(const std::string& name) {
+StepPolicy step_policy_from_string(const std::string& name) {
   if (name == "drop_last") return StepPolicy::kDropLast;
   if (name == "pad") return StepPolicy::kPad;
   if (name == "even") return StepPolicy::kEven;

@@ -36,7 +36,7 @@ enum class StepPolicy {
 // "drop_last", "pad", "even".
 std::string to_string(StepPolicy policy);
 // Parses those names. Throws std::invalid_argument naming an unknown one.
-StepPolicy from_string(const std::string& name);
+StepPolicy step_policy_from_string(const std::string& name);
 
 // Returns the step count every rank runs under `policy` (formulas above; 0 ids give 0).
 // Throws std::invalid_argument when chunk_sizes is empty, a size is negative, or

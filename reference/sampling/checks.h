@@ -1,0 +1,46 @@
+#pragma once
+// Invariant checks of sampled blocks against the original graph, and the chi-square test used
+// to check that draws are uniform. Host only; independent of the sampler's code paths (they
+// read the original graph, never sampling_graph()).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reference/graph/graph.h"
+#include "reference/sampling/neighbor.h"
+
+namespace lockstep::ref {
+
+// Returns nullopt when `sampled` could be sample_neighbors' output for its seeds on
+// sampling_graph(graph, options.in_edges) with options.fanouts / replace, else a message
+// naming the hop, node and edge of the first violation:
+//   structure: seed_to_output maps each seed to it in blocks[0].dst_nodes, which are the unique
+//     seeds in first-seen order; one block per fanout; dst_nodes a prefix of src_nodes;
+//     src_nodes unique, the new ones in order of first appearance in the edges; local indices
+//     in range; edges grouped by ascending dst; blocks[h+1].dst_nodes == blocks[h].src_nodes;
+//   edges: each edge id names a graph edge that joins exactly this (neighbor, node) pair in
+//     the sampled direction;
+//   counts: fanout -1 gives every edge of the node once; without replacement
+//     min(degree, fanout) distinct edges; with replacement fanout edges when degree > 0;
+//     nodes without neighbors get none.
+// Throws std::invalid_argument when validate(graph) does.
+std::optional<std::string> check_sampled_blocks(const CsrGraph& graph,
+                                                const SampledBlocks& sampled,
+                                                const SampleOptions& options);
+
+// Returns the regularized upper incomplete gamma function Q(a, x) = Gamma(a, x) / Gamma(a),
+// by series for x < a + 1 and Lentz's continued fraction otherwise (Numerical Recipes 6.2),
+// accurate to about 1e-14 relative. Throws std::invalid_argument for a <= 0 or x < 0.
+double regularized_gamma_q(double a, double x);
+
+// Returns P(X >= chi2) for X chi-square distributed with `df` degrees of freedom:
+// Q(df / 2, chi2 / 2). Throws std::invalid_argument for df <= 0 or chi2 < 0.
+double chi_square_pvalue(double chi2, double df);
+
+// Returns the p-value of Pearson's chi-square goodness-of-fit test of `counts` against the
+// uniform distribution over its cells (df = cells - 1). Throws std::invalid_argument for fewer
+// than 2 cells, a negative count or a zero total.
+double chi_square_uniform_pvalue(const std::vector<std::int64_t>& counts);
+
+}  // namespace lockstep::ref

@@ -1,0 +1,480 @@
+// Host kernels of neighbor sampling (definition in sampling/neighbor.h).
+//
+// Rows are sampled in passes that each keep many independent memory accesses in flight (a
+// node-at-a-time loop stalls on every row it reads): row bounds of all nodes of a chunk, all
+// Philox draws (vectorised), positions (Fisher-Yates bookkeeping, no graph access), then one
+// gather of neighbors and edge ids.
+//
+// Per node, the partial Fisher-Yates keeps only the displaced entries of the virtual array
+// p = (0, ..., d-1): position j reads back j unless an earlier swap wrote it. Small fanouts
+// keep them in a short list that is scanned; larger ones in an open-addressing table. Both
+// give the same permutation, so the choice never changes a result.
+//
+// Multi-hop: each hop's frontier is cut into fixed chunks of kChunk nodes; chunk c goes to
+// thread c % num_threads, which samples every node of it into the chunk's own buffers. The
+// buffers are then merged in chunk order by one thread, which assigns local ids to new
+// neighbors through a node -> local id table shared by all hops (hop h+1's src ids extend
+// hop h's). Per-node results are pure and the merge order is fixed, so the output never
+// depends on the thread count.
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reference/common/philox.h"
+#include "reference/sampling/neighbor.h"
+
+namespace lockstep::ref::detail {
+
+namespace {
+
+constexpr std::int64_t kChunk = 256;          // frontier nodes per work unit
+constexpr std::int64_t kMaxListFanout = 32;   // up to this fanout, displaced entries are a list
+
+std::uint64_t mix(std::uint64_t x) {
+  return (x * 0x9E3779B97F4A7C15ull) ^ ((x * 0x9E3779B97F4A7C15ull) >> 29);
+}
+
+// Displaced entries of the virtual array of a partial Fisher-Yates. get(j) is j unless set.
+class SwapTable {
+ public:
+  void reset(std::int64_t fanout) {
+    list_mode_ = fanout <= kMaxListFanout;
+    size_ = 0;
+    if (list_mode_) {
+      if (pos_.size() < static_cast<std::size_t>(kMaxListFanout)) {
+        pos_.resize(kMaxListFanout);
+        val_.resize(kMaxListFanout);
+      }
+      return;
+    }
+    std::size_t cap = 16;
+    while (cap < static_cast<std::size_t>(fanout) * 4) cap <<= 1;
+    if (pos_.size() != cap) {
+      pos_.assign(cap, -1);
+      val_.resize(cap);
+    } else {
+      std::fill(pos_.begin(), pos_.end(), -1);
+    }
+    mask_ = cap - 1;
+  }
+
+  std::int64_t get(std::int64_t j) const {
+    if (list_mode_) {
+      for (std::size_t i = 0; i < size_; ++i) {
+        if (pos_[i] == j) return val_[i];
+      }
+      return j;
+    }
+    for (std::size_t s = mix(static_cast<std::uint64_t>(j)) & mask_;; s = (s + 1) & mask_) {
+      if (pos_[s] == j) return val_[s];
+      if (pos_[s] < 0) return j;
+    }
+  }
+
+  void set(std::int64_t j, std::int64_t v) {
+    if (list_mode_) {
+      for (std::size_t i = 0; i < size_; ++i) {
+        if (pos_[i] == j) {
+          val_[i] = v;
+          return;
+        }
+      }
+      pos_[size_] = j;
+      val_[size_] = v;
+      ++size_;
+      return;
+    }
+    for (std::size_t s = mix(static_cast<std::uint64_t>(j)) & mask_;; s = (s + 1) & mask_) {
+      if (pos_[s] == j || pos_[s] < 0) {
+        pos_[s] = j;
+        val_[s] = v;
+        return;
+      }
+    }
+  }
+
+ private:
+  bool list_mode_ = true;
+  std::size_t size_ = 0;
+  std::size_t mask_ = 0;
+  std::vector<std::int64_t> pos_;
+  std::vector<std::int64_t> val_;
+};
+
+// Philox4x32-10 (common/philox.h) of counters (c0[i], stream_counter(kSampleDraw, sub[i])) under
+// `key`, as the two 64-bit words w0[i], w1[i]. Written on 32-bit lanes so that it vectorises;
+// cloned for AVX2 and AVX-512 (the build targets plain x86-64), the loader picks the clone.
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define LOCKSTEP_REF_SAMPLE_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#endif
+#endif
+#ifndef LOCKSTEP_REF_SAMPLE_CLONES
+#define LOCKSTEP_REF_SAMPLE_CLONES
+#endif
+
+LOCKSTEP_REF_SAMPLE_CLONES
+void philox_draws(std::uint64_t key, const std::uint64_t* __restrict c0,
+                  const std::uint32_t* __restrict sub, std::size_t n, std::uint64_t* __restrict w0,
+                  std::uint64_t* __restrict w1) {
+  std::uint32_t ka[10];
+  std::uint32_t kb[10];
+  ka[0] = static_cast<std::uint32_t>(key);
+  kb[0] = static_cast<std::uint32_t>(key >> 32);
+  for (int r = 1; r < 10; ++r) {
+    ka[r] = ka[r - 1] + kPhiloxW0;
+    kb[r] = kb[r - 1] + kPhiloxW1;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t x0 = static_cast<std::uint32_t>(c0[i]);
+    std::uint32_t x1 = static_cast<std::uint32_t>(c0[i] >> 32);
+    std::uint32_t x2 = sub[i];
+    std::uint32_t x3 = streams::kSampleDraw;
+#pragma GCC unroll 10
+    for (int r = 0; r < 10; ++r) {
+      const std::uint64_t p0 = std::uint64_t{kPhiloxM0} * x0;
+      const std::uint64_t p1 = std::uint64_t{kPhiloxM1} * x2;
+      x0 = static_cast<std::uint32_t>(p1 >> 32) ^ x1 ^ ka[r];
+      x1 = static_cast<std::uint32_t>(p1);
+      x2 = static_cast<std::uint32_t>(p0 >> 32) ^ x3 ^ kb[r];
+      x3 = static_cast<std::uint32_t>(p0);
+    }
+    w0[i] = x0 | (std::uint64_t{x1} << 32);
+    w1[i] = x2 | (std::uint64_t{x3} << 32);
+  }
+}
+
+// Samples nodes whose CSR rows lie in shared base arrays, in the passes described at the top.
+// Holds reusable scratch; one per thread.
+class RowSampler {
+ public:
+  // For i in [0, n): node[i]'s row is nbrs[row[i] .. row[i] + degree[i]) (edge ids likewise).
+  // Appends the sampled pairs of every node in order to out_nbrs / out_eids and writes each
+  // node's count to counts[i].
+  void sample(const std::int64_t* nbrs, const std::int64_t* eids, const std::int64_t* node,
+              const std::int64_t* row, const std::int64_t* degree, std::size_t n,
+              std::int64_t fanout, bool replace, std::uint64_t hop_key, std::int64_t* counts,
+              std::vector<std::int64_t>& out_nbrs, std::vector<std::int64_t>& out_eids) {
+    const std::int64_t calls_per_node = fanout > 0 ? (fanout + 1) / 2 : 0;
+    std::size_t total = 0;
+    std::size_t calls = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      counts[i] = sample_count(degree[i], fanout, replace);
+      total += static_cast<std::size_t>(counts[i]);
+      if (draws(degree[i], fanout, replace)) calls += static_cast<std::size_t>(calls_per_node);
+    }
+    call_node_.resize(calls);
+    call_sub_.resize(calls);
+    w0_.resize(calls);
+    w1_.resize(calls);
+    std::size_t c = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!draws(degree[i], fanout, replace)) continue;
+      for (std::int64_t m = 0; m < calls_per_node; ++m, ++c) {
+        call_node_[c] = static_cast<std::uint64_t>(node[i]);
+        call_sub_[c] = static_cast<std::uint32_t>(m);
+      }
+    }
+    philox_draws(hop_key, call_node_.data(), call_sub_.data(), calls, w0_.data(), w1_.data());
+
+    pos_.resize(total);
+    std::int64_t* pos = pos_.data();
+    c = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t d = degree[i];
+      const std::int64_t r = row[i];
+      if (!draws(d, fanout, replace)) {
+        for (std::int64_t e = 0; e < counts[i]; ++e) *pos++ = r + e;
+        continue;
+      }
+      const auto bits = [&](std::int64_t k) {
+        const std::size_t at = c + static_cast<std::size_t>(k >> 1);
+        return (k & 1) != 0 ? w1_[at] : w0_[at];
+      };
+      const auto ud = static_cast<std::uint64_t>(d);
+      if (replace) {
+        for (std::int64_t k = 0; k < fanout; ++k) {
+          *pos++ = r + static_cast<std::int64_t>(uniform_below(bits(k), ud));
+        }
+      } else {
+        table_.reset(fanout);
+        for (std::int64_t k = 0; k < fanout; ++k) {
+          const std::int64_t j =
+              k + static_cast<std::int64_t>(uniform_below(bits(k), ud - static_cast<std::uint64_t>(k)));
+          *pos++ = r + table_.get(j);
+          if (j != k) table_.set(j, table_.get(k));
+        }
+      }
+      c += static_cast<std::size_t>(calls_per_node);
+    }
+
+    const std::size_t base = out_nbrs.size();
+    out_nbrs.resize(base + total);
+    out_eids.resize(base + total);
+    std::int64_t* __restrict on = out_nbrs.data() + base;
+    std::int64_t* __restrict oe = out_eids.data() + base;
+    for (std::size_t t = 0; t < total; ++t) {
+      on[t] = nbrs[pos_[t]];
+      oe[t] = eids[pos_[t]];
+    }
+  }
+
+ private:
+  // Whether a node of degree d needs random draws (otherwise it takes its whole row or nothing).
+  static bool draws(std::int64_t d, std::int64_t fanout, bool replace) {
+    return d > 0 && fanout > 0 && (replace || d > fanout);
+  }
+
+  std::vector<std::uint64_t> call_node_;
+  std::vector<std::uint32_t> call_sub_;
+  std::vector<std::uint64_t> w0_;
+  std::vector<std::uint64_t> w1_;
+  std::vector<std::int64_t> pos_;
+  SwapTable table_;
+};
+
+// Node id -> local id, open addressing with linear probing; grows at half load.
+class NodeIndex {
+ public:
+  explicit NodeIndex(std::size_t expected) {
+    std::size_t cap = 1024;
+    while (cap < expected * 2) cap <<= 1;
+    slots_.assign(cap, Slot{-1, 0});
+    mask_ = cap - 1;
+  }
+
+  void prefetch(std::int64_t node) const {
+    __builtin_prefetch(&slots_[mix(static_cast<std::uint64_t>(node)) & mask_]);
+  }
+
+  // Returns the local id of `node`, giving it the next one (and appending it to `nodes`) when
+  // it is new.
+  std::int64_t insert(std::int64_t node, std::vector<std::int64_t>& nodes) {
+    for (std::size_t s = mix(static_cast<std::uint64_t>(node)) & mask_;; s = (s + 1) & mask_) {
+      Slot& slot = slots_[s];
+      if (slot.node == node) return slot.local;
+      if (slot.node < 0) {
+        const auto local = static_cast<std::int64_t>(nodes.size());
+        slot = Slot{node, local};
+        nodes.push_back(node);
+        if (++size_ * 2 > slots_.size()) grow();
+        return local;
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    std::int64_t node;
+    std::int64_t local;
+  };
+
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2, Slot{-1, 0});
+    old.swap(slots_);
+    mask_ = slots_.size() - 1;
+    for (const Slot& o : old) {
+      if (o.node < 0) continue;
+      for (std::size_t s = mix(static_cast<std::uint64_t>(o.node)) & mask_;;
+           s = (s + 1) & mask_) {
+        if (slots_[s].node < 0) {
+          slots_[s] = o;
+          break;
+        }
+      }
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0;
+  std::size_t size_ = 0;
+};
+
+// Runs body(t, c) for every chunk c in [0, num_chunks) on thread t = c % threads; rethrows the
+// first thread's exception.
+template <class Body>
+void for_each_chunk(std::int64_t num_chunks, int num_threads, const Body& body) {
+  const auto threads = static_cast<int>(std::min<std::int64_t>(num_threads, num_chunks));
+  const auto run = [&](int t) {
+    for (std::int64_t c = t; c < num_chunks; c += std::max(threads, 1)) body(t, c);
+  };
+  if (threads <= 1) {
+    run(0);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        run(t);
+      } catch (...) {
+        errors[static_cast<std::size_t>(t)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+struct ChunkSample {
+  std::vector<std::int64_t> counts;  // per node of the chunk
+  std::vector<std::int64_t> nbrs;
+  std::vector<std::int64_t> eids;
+};
+
+// Per-thread scratch.
+struct Worker {
+  std::vector<std::int64_t> row;
+  std::vector<std::int64_t> degree;
+  RowSampler sampler;
+};
+
+// Samples frontier nodes [begin, end) of one chunk into `out`.
+void sample_chunk(const CsrGraph& g, const std::vector<std::int64_t>& frontier, std::int64_t begin,
+                  std::int64_t end, std::int64_t fanout, bool replace, std::uint64_t hop_key,
+                  ChunkSample& out, Worker& w) {
+  const auto n = static_cast<std::size_t>(end - begin);
+  const std::int64_t* node = frontier.data() + begin;
+  w.row.resize(n);
+  w.degree.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto v = static_cast<std::size_t>(node[i]);
+    w.row[i] = g.indptr[v];
+    w.degree[i] = g.indptr[v + 1] - w.row[i];
+  }
+  out.counts.resize(n);
+  out.nbrs.clear();
+  out.eids.clear();
+  w.sampler.sample(g.indices.data(), g.edge_ids.data(), node, w.row.data(), w.degree.data(), n,
+                   fanout, replace, hop_key, out.counts.data(), out.nbrs, out.eids);
+}
+
+// Appends a chunk (frontier nodes from `begin`) to block `b`, assigning local src ids. Table
+// slots are prefetched kPrefetch edges ahead, so that lookups overlap.
+void merge_chunk(const ChunkSample& chunk, std::int64_t begin, std::int64_t num_nodes, int hop,
+                 NodeIndex& index, Block& b) {
+  constexpr std::size_t kPrefetch = 16;
+  const std::size_t m = chunk.nbrs.size();
+  const std::int64_t* nbrs = chunk.nbrs.data();
+  bool bad = false;
+  for (std::size_t e = 0; e < m; ++e) {
+    bad |= static_cast<std::uint64_t>(nbrs[e]) >= static_cast<std::uint64_t>(num_nodes);
+  }
+  if (bad) {
+    std::size_t e = 0;
+    for (std::size_t i = 0; i < chunk.counts.size(); ++i) {
+      for (std::int64_t k = 0; k < chunk.counts[i]; ++k, ++e) {
+        if (nbrs[e] >= 0 && nbrs[e] < num_nodes) continue;
+        throw std::out_of_range(
+            "sample_neighbors: hop " + std::to_string(hop) + ", node " +
+            std::to_string(b.dst_nodes[static_cast<std::size_t>(begin) + i]) + ": neighbor " +
+            std::to_string(nbrs[e]) + " (edge id " + std::to_string(chunk.eids[e]) +
+            ") is out of range [0, " + std::to_string(num_nodes) + ")");
+      }
+    }
+  }
+  const std::size_t base = b.edge_src.size();
+  b.edge_src.resize(base + m);
+  b.edge_dst.resize(base + m);
+  std::int64_t* src = b.edge_src.data() + base;
+  std::int64_t* dst = b.edge_dst.data() + base;
+  for (std::size_t e = 0; e < std::min(m, kPrefetch); ++e) index.prefetch(nbrs[e]);
+  std::size_t e = 0;
+  for (std::size_t i = 0; i < chunk.counts.size(); ++i) {
+    const std::int64_t local_dst = begin + static_cast<std::int64_t>(i);
+    for (std::int64_t k = 0; k < chunk.counts[i]; ++k, ++e) {
+      if (false && e + kPrefetch < m) index.prefetch(nbrs[e + kPrefetch]);
+      src[e] = index.insert(nbrs[e], b.src_nodes);
+      dst[e] = local_dst;
+    }
+  }
+  b.edge_ids.insert(b.edge_ids.end(), chunk.eids.begin(), chunk.eids.end());
+}
+
+}  // namespace
+
+void sample_node_cpu(const std::int64_t* neighbors, const std::int64_t* edge_ids,
+                     std::int64_t degree, std::int64_t fanout, bool replace,
+                     std::uint64_t hop_key, std::int64_t node, std::int64_t* out_nbrs,
+                     std::int64_t* out_eids) {
+  thread_local RowSampler sampler;
+  thread_local std::vector<std::int64_t> nbrs;
+  thread_local std::vector<std::int64_t> eids;
+  const std::int64_t row = 0;
+  std::int64_t count = 0;
+  nbrs.clear();
+  eids.clear();
+  sampler.sample(neighbors, edge_ids, &node, &row, &degree, 1, fanout, replace, hop_key, &count,
+                 nbrs, eids);
+  std::copy(nbrs.begin(), nbrs.end(), out_nbrs);
+  std::copy(eids.begin(), eids.end(), out_eids);
+}
+
+SampledBlocks sample_neighbors_cpu(const CsrGraph& graph, const std::vector<std::int64_t>& seeds,
+                                   const SampleOptions& options, const SampleKey& key,
+                                   int num_threads) {
+  SampledBlocks out;
+  out.seeds = seeds;
+  out.seed_to_output.reserve(seeds.size());
+  NodeIndex index(seeds.size());
+  std::vector<std::int64_t> frontier;
+  for (const std::int64_t s : seeds) out.seed_to_output.push_back(index.insert(s, frontier));
+
+  std::vector<ChunkSample> chunks;
+  std::vector<Worker> workers(static_cast<std::size_t>(num_threads));
+  out.blocks.reserve(options.fanouts.size());
+  for (std::size_t h = 0; h < options.fanouts.size(); ++h) {
+    SampleKey hop_key_of = key;
+    hop_key_of.hop = static_cast<std::int64_t>(h);
+    const std::uint64_t hop_key = sample_hop_key(hop_key_of);
+    const std::int64_t fanout = options.fanouts[h];
+    Block b;
+    b.dst_nodes = frontier;
+    b.src_nodes = std::move(frontier);
+    const auto n = static_cast<std::int64_t>(b.dst_nodes.size());
+    const std::int64_t num_chunks = (n + kChunk - 1) / kChunk;
+    const auto chunk_begin = [](std::int64_t c) { return c * kChunk; };
+    const auto chunk_end = [n](std::int64_t c) { return std::min(n, (c + 1) * kChunk); };
+    const int hop = static_cast<int>(h);
+    if (num_threads <= 1 || num_chunks <= 1) {
+      // Sample and merge each chunk in turn, while its buffers are still in cache.
+      chunks.resize(1);
+      for (std::int64_t c = 0; c < num_chunks; ++c) {
+        sample_chunk(graph, b.dst_nodes, chunk_begin(c), chunk_end(c), fanout, options.replace,
+                     hop_key, chunks[0], workers[0]);
+        merge_chunk(chunks[0], chunk_begin(c), graph.num_nodes, hop, index, b);
+      }
+    } else {
+      chunks.resize(static_cast<std::size_t>(num_chunks));
+      for_each_chunk(num_chunks, num_threads, [&](int t, std::int64_t c) {
+        sample_chunk(graph, b.dst_nodes, chunk_begin(c), chunk_end(c), fanout, options.replace,
+                     hop_key, chunks[static_cast<std::size_t>(c)],
+                     workers[static_cast<std::size_t>(t)]);
+      });
+      std::size_t total = 0;
+      for (std::int64_t c = 0; c < num_chunks; ++c) {
+        total += chunks[static_cast<std::size_t>(c)].nbrs.size();
+      }
+      b.edge_src.reserve(total);
+      b.edge_dst.reserve(total);
+      b.edge_ids.reserve(total);
+      for (std::int64_t c = 0; c < num_chunks; ++c) {
+        merge_chunk(chunks[static_cast<std::size_t>(c)], chunk_begin(c), graph.num_nodes, hop,
+                    index, b);
+      }
+    }
+    frontier = b.src_nodes;
+    out.blocks.push_back(std::move(b));
+  }
+  return out;
+}
+
+}  // namespace lockstep::ref::detail

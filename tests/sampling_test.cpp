@@ -1,0 +1,570 @@
+// reference/sampling: hand-checked blocks on tiny graphs, the bit-exact draw definition
+// (re-derived here from neighbor.h's text), invariants on R-MAT graphs, determinism across
+// keys and thread counts, per-node exactness (what distributed samplers rely on), uniformity
+// and the chi-square p-value.
+#include "reference/sampling/neighbor.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "reference/common/philox.h"
+#include "reference/graph/graph.h"
+#include "reference/sampling/checks.h"
+
+namespace lockstep::ref {
+namespace {
+
+using Ids = std::vector<std::int64_t>;
+
+// Returns the message of the exception of type E that fn throws; fails the test otherwise.
+template <class E, class Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "no exception";
+  return {};
+}
+
+SampleOptions options_of(Ids fanouts, bool replace, bool in_edges, int num_threads = 1) {
+  SampleOptions o;
+  o.fanouts = std::move(fanouts);
+  o.replace = replace;
+  o.in_edges = in_edges;
+  o.num_threads = num_threads;
+  return o;
+}
+
+Block block_of(Ids dst, Ids src, Ids edge_src, Ids edge_dst, Ids edge_ids) {
+  return Block{std::move(dst), std::move(src), std::move(edge_src), std::move(edge_dst),
+               std::move(edge_ids)};
+}
+
+SampledBlocks run(const CsrGraph& g, const Ids& seeds, const SampleOptions& o,
+                  const SampleKey& key = {}) {
+  return sample_neighbors(sampling_graph(g, o.in_edges), seeds, o, key);
+}
+
+// ---- hand-checked tiny graphs -----------------------------------------------------------------
+
+TEST(SamplingTinyTest, Path4InEdgesAllNeighborsOverThreeHops) {
+  // 0 -> 1 -> 2 -> 3 with edge ids 0, 1, 2; in-neighbors walk backwards from 3.
+  const SampleOptions o = options_of({-1, -1, -1}, false, /*in_edges=*/true);
+  const SampledBlocks s = run(tiny("path4"), {3}, o);
+  EXPECT_EQ(s.seeds, Ids{3});
+  EXPECT_EQ(s.seed_to_output, Ids{0});
+  ASSERT_EQ(s.blocks.size(), 3u);
+  EXPECT_EQ(s.blocks[0], block_of({3}, {3, 2}, {1}, {0}, {2}));
+  EXPECT_EQ(s.blocks[1], block_of({3, 2}, {3, 2, 1}, {1, 2}, {0, 1}, {2, 1}));
+  EXPECT_EQ(s.blocks[2], block_of({3, 2, 1}, {3, 2, 1, 0}, {1, 2, 3}, {0, 1, 2}, {2, 1, 0}));
+  EXPECT_EQ(check_sampled_blocks(tiny("path4"), s, o), std::nullopt);
+}
+
+TEST(SamplingTinyTest, Star5OutEdgesAllNeighbors) {
+  // 0 -> 1, 2, 3, 4 (edge ids 0..3); the leaves have no out-edges.
+  const SampleOptions o = options_of({-1, -1}, false, /*in_edges=*/false);
+  const SampledBlocks s = run(tiny("star5"), {0}, o);
+  ASSERT_EQ(s.blocks.size(), 2u);
+  EXPECT_EQ(s.blocks[0], block_of({0}, {0, 1, 2, 3, 4}, {1, 2, 3, 4}, {0, 0, 0, 0}, {0, 1, 2, 3}));
+  EXPECT_EQ(s.blocks[1], block_of({0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, {1, 2, 3, 4}, {0, 0, 0, 0},
+                                  {0, 1, 2, 3}));
+  EXPECT_EQ(check_sampled_blocks(tiny("star5"), s, o), std::nullopt);
+
+  // In-edges of leaf 2: only 0 -> 2 (edge id 1); the hub has none.
+  const SampleOptions in = options_of({-1, -1}, false, /*in_edges=*/true);
+  const SampledBlocks t = run(tiny("star5"), {2}, in);
+  ASSERT_EQ(t.blocks.size(), 2u);
+  EXPECT_EQ(t.blocks[0], block_of({2}, {2, 0}, {1}, {0}, {1}));
+  EXPECT_EQ(t.blocks[1], block_of({2, 0}, {2, 0}, {1}, {0}, {1}));
+}
+
+TEST(SamplingTinyTest, TwoCliquesDegreeAtMostFanoutTakesAllWithDuplicateSeeds) {
+  // Edge ids by source then destination: 0->1 0, 0->2 1, 1->0 2, 1->2 3, 2->0 4, 2->1 5,
+  // 3->4 6, 3->5 7, 4->3 8, 4->5 9, 5->3 10, 5->4 11. Every in-degree is 2 <= fanout.
+  const SampleOptions o = options_of({5, 2}, false, /*in_edges=*/true);
+  const SampledBlocks s = run(tiny("two_cliques"), {4, 0, 4}, o, SampleKey{99, 3, 7, 0});
+  EXPECT_EQ(s.seeds, (Ids{4, 0, 4}));
+  EXPECT_EQ(s.seed_to_output, (Ids{0, 1, 0}));
+  ASSERT_EQ(s.blocks.size(), 2u);
+  // In-neighbors in reverse()'s order: 4: 3 (6), 5 (11); 0: 1 (2), 2 (4).
+  EXPECT_EQ(s.blocks[0],
+            block_of({4, 0}, {4, 0, 3, 5, 1, 2}, {2, 3, 4, 5}, {0, 0, 1, 1}, {6, 11, 2, 4}));
+  // Locals 4:0 0:1 3:2 5:3 1:4 2:5. 3: 4 (8), 5 (10); 5: 3 (7), 4 (9); 1: 0 (0), 2 (5);
+  // 2: 0 (1), 1 (3).
+  EXPECT_EQ(s.blocks[1],
+            block_of({4, 0, 3, 5, 1, 2}, {4, 0, 3, 5, 1, 2}, {2, 3, 4, 5, 0, 3, 2, 0, 1, 5, 1, 4},
+                     {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5}, {6, 11, 2, 4, 8, 10, 7, 9, 0, 5, 1, 3}));
+  EXPECT_EQ(check_sampled_blocks(tiny("two_cliques"), s, o), std::nullopt);
+}
+
+TEST(SamplingTinyTest, IsolatedSeedsYieldNothing) {
+  for (const bool replace : {false, true}) {
+    const SampleOptions o = options_of({-1, 3}, replace, /*in_edges=*/true);
+    const SampledBlocks s = run(tiny("isolated3"), {2, 0, 2}, o);
+    EXPECT_EQ(s.seed_to_output, (Ids{0, 1, 0}));
+    ASSERT_EQ(s.blocks.size(), 2u);
+    for (const Block& b : s.blocks) EXPECT_EQ(b, block_of({2, 0}, {2, 0}, {}, {}, {}));
+    EXPECT_EQ(check_sampled_blocks(tiny("isolated3"), s, o), std::nullopt);
+  }
+  Ids nbrs;
+  Ids eids;
+  sample_node(nullptr, nullptr, 0, 5, /*replace=*/true, SampleKey{}, 1, nbrs, eids);
+  EXPECT_TRUE(nbrs.empty());
+  EXPECT_TRUE(eids.empty());
+}
+
+TEST(SamplingTinyTest, NoHopsAndNoSeeds) {
+  const SampledBlocks s = run(tiny("triangle"), {2, 2, 1}, options_of({}, false, true));
+  EXPECT_TRUE(s.blocks.empty());
+  EXPECT_EQ(s.seed_to_output, (Ids{0, 0, 1}));
+  const SampledBlocks t = run(tiny("triangle"), {}, options_of({3, 3}, false, true));
+  ASSERT_EQ(t.blocks.size(), 2u);
+  for (const Block& b : t.blocks) EXPECT_EQ(b, Block{});
+}
+
+TEST(SamplingTinyTest, ZeroFanoutSamplesNothingAndReplacementDrawsFanoutTimes) {
+  const CsrGraph g = tiny("triangle");  // 0->1 (0), 1->2 (1), 2->0 (2)
+  const SampledBlocks zero = run(g, {0}, options_of({0}, true, false));
+  EXPECT_EQ(zero.blocks[0], block_of({0}, {0}, {}, {}, {}));
+  // Degree 1 with replacement: fanout draws, all of the one neighbor.
+  const SampleOptions o = options_of({4}, true, /*in_edges=*/false);
+  const SampledBlocks s = run(g, {0}, o);
+  EXPECT_EQ(s.blocks[0], block_of({0}, {0, 1}, {1, 1, 1, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}));
+  EXPECT_EQ(check_sampled_blocks(g, s, o), std::nullopt);
+}
+
+// ---- the bit-exact definition, re-derived from neighbor.h ------------------------------------
+
+// The header's definition with a materialised Fisher-Yates array.
+void expected_sample(const Ids& nbrs, const Ids& eids, std::int64_t fanout, bool replace,
+                     const SampleKey& key, std::int64_t node, Ids& out_n, Ids& out_e) {
+  const std::uint64_t epoch_key = philox_u64(key.seed, static_cast<std::uint64_t>(key.epoch),
+                                             (std::uint64_t{6} << 32) | 0);
+  const std::uint64_t hop_key = philox_u64(epoch_key, static_cast<std::uint64_t>(key.batch),
+                                           (std::uint64_t{7} << 32) |
+                                               static_cast<std::uint64_t>(key.hop));
+  const auto bits = [&](std::int64_t k) {
+    const auto w = philox4x32_10(
+        {static_cast<std::uint32_t>(node), static_cast<std::uint32_t>(node >> 32),
+         static_cast<std::uint32_t>(k / 2), 8},
+        {static_cast<std::uint32_t>(hop_key), static_cast<std::uint32_t>(hop_key >> 32)});
+    return k % 2 == 0 ? w[0] | (std::uint64_t{w[1]} << 32) : w[2] | (std::uint64_t{w[3]} << 32);
+  };
+  const auto d = static_cast<std::int64_t>(nbrs.size());
+  std::vector<std::int64_t> positions;
+  if (d == 0 || fanout == 0) {
+  } else if (fanout == -1 || (!replace && d <= fanout)) {
+    for (std::int64_t e = 0; e < d; ++e) positions.push_back(e);
+  } else if (replace) {
+    for (std::int64_t k = 0; k < fanout; ++k) {
+      const auto wide = static_cast<unsigned __int128>(bits(k)) * static_cast<std::uint64_t>(d);
+      positions.push_back(static_cast<std::int64_t>(wide >> 64));
+    }
+  } else {
+    std::vector<std::int64_t> p(static_cast<std::size_t>(d));
+    for (std::int64_t e = 0; e < d; ++e) p[static_cast<std::size_t>(e)] = e;
+    for (std::int64_t k = 0; k < fanout; ++k) {
+      const auto wide =
+          static_cast<unsigned __int128>(bits(k)) * static_cast<std::uint64_t>(d - k);
+      const std::int64_t j = k + static_cast<std::int64_t>(wide >> 64);
+      std::swap(p[static_cast<std::size_t>(k)], p[static_cast<std::size_t>(j)]);
+      positions.push_back(p[static_cast<std::size_t>(k)]);
+    }
+  }
+  for (const std::int64_t e : positions) {
+    out_n.push_back(nbrs[static_cast<std::size_t>(e)]);
+    out_e.push_back(eids[static_cast<std::size_t>(e)]);
+  }
+}
+
+TEST(SamplingDefinitionTest, SampleNodeFollowsTheDocumentedDraws) {
+  ASSERT_EQ(streams::kSampleEpoch, 6u);
+  ASSERT_EQ(streams::kSampleBatch, 7u);
+  ASSERT_EQ(streams::kSampleDraw, 8u);
+  int compared = 0;
+  // Degrees around the list / table switch (fanout 32) and fanouts far above and below.
+  for (const std::int64_t degree : {0, 1, 2, 5, 20, 33, 64, 200, 5000}) {
+    Ids nbrs;
+    Ids eids;
+    for (std::int64_t e = 0; e < degree; ++e) {
+      nbrs.push_back(1000 + 7 * e);
+      eids.push_back(50000 - e);
+    }
+    for (const std::int64_t fanout : {-1, 0, 1, 3, 19, 32, 33, 40, 150, 4999}) {
+      for (const bool replace : {false, true}) {
+        for (const SampleKey key : {SampleKey{0, 0, 0, 0}, SampleKey{0xDEADBEEFCAFEull, 4, 91, 2},
+                                    SampleKey{7, 1, 0, 5}}) {
+          const std::int64_t node = 3 + degree;
+          Ids got_n{-5};  // sample_node appends
+          Ids got_e{-6};
+          sample_node(nbrs.data(), eids.data(), degree, fanout, replace, key, node, got_n, got_e);
+          Ids want_n{-5};
+          Ids want_e{-6};
+          expected_sample(nbrs, eids, fanout, replace, key, node, want_n, want_e);
+          ASSERT_EQ(got_n, want_n) << "degree " << degree << " fanout " << fanout << " replace "
+                                   << replace << " batch " << key.batch;
+          ASSERT_EQ(got_e, want_e);
+          ASSERT_EQ(static_cast<std::int64_t>(got_n.size()) - 1,
+                    sample_count(degree, fanout, replace));
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 9 * 10 * 2 * 3);
+}
+
+TEST(SamplingDefinitionTest, WithoutReplacementGivesDistinctPositions) {
+  Ids nbrs(100);
+  Ids eids(100);
+  for (std::int64_t e = 0; e < 100; ++e) nbrs[e] = eids[e] = e;
+  for (std::int64_t batch = 0; batch < 200; ++batch) {
+    Ids out_n;
+    Ids out_e;
+    sample_node(nbrs.data(), eids.data(), 100, 99, false, SampleKey{5, 0, batch, 0}, 12, out_n,
+                out_e);
+    std::sort(out_e.begin(), out_e.end());
+    ASSERT_EQ(std::adjacent_find(out_e.begin(), out_e.end()), out_e.end()) << batch;
+    ASSERT_EQ(out_e.size(), 99u);
+  }
+}
+
+// ---- invariants on R-MAT graphs --------------------------------------------------------------
+
+const CsrGraph& rmat12() {
+  static const CsrGraph g = rmat(12, std::int64_t{16} << 12, /*seed=*/2024);
+  return g;
+}
+
+// 300 nodes spread over the id range, a few repeated, plus nodes without neighbors in the
+// sampled direction (R-MAT at scale 12 leaves many).
+Ids invariant_seeds(const CsrGraph& sg) {
+  Ids seeds;
+  for (std::int64_t i = 0; i < 300; ++i) seeds.push_back((i * 2654435761) % sg.num_nodes);
+  seeds.push_back(seeds[3]);
+  seeds.push_back(seeds[0]);
+  seeds.push_back(seeds[299]);
+  int isolated = 0;
+  for (std::int64_t v = sg.num_nodes - 1; v >= 0 && isolated < 5; --v) {
+    if (sg.degree(v) == 0) {
+      seeds.push_back(v);
+      seeds.push_back(v);
+      ++isolated;
+    }
+  }
+  EXPECT_EQ(isolated, 5) << "the R-MAT graph should have isolated nodes";
+  return seeds;
+}
+
+using InvariantParam = std::tuple<Ids, bool, bool>;  // fanouts, replace, in_edges
+
+class SamplingInvariantsTest : public ::testing::TestWithParam<InvariantParam> {};
+
+TEST_P(SamplingInvariantsTest, HoldOnRmatScale12) {
+  const auto& [fanouts, replace, in_edges] = GetParam();
+  const CsrGraph& g = rmat12();
+  const CsrGraph sg = sampling_graph(g, in_edges);
+  const Ids seeds = invariant_seeds(sg);
+  const SampleOptions o = options_of(fanouts, replace, in_edges, /*num_threads=*/2);
+  for (const std::int64_t batch : {0, 1, 2}) {
+    const SampledBlocks s = sample_neighbors(sg, seeds, o, SampleKey{77, 0, batch, 0});
+    EXPECT_EQ(check_sampled_blocks(g, s, o), std::nullopt) << "batch " << batch;
+    ASSERT_EQ(s.blocks.size(), fanouts.size());
+    std::int64_t edges = 0;
+    for (const Block& b : s.blocks) edges += static_cast<std::int64_t>(b.edge_ids.size());
+    EXPECT_GT(edges, 1000);
+  }
+}
+
+TEST_P(SamplingInvariantsTest, SampleNodeOnOneAdjacencyReproducesEveryNode) {
+  // A rank that owns node v has only v's row; it must draw exactly what the reference drew.
+  const auto& [fanouts, replace, in_edges] = GetParam();
+  const CsrGraph sg = sampling_graph(rmat12(), in_edges);
+  const SampleKey key{31337, 2, 17, 0};
+  const SampledBlocks s =
+      sample_neighbors(sg, invariant_seeds(sg), options_of(fanouts, replace, in_edges, 3), key);
+  for (std::size_t h = 0; h < s.blocks.size(); ++h) {
+    const Block& b = s.blocks[h];
+    SampleKey hop_key = key;
+    hop_key.hop = static_cast<std::int64_t>(h);
+    std::size_t e = 0;
+    for (std::size_t i = 0; i < b.dst_nodes.size(); ++i) {
+      const std::int64_t v = b.dst_nodes[i];
+      const auto row = sg.neighbors(v);
+      const Ids own_nbrs(row.begin(), row.end());
+      const Ids own_eids(sg.edge_ids.begin() + sg.indptr[static_cast<std::size_t>(v)],
+                         sg.edge_ids.begin() + sg.indptr[static_cast<std::size_t>(v) + 1]);
+      Ids got_n;
+      Ids got_e;
+      sample_node(own_nbrs.data(), own_eids.data(), static_cast<std::int64_t>(own_nbrs.size()),
+                  fanouts[h], replace, hop_key, v, got_n, got_e);
+      for (std::size_t k = 0; k < got_n.size(); ++k, ++e) {
+        ASSERT_LT(e, b.edge_ids.size());
+        ASSERT_EQ(b.edge_dst[e], static_cast<std::int64_t>(i));
+        ASSERT_EQ(b.src_nodes[static_cast<std::size_t>(b.edge_src[e])], got_n[k])
+            << "hop " << h << " node " << v;
+        ASSERT_EQ(b.edge_ids[e], got_e[k]) << "hop " << h << " node " << v;
+      }
+    }
+    EXPECT_EQ(e, b.edge_ids.size()) << "hop " << h;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sampling, SamplingInvariantsTest,
+    ::testing::Combine(::testing::Values(Ids{15, 10, 5}, Ids{25, 10}), ::testing::Bool(),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<InvariantParam>& info) {
+      std::string name = "fanouts";
+      for (const auto f : std::get<0>(info.param)) name += "_" + std::to_string(f);
+      name += std::get<1>(info.param) ? "_replace" : "_noreplace";
+      name += std::get<2>(info.param) ? "_in" : "_out";
+      return name;
+    });
+
+TEST(SamplingChecksTest, ReportHopNodeAndEdgeOfCorruptedBlocks) {
+  const CsrGraph& g = rmat12();
+  const CsrGraph sg = sampling_graph(g, true);
+  const SampleOptions o = options_of({10, 5}, false, true);
+  const SampledBlocks good = sample_neighbors(sg, invariant_seeds(sg), o, SampleKey{1, 0, 0, 0});
+  ASSERT_EQ(check_sampled_blocks(g, good, o), std::nullopt);
+  ASSERT_GT(good.blocks[1].edge_ids.size(), 10u);
+
+  SampledBlocks bad_id = good;
+  bad_id.blocks[1].edge_ids[7] = bad_id.blocks[1].edge_ids[7] == 0 ? 1 : 0;
+  const auto msg = check_sampled_blocks(g, bad_id, o);
+  ASSERT_TRUE(msg.has_value());
+  const std::int64_t node = good.blocks[1].dst_nodes[static_cast<std::size_t>(
+      good.blocks[1].edge_dst[7])];
+  EXPECT_NE(msg->find("hop 1, node " + std::to_string(node) + ", edge 7"), std::string::npos)
+      << *msg;
+
+  // Out-edge semantics on an in-edge sample: edges point the wrong way.
+  SampleOptions out = o;
+  out.in_edges = false;
+  EXPECT_TRUE(check_sampled_blocks(g, good, out).has_value());
+
+  SampledBlocks dropped = good;
+  dropped.blocks[0].edge_ids.pop_back();
+  dropped.blocks[0].edge_src.pop_back();
+  dropped.blocks[0].edge_dst.pop_back();
+  EXPECT_TRUE(check_sampled_blocks(g, dropped, o).has_value());
+
+  SampledBlocks duplicated = good;  // a repeated edge without replacement
+  Block& b = duplicated.blocks[1];
+  const auto num_dst = static_cast<std::int64_t>(b.dst_nodes.size());
+  for (std::size_t e = 1; e < b.edge_ids.size(); ++e) {
+    // Overwrite an edge to an old node, so that src_nodes stay in first-seen order.
+    if (b.edge_dst[e] == b.edge_dst[e - 1] && b.edge_src[e] < num_dst) {
+      b.edge_ids[e] = b.edge_ids[e - 1];
+      b.edge_src[e] = b.edge_src[e - 1];
+      break;
+    }
+  }
+  const auto dup = check_sampled_blocks(g, duplicated, o);
+  ASSERT_TRUE(dup.has_value());
+  EXPECT_NE(dup->find("distinct"), std::string::npos) << *dup;
+
+  SampledBlocks unlinked = good;
+  unlinked.blocks[1].dst_nodes.pop_back();
+  EXPECT_TRUE(check_sampled_blocks(g, unlinked, o).has_value());
+
+  SampledBlocks wrong_map = good;
+  wrong_map.seed_to_output[0] += 1;
+  EXPECT_TRUE(check_sampled_blocks(g, wrong_map, o).has_value());
+
+  SampledBlocks extra = good;  // with replacement every node would need exactly 10 edges
+  SampleOptions with = o;
+  with.replace = true;
+  EXPECT_TRUE(check_sampled_blocks(g, extra, with).has_value());
+}
+
+// ---- determinism -----------------------------------------------------------------------------
+
+TEST(SamplingDeterminismTest, DigestDependsOnEveryKeyFieldButNotOnThreads) {
+  const CsrGraph sg = sampling_graph(rmat12(), true);
+  const Ids seeds = invariant_seeds(sg);
+  for (const bool replace : {false, true}) {
+    SampleOptions o = options_of({15, 10, 5}, replace, true, 1);
+    const SampleKey key{123, 4, 5, 0};
+    const SampledBlocks one = sample_neighbors(sg, seeds, o, key);
+    ASSERT_GT(one.blocks[2].dst_nodes.size(), 1000u) << "several chunks per hop";
+    const std::uint64_t d = digest(one);
+    EXPECT_EQ(digest(sample_neighbors(sg, seeds, o, key)), d);
+    SampleKey other_hop = key;
+    other_hop.hop = 9;  // ignored by sample_neighbors
+    EXPECT_EQ(digest(sample_neighbors(sg, seeds, o, other_hop)), d);
+    for (const int threads : {2, 3, 4, 0}) {
+      o.num_threads = threads;
+      const SampledBlocks many = sample_neighbors(sg, seeds, o, key);
+      EXPECT_EQ(digest(many), d) << threads << " threads";
+      EXPECT_EQ(many, one) << threads << " threads";
+    }
+    o.num_threads = 1;
+    EXPECT_NE(digest(sample_neighbors(sg, seeds, o, SampleKey{124, 4, 5, 0})), d);
+    EXPECT_NE(digest(sample_neighbors(sg, seeds, o, SampleKey{123, 5, 5, 0})), d);
+    EXPECT_NE(digest(sample_neighbors(sg, seeds, o, SampleKey{123, 4, 6, 0})), d);
+  }
+}
+
+TEST(SamplingDeterminismTest, DigestCoversEveryArray) {
+  const SampledBlocks s = run(tiny("two_cliques"), {4, 0}, options_of({1, 1}, false, true));
+  const std::uint64_t d = digest(s);
+  for (int field = 0; field < 5; ++field) {
+    SampledBlocks t = s;
+    Block& b = t.blocks[1];
+    std::vector<Ids*> arrays{&b.dst_nodes, &b.src_nodes, &b.edge_src, &b.edge_dst, &b.edge_ids};
+    arrays[static_cast<std::size_t>(field)]->push_back(0);
+    EXPECT_NE(digest(t), d) << field;
+  }
+  SampledBlocks u = s;
+  u.seed_to_output[1] = 0;
+  EXPECT_NE(digest(u), d);
+}
+
+// ---- uniformity ------------------------------------------------------------------------------
+
+// A node of degree 20 sampled under 20000 batch indices with a fixed seed. The threshold 1e-4 is
+// the chance that a correct sampler fails it for a random seed; with the seed fixed the test is
+// deterministic and can never flake, while a biased sampler (a position never or twice as often
+// drawn, modulo bias on a small range) gives p far below 1e-30. Without replacement the cells
+// are negatively correlated, which only makes the test conservative.
+TEST(SamplingUniformityTest, PerNeighborCountsPassChiSquare) {
+  constexpr std::int64_t kDegree = 20;
+  constexpr std::int64_t kBatches = 20000;
+  Ids nbrs;
+  Ids eids;
+  for (std::int64_t e = 0; e < kDegree; ++e) {
+    nbrs.push_back(500 + e);
+    eids.push_back(e);
+  }
+  for (const auto& [fanout, replace] : {std::pair{std::int64_t{5}, false}, {1, true}}) {
+    Ids counts(kDegree, 0);
+    Ids first(kDegree, 0);  // which neighbor comes first (the order is random too)
+    for (std::int64_t batch = 0; batch < kBatches; ++batch) {
+      Ids out_n;
+      Ids out_e;
+      sample_node(nbrs.data(), eids.data(), kDegree, fanout, replace,
+                  SampleKey{20240601, 0, batch, 1}, /*node=*/4242, out_n, out_e);
+      ASSERT_EQ(static_cast<std::int64_t>(out_e.size()), fanout);
+      for (const std::int64_t e : out_e) ++counts[static_cast<std::size_t>(e)];
+      ++first[static_cast<std::size_t>(out_e[0])];
+    }
+    const double p = chi_square_uniform_pvalue(counts);
+    EXPECT_GT(p, 1e-4) << "fanout " << fanout << " replace " << replace;
+    EXPECT_GT(chi_square_uniform_pvalue(first), 1e-4) << "fanout " << fanout;
+    // The test has power: moving a fifth of one neighbor's expected count to another fails it.
+    Ids biased = counts;
+    const std::int64_t moved = kBatches * fanout / kDegree / 5;
+    biased[0] -= moved;
+    biased[1] += moved;
+    EXPECT_LT(chi_square_uniform_pvalue(biased), 1e-4);
+  }
+}
+
+TEST(SamplingUniformityTest, PValueMatchesKnownValues) {
+  EXPECT_NEAR(chi_square_pvalue(3.841458820694124, 1), 0.05, 1e-12);
+  EXPECT_NEAR(chi_square_pvalue(3.84, 1), 0.05004352, 1e-7);
+  EXPECT_NEAR(chi_square_pvalue(18.307038053275146, 10), 0.05, 1e-12);
+  EXPECT_NEAR(chi_square_pvalue(18.307, 10), 0.05, 1e-5);
+  EXPECT_NEAR(chi_square_pvalue(6.634896601021214, 1), 0.01, 1e-12);
+  EXPECT_NEAR(chi_square_pvalue(30.143527205646155, 19), 0.05, 1e-12);
+  EXPECT_EQ(chi_square_pvalue(0, 1), 1.0);
+  EXPECT_EQ(chi_square_pvalue(0, 19), 1.0);
+  // Closed forms: df 2 -> exp(-x/2), df 4 -> exp(-x/2) (1 + x/2), on both sides of a + 1.
+  for (const double x : {0.1, 1.0, 2.5, 3.9, 4.1, 10.0, 40.0, 200.0}) {
+    EXPECT_NEAR(chi_square_pvalue(x, 2) / std::exp(-x / 2), 1.0, 1e-12) << x;
+    EXPECT_NEAR(chi_square_pvalue(x, 4) / (std::exp(-x / 2) * (1 + x / 2)), 1.0, 1e-12) << x;
+  }
+  EXPECT_NEAR(regularized_gamma_q(0.5, 2.0), std::erfc(std::sqrt(2.0)), 1e-14);
+  EXPECT_EQ(chi_square_uniform_pvalue({10, 10, 10, 10}), 1.0);
+  // counts 30, 10 -> chi2 = 10, df 1.
+  EXPECT_NEAR(chi_square_uniform_pvalue({30, 10}), std::erfc(std::sqrt(5.0)), 1e-14);
+  EXPECT_NE(message_of<std::invalid_argument>([] { chi_square_uniform_pvalue({5}); })
+                .find("at least 2 cells"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([] { chi_square_uniform_pvalue({0, 0}); })
+                .find("sum to 0"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([] { chi_square_uniform_pvalue({3, -1}); })
+                .find("counts[1] = -1"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([] { chi_square_pvalue(1, 0); }).find("df"),
+            std::string::npos);
+}
+
+// ---- arguments -------------------------------------------------------------------------------
+
+TEST(SamplingArgumentsTest, RejectBadValuesNamingThem) {
+  const CsrGraph g = tiny("path4");
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              run(g, {0}, options_of({5, -2}, false, true));
+            }).find("fanouts[1] must be -1 or in [0, 2^32), got -2"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::out_of_range>([&] {
+              run(g, {0, 4}, options_of({5}, false, true));
+            }).find("seeds[1] = 4 is out of range [0, 4)"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::out_of_range>([&] {
+              run(g, {-1}, options_of({5}, false, true));
+            }).find("seeds[0] = -1"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              run(g, {0}, options_of({5}, false, true, -1));
+            }).find("num_threads must be >= 0, got -1"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              run(g, {0}, options_of({5}, false, true), SampleKey{0, -3, 0, 0});
+            }).find("epoch must be >= 0, got -3"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              run(g, {0}, options_of({5}, false, true), SampleKey{0, 0, -1, 0});
+            }).find("batch must be >= 0, got -1"),
+            std::string::npos);
+  Ids n;
+  Ids e;
+  const Ids row{1, 2};
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              sample_node(row.data(), row.data(), 2, std::int64_t{1} << 32, false, {}, 0, n, e);
+            }).find("fanout must be -1 or in [0, 2^32), got 4294967296"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              sample_node(row.data(), row.data(), 2, 1, false, SampleKey{0, 0, 0, -1}, 0, n, e);
+            }).find("hop must be in [0, 2^32), got -1"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              sample_node(nullptr, nullptr, 2, 1, false, {}, 3, n, e);
+            }).find("node 3 has degree 2"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              sample_node(row.data(), row.data(), -1, 1, false, {}, 3, n, e);
+            }).find("degree must be >= 0, got -1"),
+            std::string::npos);
+  CsrGraph broken = g;
+  broken.indices[1] = 9;
+  EXPECT_NE(message_of<std::out_of_range>([&] {
+              sample_neighbors(broken, {1}, options_of({-1}, false, false), {});
+            }).find("hop 0, node 1: neighbor 9 (edge id 1) is out of range [0, 4)"),
+            std::string::npos);
+  broken = g;
+  broken.edge_ids.pop_back();
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              sample_neighbors(broken, {1}, options_of({-1}, false, false), {});
+            }).find("inconsistent graph sizes"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep::ref
