@@ -68,7 +68,7 @@ IdArray::IdArray(IdType type, std::int64_t size, Device device)
     cuda_set_device(device.index);
     cuda_ = CudaBuffer(bytes);
   } else {
-    host_.resize(bytes);
+    host_.reset(new unsigned char[bytes == 0 ? 1 : bytes]);
   }
 }
 

@@ -5,6 +5,7 @@
 // cuda_device_count() returns 0.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,7 @@ struct IdSpan {
 class IdArray {
  public:
   IdArray() = default;
+  // Uninitialised storage for `size` ids.
   IdArray(IdType type, std::int64_t size, Device device);
   // Copies host values into a new array of `type` on `device`. Throws std::out_of_range when
   // a value does not fit int32.
@@ -78,8 +80,8 @@ class IdArray {
   IdType type() const { return type_; }
   std::int64_t size() const { return size_; }
   Device device() const { return device_; }
-  void* data() { return device_.is_cuda() ? cuda_.data() : host_.data(); }
-  const void* data() const { return device_.is_cuda() ? cuda_.data() : host_.data(); }
+  void* data() { return device_.is_cuda() ? cuda_.data() : host_.get(); }
+  const void* data() const { return device_.is_cuda() ? cuda_.data() : host_.get(); }
   IdSpan span() const { return IdSpan{data(), size_, type_, device_}; }
   // The values as int64 on the host (copied from the device when needed).
   std::vector<std::int64_t> to_host() const;
@@ -88,7 +90,7 @@ class IdArray {
   IdType type_ = IdType::kI64;
   std::int64_t size_ = 0;
   Device device_;
-  std::vector<unsigned char> host_;
+  std::unique_ptr<unsigned char[]> host_;  // uninitialised: results overwrite every byte
   CudaBuffer cuda_;
 };
 

@@ -391,7 +391,7 @@ void merge_chunk(const ChunkSample& chunk, std::int64_t begin, std::int64_t num_
   for (std::size_t i = 0; i < chunk.counts.size(); ++i) {
     const std::int64_t local_dst = begin + static_cast<std::int64_t>(i);
     for (std::int64_t k = 0; k < chunk.counts[i]; ++k, ++e) {
-      if (false && e + kPrefetch < m) index.prefetch(nbrs[e + kPrefetch]);
+      if (e + kPrefetch < m) index.prefetch(nbrs[e + kPrefetch]);
       src[e] = index.insert(nbrs[e], b.src_nodes);
       dst[e] = local_dst;
     }
