@@ -14,6 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/launch/launcher.h"
+#include "harness/scenario/scenario.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -121,6 +124,29 @@ TEST_F(TorchrunEnvTest, MismatchIsDiagnosedThroughTheControlGroupWithoutABoard) 
   EXPECT_EQ(st["diagnosis"]["kind"], "collective_mismatch");
   EXPECT_EQ(st["diagnosis"]["rank"], 1);
   EXPECT_NE(st["diagnosis"]["message"].get<std::string>().find("f64"), std::string::npos);
+}
+
+// Two launchers at once on one machine: each hosts its own TCPStore on an OS-chosen port.
+TEST_F(TorchrunEnvTest, ParallelRunsOnOneMachineDoNotCollide) {
+  const std::string file = write("par.toml",
+                                 "name = \"env.parallel\"\n[run]\nworld_size = 2\ntimeout_s = 60\n"
+                                 "[workload]\nkind = \"collectives\"\nsteps = 2\ncount = 32\n[expect]\noutcome = \"pass\"\n");
+  const auto s = lockstep::scenario::load_file(file).at(0);
+  lockstep::report::ScenarioResult results[2];
+  std::thread runs[2];
+  for (int i = 0; i < 2; ++i) {
+    runs[i] = std::thread([&, i] {
+      lockstep::launch::LaunchOptions opts;
+      opts.binary = LOCKSTEP_BINARY;
+      opts.report_dir = dir_ + "/report" + std::to_string(i);
+      results[i] = lockstep::launch::run_scenario(s, opts);
+    });
+  }
+  for (auto& t : runs) t.join();
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, lockstep::report::Status::kPass) << r.reason;
+    EXPECT_FALSE(r.diagnosis.has_value());
+  }
 }
 
 }  // namespace
