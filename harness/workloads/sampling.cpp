@@ -1,0 +1,364 @@
+// Workload "sampling": distributed multi-hop neighbor sampling over the partitions. Each rank
+// samples its share of every global batch; at each hop it sends the frontier nodes it does not
+// own to their owners with an uneven all_to_all, the owners draw their neighbors with the
+// reference primitive (a pure function of seed, epoch, batch, hop and node), and the replies
+// come back the same way. Every rank takes part in every hop, even with nothing to ask.
+// Checks, in order: the same batch sampled twice is identical (nondeterminism), the blocks
+// satisfy the sampling invariants (invariant_violation), and they equal single-process
+// reference sampling of the same seeds (result_mismatch). The canonical output, per
+// (epoch, batch, hop, node), the node's sampled edges, is the same for any world size and
+// partitioning: it is the run's digest.
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "harness/comm/communicator.h"
+#include "harness/comm/dtype.h"
+#include "harness/report/dump.h"
+#include "harness/workloads/digest.h"
+#include "harness/workloads/graph_spec.h"
+#include "harness/workloads/preflight.h"
+#include "harness/workloads/workload.h"
+#include "reference/common/philox.h"
+#include "reference/partition/partition.h"
+#include "reference/sampling/checks.h"
+#include "reference/sampling/neighbor.h"
+#include "reference/split/split.h"
+
+namespace lockstep::workloads {
+namespace {
+
+using I64 = std::vector<std::int64_t>;
+
+struct Options {
+  GraphSpec graph;
+  ref::PartitionMethod method = ref::PartitionMethod::kRange;
+  ref::SampleOptions sample;
+  std::int64_t num_seeds = 256;
+  std::int64_t batch_size = 64;
+  std::int64_t epochs = 1;
+  bool repeat_check = true;
+  bool shared_generator = false;  // [[inject]] bugs
+  bool wrong_slot = false;
+  bool fanout_overflow = false;
+  bool skip_empty_hop = false;
+};
+
+[[noreturn]] void diagnose(DiagnosisKind kind, int rank, const std::string& msg) {
+  throw DiagnosisError(Diagnosis{kind, msg, rank, -1});
+}
+
+class Sampling final : public Workload {
+ public:
+  explicit Sampling(Options o) : o_(std::move(o)) {}
+
+  void run(RankContext& ctx) override {
+    const int ws = ctx.world_size;
+    const int me = ctx.rank;
+    graph_ = build_graph(o_.graph);
+    rows_ = ref::sampling_graph(graph_, o_.sample.in_edges);
+    part_of_ = ref::partition_graph(graph_, ws, o_.method, o_.graph.seed).part_of;
+    rng_.seed(ctx.scenario.seed);
+
+    // Training seeds: a seed-fixed permutation of the nodes, cut to num_seeds.
+    const std::int64_t n = graph_.num_nodes;
+    std::vector<std::pair<std::uint64_t, std::int64_t>> keyed(static_cast<std::size_t>(n));
+    for (std::int64_t v = 0; v < n; ++v) keyed[static_cast<std::size_t>(v)] = {ref::philox_u64(ctx.scenario.seed, 0x5a3d, static_cast<std::uint64_t>(v)), v};
+    std::sort(keyed.begin(), keyed.end());
+    I64 train;
+    for (std::int64_t i = 0; i < std::min(o_.num_seeds, n); ++i) train.push_back(keyed[static_cast<std::size_t>(i)].second);
+    const std::int64_t steps = (static_cast<std::int64_t>(train.size()) + o_.batch_size - 1) / o_.batch_size;
+
+    ctx.comm.set_phase("sample");
+    preflight_steps(ctx.comm, steps * o_.epochs, "global batches x epochs");
+    I64 canonical;  // (epoch, batch, hop, node, hash of its sampled edges) tuples
+    std::int64_t sampled_edges = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::int64_t e = 0; e < o_.epochs; ++e) {
+      for (std::int64_t b = 0; b < steps; ++b) {
+        ctx.comm.set_step(e * steps + b);
+        const I64 global(train.begin() + b * o_.batch_size,
+                         train.begin() + std::min<std::int64_t>((b + 1) * o_.batch_size, static_cast<std::int64_t>(train.size())));
+        const I64 mine = ref::rank_split(global, ws)[static_cast<std::size_t>(me)];
+        const ref::SampleKey key{ctx.scenario.seed, e, b, 0};
+        const auto got = sample(ctx, mine, key);
+        if (o_.repeat_check) {
+          const auto again = sample(ctx, mine, key);
+          if (!(again == got)) diagnose(DiagnosisKind::kNondeterminism, me, first_difference("sampling batch " + std::to_string(b) + " twice", got, again, me));
+        }
+        if (auto bad = ref::check_sampled_blocks(graph_, got, o_.sample)) {
+          diagnose(DiagnosisKind::kInvariantViolation, me, "rank " + std::to_string(me) + " epoch " + std::to_string(e) + " batch " + std::to_string(b) + ": " + *bad);
+        }
+        const auto reference = ref::sample_neighbors(rows_, mine, o_.sample, key);
+        if (!(reference == got)) diagnose(DiagnosisKind::kResultMismatch, me, first_difference("distributed vs single-process sampling", reference, got, me));
+        for (std::size_t h = 0; h < got.blocks.size(); ++h) {
+          const auto& blk = got.blocks[h];
+          std::vector<std::uint64_t> hash(blk.dst_nodes.size(), 1469598103934665603ull);
+          for (std::size_t i = 0; i < blk.edge_ids.size(); ++i) {
+            auto& x = hash[static_cast<std::size_t>(blk.edge_dst[i])];
+            x = (x ^ static_cast<std::uint64_t>(blk.src_nodes[static_cast<std::size_t>(blk.edge_src[i])])) * 1099511628211ull;
+            x = (x ^ static_cast<std::uint64_t>(blk.edge_ids[i])) * 1099511628211ull;
+          }
+          for (std::size_t d = 0; d < blk.dst_nodes.size(); ++d) {
+            canonical.insert(canonical.end(), {e, b, static_cast<std::int64_t>(h), blk.dst_nodes[d], static_cast<std::int64_t>(hash[d])});
+          }
+          sampled_edges += static_cast<std::int64_t>(blk.edge_ids.size());
+        }
+      }
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ctx.metrics["sampled_edges"] = static_cast<double>(sampled_edges);
+    ctx.metrics["sampled_edges_per_s"] = secs > 0 ? static_cast<double>(sampled_edges) / secs : 0;
+    ctx.metrics["batches"] = static_cast<double>(steps * o_.epochs);
+    ctx.dump.write("sampled_node_hashes", canonical, "(epoch, batch, hop, node, FNV-1a of its sampled (src, edge id) list) per sampled node");
+    combine(ctx, canonical);
+  }
+
+ private:
+  // One batch share, sampled across the ranks.
+  ref::SampledBlocks sample(RankContext& ctx, const I64& seeds, ref::SampleKey key) {
+    const int ws = ctx.world_size;
+    ref::SampledBlocks out;
+    out.seeds = seeds;
+    I64 dst;
+    std::map<std::int64_t, std::int64_t> pos;
+    for (std::int64_t s : seeds) {
+      auto [it, fresh] = pos.emplace(s, static_cast<std::int64_t>(dst.size()));
+      if (fresh) dst.push_back(s);
+      out.seed_to_output.push_back(it->second);
+    }
+    for (std::size_t h = 0; h < o_.sample.fanouts.size(); ++h) {
+      key.hop = static_cast<std::int64_t>(h);
+      if (o_.skip_empty_hop && dst.empty()) {  // the injected bug: nothing to ask, so no hop
+        ref::Block blk;
+        out.blocks.push_back(blk);
+        continue;
+      }
+      const auto lists = exchange(ctx, dst, o_.sample.fanouts[h], key);
+      ref::Block blk;
+      blk.dst_nodes = dst;
+      blk.src_nodes = dst;
+      std::map<std::int64_t, std::int64_t> src_pos;
+      for (std::size_t i = 0; i < dst.size(); ++i) src_pos.emplace(dst[i], static_cast<std::int64_t>(i));
+      for (std::size_t d = 0; d < dst.size(); ++d) {
+        const auto& [nbrs, eids] = lists[d];
+        for (std::size_t k = 0; k < nbrs.size(); ++k) {
+          auto [it, fresh] = src_pos.emplace(nbrs[k], static_cast<std::int64_t>(blk.src_nodes.size()));
+          if (fresh) blk.src_nodes.push_back(nbrs[k]);
+          blk.edge_src.push_back(it->second);
+          blk.edge_dst.push_back(static_cast<std::int64_t>(d));
+          blk.edge_ids.push_back(eids[k]);
+        }
+      }
+      dst = blk.src_nodes;
+      out.blocks.push_back(std::move(blk));
+    }
+    return out;
+  }
+
+  // Returns, per frontier node, its sampled (neighbors, edge ids), drawn by its owner.
+  std::vector<std::pair<I64, I64>> exchange(RankContext& ctx, const I64& frontier, std::int64_t fanout,
+                                            const ref::SampleKey& key) {
+    const int ws = ctx.world_size;
+    const int me = ctx.rank;
+    std::vector<std::vector<std::size_t>> asked(static_cast<std::size_t>(ws));  // frontier positions per owner
+    for (std::size_t i = 0; i < frontier.size(); ++i) asked[static_cast<std::size_t>(part_of_[static_cast<std::size_t>(frontier[i])])].push_back(i);
+    I64 send(static_cast<std::size_t>(ws)), recv(static_cast<std::size_t>(ws)), ones(static_cast<std::size_t>(ws), 1), request;
+    for (int r = 0; r < ws; ++r) {
+      send[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(asked[static_cast<std::size_t>(r)].size());
+      for (std::size_t i : asked[static_cast<std::size_t>(r)]) request.push_back(frontier[i]);
+    }
+    ctx.comm.all_to_all(comm::view_of(send), ones, comm::view_of(recv), ones);
+    I64 incoming(static_cast<std::size_t>(sum(recv)));
+    ctx.comm.all_to_all(comm::view_of(request), send, comm::view_of(incoming), recv);
+
+    // Serve: draw the neighbors of every requested node this rank owns.
+    I64 counts, pairs, pair_send(static_cast<std::size_t>(ws), 0);
+    std::size_t at = 0;
+    for (int r = 0; r < ws; ++r) {
+      for (std::int64_t k = 0; k < recv[static_cast<std::size_t>(r)]; ++k, ++at) {
+        const std::int64_t v = incoming[at];
+        if (part_of_[static_cast<std::size_t>(v)] != me) {
+          diagnose(DiagnosisKind::kInvariantViolation, me, "rank " + std::to_string(me) + " was asked for node " + std::to_string(v) + ", owned by rank " + std::to_string(part_of_[static_cast<std::size_t>(v)]));
+        }
+        I64 nbrs, eids;
+        draw(v, fanout, key, ctx.world_size, nbrs, eids);
+        counts.push_back(static_cast<std::int64_t>(nbrs.size()));
+        for (std::size_t j = 0; j < nbrs.size(); ++j) pairs.insert(pairs.end(), {nbrs[j], eids[j]});
+        pair_send[static_cast<std::size_t>(r)] += 2 * static_cast<std::int64_t>(nbrs.size());
+      }
+    }
+    I64 got_counts(static_cast<std::size_t>(sum(send)));
+    ctx.comm.all_to_all(comm::view_of(counts), recv, comm::view_of(got_counts), send);
+    I64 pair_recv(static_cast<std::size_t>(ws), 0);
+    std::size_t c = 0;
+    for (int r = 0; r < ws; ++r) {
+      for (std::int64_t k = 0; k < send[static_cast<std::size_t>(r)]; ++k) pair_recv[static_cast<std::size_t>(r)] += 2 * got_counts[c++];
+    }
+    I64 got_pairs(static_cast<std::size_t>(sum(pair_recv)));
+    ctx.comm.all_to_all(comm::view_of(pairs), pair_send, comm::view_of(got_pairs), pair_recv);
+
+    // Per-owner segments of the replies, in rank order.
+    struct Segment { std::size_t count_at, pair_at, nodes; };
+    std::vector<Segment> seg(static_cast<std::size_t>(ws));
+    std::size_t ca = 0, pa = 0;
+    for (int r = 0; r < ws; ++r) {
+      seg[static_cast<std::size_t>(r)] = {ca, pa, static_cast<std::size_t>(send[static_cast<std::size_t>(r)])};
+      for (std::int64_t k = 0; k < send[static_cast<std::size_t>(r)]; ++k) pa += 2 * static_cast<std::size_t>(got_counts[ca++]);
+    }
+    std::vector<std::pair<I64, I64>> lists(frontier.size());
+    std::size_t nonempty = 0;
+    for (int r = 0; r < ws; ++r) {
+      const auto& mine = asked[static_cast<std::size_t>(r)];
+      if (mine.empty()) continue;
+      // The injected bug (PyG #9685): replies indexed by position among the owners that were
+      // asked, not by owner, which shifts them once an owner before them got no request.
+      const Segment& s = seg[o_.wrong_slot ? nonempty : static_cast<std::size_t>(r)];
+      ++nonempty;
+      std::size_t p = s.pair_at;
+      for (std::size_t k = 0; k < mine.size() && k < s.nodes; ++k) {
+        auto& [nbrs, eids] = lists[mine[k]];
+        for (std::int64_t j = 0; j < got_counts[s.count_at + k]; ++j, p += 2) {
+          nbrs.push_back(got_pairs[p]);
+          eids.push_back(got_pairs[p + 1]);
+        }
+      }
+    }
+    return lists;
+  }
+
+  void draw(std::int64_t v, std::int64_t fanout, const ref::SampleKey& key, int ws, I64& nbrs, I64& eids) {
+    const auto b = static_cast<std::size_t>(rows_.indptr[static_cast<std::size_t>(v)]);
+    const std::int64_t degree = rows_.degree(v);
+    if (o_.shared_generator && degree > 0) {
+      // The injected bug (pyg-lib #527): one stateful generator shared by every draw, so the
+      // result depends on what was drawn before.
+      const std::int64_t n = fanout < 0 ? degree : (o_.sample.replace ? fanout : std::min(degree, fanout));
+      for (std::int64_t k = 0; k < n; ++k) {
+        const auto e = b + static_cast<std::size_t>(rng_() % static_cast<std::uint64_t>(degree));
+        nbrs.push_back(rows_.indices[e]);
+        eids.push_back(rows_.edge_ids[e]);
+      }
+      return;
+    }
+    // The injected bug (cuGraph #2761): more samples than the fanout as the world grows.
+    const std::int64_t f = o_.fanout_overflow && fanout > 0 ? fanout + ws - 1 : fanout;
+    ref::sample_node(rows_.indices.data() + b, rows_.edge_ids.data() + b, degree, f, o_.sample.replace || (o_.fanout_overflow && ws > 1), key, v, nbrs, eids);
+  }
+
+  static std::int64_t sum(const I64& v) {
+    std::int64_t s = 0;
+    for (auto x : v) s += x;
+    return s;
+  }
+
+  static std::string first_difference(const std::string& what, const ref::SampledBlocks& a, const ref::SampledBlocks& b, int rank) {
+    std::ostringstream os;
+    os << "rank " << rank << ", " << what << ": ";
+    for (std::size_t h = 0; h < std::min(a.blocks.size(), b.blocks.size()); ++h) {
+      const auto& x = a.blocks[h];
+      const auto& y = b.blocks[h];
+      if (x == y) continue;
+      for (std::size_t d = 0; d < std::min(x.dst_nodes.size(), y.dst_nodes.size()); ++d) {
+        I64 ex, ey;
+        for (std::size_t i = 0; i < x.edge_ids.size(); ++i) if (x.edge_dst[i] == static_cast<std::int64_t>(d)) ex.push_back(x.edge_ids[i]);
+        for (std::size_t i = 0; i < y.edge_ids.size(); ++i) if (y.edge_dst[i] == static_cast<std::int64_t>(d)) ey.push_back(y.edge_ids[i]);
+        if (ex != ey || x.dst_nodes[d] != y.dst_nodes[d]) {
+          os << "hop " << h << " node " << x.dst_nodes[d] << " got " << ex.size() << " edges vs " << ey.size();
+          if (!ex.empty() && !ey.empty()) os << " (first edge id " << ex[0] << " vs " << ey[0] << ")";
+          return os.str();
+        }
+      }
+      os << "hop " << h << " differs in its node lists";
+      return os.str();
+    }
+    os << "different number of hops";
+    return os.str();
+  }
+
+  // Gathers every rank's tuples on rank 0, which checks that ranks that sampled the same
+  // (epoch, batch, hop, node) agree and digests the sorted, de-duplicated set.
+  void combine(RankContext& ctx, const I64& canonical) {
+    const int ws = ctx.world_size;
+    I64 mine{static_cast<std::int64_t>(canonical.size())}, sizes(static_cast<std::size_t>(ws));
+    ctx.comm.set_phase("combine");
+    ctx.comm.all_gather(comm::view_of(mine), comm::view_of(sizes));
+    const std::int64_t width = std::max<std::int64_t>(5, *std::max_element(sizes.begin(), sizes.end()));
+    I64 padded(static_cast<std::size_t>(width), 0), all(static_cast<std::size_t>(width * ws));
+    std::copy(canonical.begin(), canonical.end(), padded.begin());
+    ctx.comm.all_gather(comm::view_of(padded), comm::view_of(all));
+    if (ctx.rank != 0) return;
+    std::map<std::array<std::int64_t, 4>, std::int64_t> seen;
+    for (int r = 0; r < ws; ++r) {
+      for (std::int64_t i = 0; i < sizes[static_cast<std::size_t>(r)]; i += 5) {
+        const auto* t = all.data() + r * width + i;
+        auto [it, fresh] = seen.emplace(std::array<std::int64_t, 4>{t[0], t[1], t[2], t[3]}, t[4]);
+        if (!fresh && it->second != t[4]) {
+          diagnose(DiagnosisKind::kNondeterminism, r, "epoch " + std::to_string(t[0]) + " batch " + std::to_string(t[1]) + " hop " +
+                   std::to_string(t[2]) + " node " + std::to_string(t[3]) + ": rank " + std::to_string(r) + " sampled other edges than another rank");
+        }
+      }
+    }
+    I64 flat;
+    for (const auto& [k, v] : seen) flat.insert(flat.end(), {k[0], k[1], k[2], k[3], v});
+    ctx.digest = digest_hex(flat);
+  }
+
+  Options o_;
+  ref::CsrGraph graph_, rows_;
+  std::vector<std::int32_t> part_of_;
+  std::mt19937_64 rng_;
+};
+
+std::unique_ptr<Workload> make(const scenario::Scenario& s) {
+  const scenario::Config& c = s.workload_config;
+  Options o;
+  (void)c.get_string("kind");
+  o.graph = read_graph_spec(c, s.seed);
+  const std::string method = c.get_string("partition", "range");
+  auto m = ref::partition_method_from_string(method);
+  if (!m) c.fail("partition", "unknown partitioning '" + method + "' (range, hash, random, metis)");
+  o.method = *m;
+  o.sample.fanouts = c.get_int_list("fanouts", {10, 5});
+  if (o.sample.fanouts.empty()) c.fail("fanouts", "must not be empty");
+  for (auto f : o.sample.fanouts) {
+    if (f < -1 || f == 0 || f > 1000) c.fail("fanouts", "each fanout must be -1 (all) or in 1..1000, got " + std::to_string(f));
+  }
+  o.sample.replace = c.get_bool("replace", false);
+  const std::string edges = c.get_string("edges_dir", "in");
+  if (edges != "in" && edges != "out") c.fail("edges_dir", "must be 'in' or 'out', got '" + edges + "'");
+  o.sample.in_edges = edges == "in";
+  o.sample.num_threads = static_cast<int>(c.get_int("num_workers", 0));
+  if (o.sample.num_threads < 0 || o.sample.num_threads > 64) c.fail("num_workers", "must be in 0..64");
+  if (o.sample.num_threads == 0) o.sample.num_threads = 1;
+  o.num_seeds = c.get_int("num_seeds", o.num_seeds);
+  if (o.num_seeds < 0) c.fail("num_seeds", "must be >= 0");
+  o.batch_size = c.get_int("batch_size", o.batch_size);
+  if (o.batch_size < 1) c.fail("batch_size", "must be >= 1");
+  o.epochs = c.get_int("epochs", 1);
+  if (o.epochs < 1 || o.epochs > 100) c.fail("epochs", "must be in 1..100");
+  o.repeat_check = c.get_bool("repeat_check", true);
+  c.finish();
+  for (const auto& inj : s.injections) {
+    if (inj.kind == "shared_generator") o.shared_generator = true;
+    else if (inj.kind == "wrong_slot") o.wrong_slot = true;
+    else if (inj.kind == "fanout_overflow") o.fanout_overflow = true;
+    else if (inj.kind == "skip_empty_hop") o.skip_empty_hop = true;
+    else continue;
+    (void)inj.config.get_string("kind");
+    inj.config.finish();
+  }
+  return std::make_unique<Sampling>(std::move(o));
+}
+
+}  // namespace
+
+WorkloadSpec sampling_spec() {
+  return WorkloadSpec{"sampling",
+                      "distributed multi-hop neighbor sampling through owner ranks, checked for repeatability, invariants and equality with single-process sampling",
+                      make, {"shared_generator", "wrong_slot", "fanout_overflow", "skip_empty_hop"}};
+}
+
+}  // namespace lockstep::workloads
