@@ -1,5 +1,6 @@
 #include "reference/common/device.h"
 
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -25,6 +26,13 @@ std::string to_string(Device device) {
   return device.is_cuda() ? "cuda:" + std::to_string(device.index) : "cpu";
 }
 
+namespace {
+std::atomic<bool> g_cuda_initialised{false};
+}  // namespace
+
+void mark_cuda_initialised() noexcept { g_cuda_initialised.store(true); }
+bool cuda_initialised() noexcept { return g_cuda_initialised.load(); }
+
 #if LOCKSTEP_HAVE_CUDA
 int cuda_device_count() {
   int n = 0;
@@ -32,9 +40,13 @@ int cuda_device_count() {
     (void)cudaGetLastError();
     return 0;
   }
+  if (n > 0) mark_cuda_initialised();  // the driver is now initialised in this process
   return n;
 }
-void cuda_set_device(int device) { LOCKSTEP_REF_CUDA_CHECK(cudaSetDevice(device)); }
+void cuda_set_device(int device) {
+  mark_cuda_initialised();
+  LOCKSTEP_REF_CUDA_CHECK(cudaSetDevice(device));
+}
 void* cuda_alloc(std::size_t bytes) {
   void* p = nullptr;
   LOCKSTEP_REF_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));

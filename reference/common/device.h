@@ -25,6 +25,12 @@ std::string to_string(IdType type);     // "int32" / "int64"
 std::string to_string(Device device);   // "cpu" / "cuda:0"
 inline std::size_t id_size(IdType t) { return t == IdType::kI32 ? 4 : 8; }
 
+// Whether this process has touched the CUDA runtime (set by every helper below that does, and
+// by callers that use CUDA directly). Fork-based worker processes refuse to start once it is
+// true: a child must never use a CUDA context created before the fork.
+void mark_cuda_initialised() noexcept;
+bool cuda_initialised() noexcept;
+
 // CUDA runtime helpers (no kernels).
 int cuda_device_count();
 void cuda_set_device(int device);

@@ -10,15 +10,20 @@
 // keep them in a short list that is scanned; larger ones in an open-addressing table. Both
 // give the same permutation, so the choice never changes a result.
 //
-// Multi-hop: each hop's frontier is cut into fixed chunks of kChunk nodes; chunk c goes to
-// thread c % num_threads, which samples every node of it into the chunk's own buffers. The
-// buffers are then merged in chunk order by one thread, which assigns local ids to new
+// Multi-hop: each hop's frontier is cut into fixed chunks of kChunk nodes, each sampled into
+// its own buffers. One thread merges the buffers in chunk order, assigning local ids to new
 // neighbors through a node -> local id table shared by all hops (hop h+1's src ids extend
-// hop h's). Per-node results are pure and the merge order is fixed, so the output never
-// depends on the thread count.
+// hop h's). With several threads the others sample chunks (claimed in any order) while the
+// merging thread follows, sampling chunks itself when the next one is not ready. Per-node
+// results are pure and the merge order is fixed, so the output never depends on the thread
+// count or on which thread sampled what.
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cstring>
 #include <exception>
+#include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -31,11 +36,18 @@ namespace lockstep::ref::detail {
 
 namespace {
 
-constexpr std::int64_t kChunk = 256;          // frontier nodes per work unit
-constexpr std::int64_t kMaxListFanout = 32;   // up to this fanout, displaced entries are a list
+constexpr std::int64_t kChunk = 256;         // frontier nodes per work unit
+constexpr std::int64_t kMaxListFanout = 32;  // up to this fanout, displaced entries are a list
 
 std::uint64_t mix(std::uint64_t x) {
   return (x * 0x9E3779B97F4A7C15ull) ^ ((x * 0x9E3779B97F4A7C15ull) >> 29);
+}
+
+// sample_count without the argument checks (arguments are checked by the callers).
+std::int64_t count_of(std::int64_t degree, std::int64_t fanout, bool replace) {
+  if (degree == 0 || fanout == 0) return 0;
+  if (fanout < 0) return degree;
+  return replace ? fanout : std::min(degree, fanout);
 }
 
 // Displaced entries of the virtual array of a partial Fisher-Yates. get(j) is j unless set.
@@ -163,7 +175,7 @@ class RowSampler {
     std::size_t total = 0;
     std::size_t calls = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      counts[i] = sample_count(degree[i], fanout, replace);
+      counts[i] = count_of(degree[i], fanout, replace);
       total += static_cast<std::size_t>(counts[i]);
       if (draws(degree[i], fanout, replace)) calls += static_cast<std::size_t>(calls_per_node);
     }
@@ -237,29 +249,30 @@ class RowSampler {
   SwapTable table_;
 };
 
-// Node id -> local id, open addressing with linear probing; grows at half load.
+// Node id -> local id, open addressing with linear probing from the top bits of a Fibonacci
+// hash; grows at half load. U is uint32_t when every node id fits below its all-ones value
+// (halving the table, which is what the merge waits on), else uint64_t.
+template <class U>
 class NodeIndex {
  public:
   explicit NodeIndex(std::size_t expected) {
     std::size_t cap = 1024;
     while (cap < expected * 2) cap <<= 1;
-    slots_.assign(cap, Slot{-1, 0});
-    mask_ = cap - 1;
+    resize(cap);
   }
 
-  void prefetch(std::int64_t node) const {
-    __builtin_prefetch(&slots_[mix(static_cast<std::uint64_t>(node)) & mask_]);
-  }
+  void prefetch(std::int64_t node) const { __builtin_prefetch(&slots_[home(node)]); }
 
-  // Returns the local id of `node`, giving it the next one (and appending it to `nodes`) when
-  // it is new.
+  // Returns the local id of `node` (>= 0), giving it the next one (and appending it to `nodes`)
+  // when it is new.
   std::int64_t insert(std::int64_t node, std::vector<std::int64_t>& nodes) {
-    for (std::size_t s = mix(static_cast<std::uint64_t>(node)) & mask_;; s = (s + 1) & mask_) {
+    const auto key = static_cast<U>(node);
+    for (std::size_t s = home(node);; s = (s + 1) & mask_) {
       Slot& slot = slots_[s];
-      if (slot.node == node) return slot.local;
-      if (slot.node < 0) {
+      if (slot.node == key) return static_cast<std::int64_t>(slot.local);
+      if (slot.node == kEmpty) {
         const auto local = static_cast<std::int64_t>(nodes.size());
-        slot = Slot{node, local};
+        slot = Slot{key, static_cast<U>(local)};
         nodes.push_back(node);
         if (++size_ * 2 > slots_.size()) grow();
         return local;
@@ -268,20 +281,30 @@ class NodeIndex {
   }
 
  private:
+  static constexpr U kEmpty = std::numeric_limits<U>::max();
   struct Slot {
-    std::int64_t node;
-    std::int64_t local;
+    U node;
+    U local;
   };
 
+  std::size_t home(std::int64_t node) const {
+    return static_cast<std::size_t>((static_cast<std::uint64_t>(node) * 0x9E3779B97F4A7C15ull) >>
+                                    shift_);
+  }
+
+  void resize(std::size_t cap) {
+    slots_.assign(cap, Slot{kEmpty, 0});
+    mask_ = cap - 1;
+    shift_ = 64 - std::countr_zero(cap);
+  }
+
   void grow() {
-    std::vector<Slot> old(slots_.size() * 2, Slot{-1, 0});
-    old.swap(slots_);
-    mask_ = slots_.size() - 1;
+    std::vector<Slot> old = std::move(slots_);
+    resize(old.size() * 2);
     for (const Slot& o : old) {
-      if (o.node < 0) continue;
-      for (std::size_t s = mix(static_cast<std::uint64_t>(o.node)) & mask_;;
-           s = (s + 1) & mask_) {
-        if (slots_[s].node < 0) {
+      if (o.node == kEmpty) continue;
+      for (std::size_t s = home(static_cast<std::int64_t>(o.node));; s = (s + 1) & mask_) {
+        if (slots_[s].node == kEmpty) {
           slots_[s] = o;
           break;
         }
@@ -291,38 +314,9 @@ class NodeIndex {
 
   std::vector<Slot> slots_;
   std::size_t mask_ = 0;
+  int shift_ = 64;
   std::size_t size_ = 0;
 };
-
-// Runs body(t, c) for every chunk c in [0, num_chunks) on thread t = c % threads; rethrows the
-// first thread's exception.
-template <class Body>
-void for_each_chunk(std::int64_t num_chunks, int num_threads, const Body& body) {
-  const auto threads = static_cast<int>(std::min<std::int64_t>(num_threads, num_chunks));
-  const auto run = [&](int t) {
-    for (std::int64_t c = t; c < num_chunks; c += std::max(threads, 1)) body(t, c);
-  };
-  if (threads <= 1) {
-    run(0);
-    return;
-  }
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<std::size_t>(threads));
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      try {
-        run(t);
-      } catch (...) {
-        errors[static_cast<std::size_t>(t)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
 
 struct ChunkSample {
   std::vector<std::int64_t> counts;  // per node of the chunk
@@ -358,9 +352,11 @@ void sample_chunk(const CsrGraph& g, const std::vector<std::int64_t>& frontier, 
 }
 
 // Appends a chunk (frontier nodes from `begin`) to block `b`, assigning local src ids. Table
-// slots are prefetched kPrefetch edges ahead, so that lookups overlap.
+// slots are prefetched kPrefetch edges ahead, so that lookups overlap. Throws
+// std::out_of_range naming the first neighbor outside [0, num_nodes).
+template <class Index>
 void merge_chunk(const ChunkSample& chunk, std::int64_t begin, std::int64_t num_nodes, int hop,
-                 NodeIndex& index, Block& b) {
+                 Index& index, Block& b) {
   constexpr std::size_t kPrefetch = 16;
   const std::size_t m = chunk.nbrs.size();
   const std::int64_t* nbrs = chunk.nbrs.data();
@@ -399,6 +395,108 @@ void merge_chunk(const ChunkSample& chunk, std::int64_t begin, std::int64_t num_
   b.edge_ids.insert(b.edge_ids.end(), chunk.eids.begin(), chunk.eids.end());
 }
 
+// Samples and merges one hop whose block `b` has its dst_nodes (and src_nodes = dst_nodes)
+// set, on `workers.size()` threads.
+template <class Index>
+void sample_hop(const CsrGraph& graph, std::int64_t fanout, bool replace, std::uint64_t hop_key,
+                int hop, Index& index, Block& b, std::vector<Worker>& workers,
+                std::vector<ChunkSample>& chunks) {
+  const auto n = static_cast<std::int64_t>(b.dst_nodes.size());
+  const std::int64_t num_chunks = (n + kChunk - 1) / kChunk;
+  const auto sample = [&](std::int64_t c, Worker& w) {
+    sample_chunk(graph, b.dst_nodes, c * kChunk, std::min(n, (c + 1) * kChunk), fanout, replace,
+                 hop_key, chunks[static_cast<std::size_t>(c)], w);
+  };
+  const auto merge = [&](std::int64_t c) {
+    merge_chunk(chunks[static_cast<std::size_t>(c)], c * kChunk, graph.num_nodes, hop, index, b);
+  };
+  const auto helpers =
+      static_cast<int>(std::min<std::int64_t>(static_cast<std::int64_t>(workers.size()) - 1,
+                                              num_chunks - 1));
+  if (helpers <= 0) {
+    // Sample and merge each chunk in turn, while its buffers are still in cache.
+    chunks.resize(1);
+    for (std::int64_t c = 0; c < num_chunks; ++c) {
+      sample_chunk(graph, b.dst_nodes, c * kChunk, std::min(n, (c + 1) * kChunk), fanout,
+                   replace, hop_key, chunks[0], workers[0]);
+      merge_chunk(chunks[0], c * kChunk, graph.num_nodes, hop, index, b);
+    }
+    return;
+  }
+  chunks.resize(static_cast<std::size_t>(num_chunks));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(num_chunks));
+  const auto ready = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(num_chunks));
+  std::atomic<std::int64_t> next{0};
+  const auto claim_and_sample = [&](Worker& w) {
+    const std::int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= num_chunks) return false;
+    try {
+      sample(c, w);
+    } catch (...) {
+      errors[static_cast<std::size_t>(c)] = std::current_exception();
+    }
+    ready[static_cast<std::size_t>(c)].store(1, std::memory_order_release);
+    ready[static_cast<std::size_t>(c)].notify_one();
+    return true;
+  };
+  {
+    // Helpers stop claiming once the merge ends (or throws); jthreads join on scope exit.
+    struct StopClaims {
+      std::atomic<std::int64_t>& next;
+      std::int64_t end;
+      ~StopClaims() { next.store(end, std::memory_order_relaxed); }
+    };
+    std::vector<std::jthread> pool;
+    pool.reserve(static_cast<std::size_t>(helpers));
+    for (int t = 1; t <= helpers; ++t) {
+      pool.emplace_back([&, t] {
+        while (claim_and_sample(workers[static_cast<std::size_t>(t)])) {
+        }
+      });
+    }
+    const StopClaims stop{next, num_chunks};
+    for (std::int64_t c = 0; c < num_chunks; ++c) {
+      std::atomic<int>& flag = ready[static_cast<std::size_t>(c)];
+      while (flag.load(std::memory_order_acquire) == 0) {
+        if (!claim_and_sample(workers[0])) flag.wait(0, std::memory_order_acquire);
+      }
+      if (errors[static_cast<std::size_t>(c)]) {
+        std::rethrow_exception(errors[static_cast<std::size_t>(c)]);
+      }
+      merge(c);
+      ChunkSample().nbrs.swap(chunks[static_cast<std::size_t>(c)].nbrs);  // release early
+      ChunkSample().eids.swap(chunks[static_cast<std::size_t>(c)].eids);
+    }
+  }
+}
+
+template <class U>
+SampledBlocks sample_blocks(const CsrGraph& graph, const std::vector<std::int64_t>& seeds,
+                            const SampleOptions& options, const SampleKey& key, int num_threads) {
+  SampledBlocks out;
+  out.seeds = seeds;
+  out.seed_to_output.reserve(seeds.size());
+  NodeIndex<U> index(seeds.size());
+  std::vector<std::int64_t> frontier;
+  for (const std::int64_t s : seeds) out.seed_to_output.push_back(index.insert(s, frontier));
+
+  std::vector<Worker> workers(static_cast<std::size_t>(num_threads));
+  std::vector<ChunkSample> chunks;
+  out.blocks.reserve(options.fanouts.size());
+  for (std::size_t h = 0; h < options.fanouts.size(); ++h) {
+    SampleKey at_hop = key;
+    at_hop.hop = static_cast<std::int64_t>(h);
+    Block b;
+    b.dst_nodes = frontier;
+    b.src_nodes = std::move(frontier);
+    sample_hop(graph, options.fanouts[h], options.replace, sample_hop_key(at_hop),
+               static_cast<int>(h), index, b, workers, chunks);
+    frontier = b.src_nodes;
+    out.blocks.push_back(std::move(b));
+  }
+  return out;
+}
+
 }  // namespace
 
 void sample_node_cpu(const std::int64_t* neighbors, const std::int64_t* edge_ids,
@@ -421,60 +519,12 @@ void sample_node_cpu(const std::int64_t* neighbors, const std::int64_t* edge_ids
 SampledBlocks sample_neighbors_cpu(const CsrGraph& graph, const std::vector<std::int64_t>& seeds,
                                    const SampleOptions& options, const SampleKey& key,
                                    int num_threads) {
-  SampledBlocks out;
-  out.seeds = seeds;
-  out.seed_to_output.reserve(seeds.size());
-  NodeIndex index(seeds.size());
-  std::vector<std::int64_t> frontier;
-  for (const std::int64_t s : seeds) out.seed_to_output.push_back(index.insert(s, frontier));
-
-  std::vector<ChunkSample> chunks;
-  std::vector<Worker> workers(static_cast<std::size_t>(num_threads));
-  out.blocks.reserve(options.fanouts.size());
-  for (std::size_t h = 0; h < options.fanouts.size(); ++h) {
-    SampleKey hop_key_of = key;
-    hop_key_of.hop = static_cast<std::int64_t>(h);
-    const std::uint64_t hop_key = sample_hop_key(hop_key_of);
-    const std::int64_t fanout = options.fanouts[h];
-    Block b;
-    b.dst_nodes = frontier;
-    b.src_nodes = std::move(frontier);
-    const auto n = static_cast<std::int64_t>(b.dst_nodes.size());
-    const std::int64_t num_chunks = (n + kChunk - 1) / kChunk;
-    const auto chunk_begin = [](std::int64_t c) { return c * kChunk; };
-    const auto chunk_end = [n](std::int64_t c) { return std::min(n, (c + 1) * kChunk); };
-    const int hop = static_cast<int>(h);
-    if (num_threads <= 1 || num_chunks <= 1) {
-      // Sample and merge each chunk in turn, while its buffers are still in cache.
-      chunks.resize(1);
-      for (std::int64_t c = 0; c < num_chunks; ++c) {
-        sample_chunk(graph, b.dst_nodes, chunk_begin(c), chunk_end(c), fanout, options.replace,
-                     hop_key, chunks[0], workers[0]);
-        merge_chunk(chunks[0], chunk_begin(c), graph.num_nodes, hop, index, b);
-      }
-    } else {
-      chunks.resize(static_cast<std::size_t>(num_chunks));
-      for_each_chunk(num_chunks, num_threads, [&](int t, std::int64_t c) {
-        sample_chunk(graph, b.dst_nodes, chunk_begin(c), chunk_end(c), fanout, options.replace,
-                     hop_key, chunks[static_cast<std::size_t>(c)],
-                     workers[static_cast<std::size_t>(t)]);
-      });
-      std::size_t total = 0;
-      for (std::int64_t c = 0; c < num_chunks; ++c) {
-        total += chunks[static_cast<std::size_t>(c)].nbrs.size();
-      }
-      b.edge_src.reserve(total);
-      b.edge_dst.reserve(total);
-      b.edge_ids.reserve(total);
-      for (std::int64_t c = 0; c < num_chunks; ++c) {
-        merge_chunk(chunks[static_cast<std::size_t>(c)], chunk_begin(c), graph.num_nodes, hop,
-                    index, b);
-      }
-    }
-    frontier = b.src_nodes;
-    out.blocks.push_back(std::move(b));
+  // Node ids are < num_nodes, so 32-bit slots hold them (and the empty marker) when
+  // num_nodes <= 2^32 - 1.
+  if (graph.num_nodes <= static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max())) {
+    return sample_blocks<std::uint32_t>(graph, seeds, options, key, num_threads);
   }
-  return out;
+  return sample_blocks<std::uint64_t>(graph, seeds, options, key, num_threads);
 }
 
 }  // namespace lockstep::ref::detail

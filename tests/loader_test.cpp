@@ -1,0 +1,235 @@
+// NeighborLoader: every batch equals sample_neighbors with key.batch = b, in order, for every
+// worker count, mode and prefetch; destruction leaves no thread or child process behind;
+// process mode refuses to fork after CUDA was initialised.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "reference/common/philox.h"
+#include "reference/graph/graph.h"
+#include "reference/loader/loader.h"
+#include "reference/sampling/neighbor.h"
+
+namespace {
+
+using lockstep::ref::CsrGraph;
+using lockstep::ref::LoaderOptions;
+using lockstep::ref::NeighborLoader;
+using lockstep::ref::SampledBlocks;
+using lockstep::ref::SampleKey;
+using lockstep::ref::SampleOptions;
+using Mode = LoaderOptions::Mode;
+
+const CsrGraph& rows() {
+  static const CsrGraph g = lockstep::ref::sampling_graph(
+      lockstep::ref::rmat(10, std::int64_t{8} << 10, /*seed=*/77), /*in_edges=*/true);
+  return g;
+}
+
+// 29 batches of varying sizes (one empty, one with duplicate seeds), ids from philox.
+std::vector<std::vector<std::int64_t>> make_batches() {
+  std::vector<std::vector<std::int64_t>> batches;
+  for (std::uint64_t b = 0; b < 29; ++b) {
+    std::vector<std::int64_t> seeds;
+    const std::uint64_t size = b == 5 ? 0 : 1 + (b * 7) % 40;
+    for (std::uint64_t i = 0; i < size; ++i) {
+      seeds.push_back(static_cast<std::int64_t>(lockstep::ref::uniform_below(
+          lockstep::ref::philox_u64(/*key=*/9, b, i), static_cast<std::uint64_t>(rows().num_nodes))));
+    }
+    if (b == 7) seeds.push_back(seeds.front());
+    batches.push_back(seeds);
+  }
+  return batches;
+}
+
+SampleOptions sample_options() {
+  SampleOptions o;
+  o.fanouts = {10, 5};
+  return o;
+}
+
+constexpr SampleKey kBase{/*seed=*/123, /*epoch=*/3, /*batch=*/999, /*hop=*/0};
+
+// Expected digests from the reference function itself, never from the loader.
+const std::vector<std::uint64_t>& expected_digests() {
+  static const std::vector<std::uint64_t> d = [] {
+    std::vector<std::uint64_t> out;
+    const auto batches = make_batches();
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+      SampleKey key = kBase;
+      key.batch = static_cast<std::int64_t>(b);
+      out.push_back(lockstep::ref::digest(
+          lockstep::ref::sample_neighbors(rows(), batches[b], sample_options(), key)));
+    }
+    return out;
+  }();
+  return d;
+}
+
+// Pids of the live (or zombie) children of this process, from /proc.
+std::set<int> child_pids() {
+  std::set<int> out;
+  const int self = static_cast<int>(::getpid());
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    // Fields after "(comm)": state ppid ...
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == self) out.insert(std::stoi(name));
+  }
+  return out;
+}
+
+class LoaderEpochTest : public ::testing::TestWithParam<std::tuple<int, Mode, int>> {};
+
+TEST_P(LoaderEpochTest, EveryBatchMatchesReferenceInOrder) {
+  const auto [workers, mode, prefetch] = GetParam();
+  const auto& expected = expected_digests();
+  NeighborLoader loader(rows(), make_batches(), sample_options(), kBase,
+                        LoaderOptions{workers, prefetch, mode});
+  ASSERT_EQ(loader.num_batches(), static_cast<std::int64_t>(expected.size()));
+  const auto batches = make_batches();
+  for (std::size_t b = 0; b < expected.size(); ++b) {
+    std::optional<SampledBlocks> got = loader.next();
+    ASSERT_TRUE(got.has_value()) << "batch " << b;
+    EXPECT_EQ(lockstep::ref::digest(*got), expected[b]) << "batch " << b;
+    EXPECT_EQ(got->seeds, batches[b]) << "batch " << b << " out of order";
+  }
+  EXPECT_FALSE(loader.next().has_value());
+  EXPECT_FALSE(loader.next().has_value());
+}
+
+std::string param_name(const ::testing::TestParamInfo<LoaderEpochTest::ParamType>& info) {
+  const auto [workers, mode, prefetch] = info.param;
+  return std::string(mode == Mode::kThreads ? "threads" : "processes") + "_w" +
+         std::to_string(workers) + "_p" + std::to_string(prefetch);
+}
+
+INSTANTIATE_TEST_SUITE_P(LoaderWorkers, LoaderEpochTest,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 4),
+                                            ::testing::Values(Mode::kThreads, Mode::kProcesses),
+                                            ::testing::Values(1, 2, 4)),
+                         param_name);
+
+TEST(LoaderSerialise, RoundTripsExactly) {
+  const auto batches = make_batches();
+  for (std::size_t b : {std::size_t{0}, std::size_t{5}, std::size_t{7}}) {
+    const SampledBlocks s = lockstep::ref::sample_neighbors(rows(), batches[b], sample_options(),
+                                                            SampleKey{1, 0, 0, 0});
+    EXPECT_EQ(lockstep::ref::deserialise(lockstep::ref::serialise(s)), s);
+  }
+  std::vector<std::int64_t> words = lockstep::ref::serialise(lockstep::ref::sample_neighbors(
+      rows(), batches[1], sample_options(), SampleKey{}));
+  words.pop_back();
+  EXPECT_THROW(lockstep::ref::deserialise(words), std::runtime_error);
+}
+
+TEST(LoaderOptionsCheck, RejectsBadOptions) {
+  EXPECT_THROW(NeighborLoader(rows(), make_batches(), sample_options(), kBase,
+                              LoaderOptions{-1, 2, Mode::kThreads}),
+               std::invalid_argument);
+  EXPECT_THROW(NeighborLoader(rows(), make_batches(), sample_options(), kBase,
+                              LoaderOptions{2, 0, Mode::kProcesses}),
+               std::invalid_argument);
+}
+
+TEST(LoaderErrors, BadSeedFailsItsBatchOnlyInEveryMode) {
+  auto batches = make_batches();
+  batches[3] = {rows().num_nodes + 5};
+  for (Mode mode : {Mode::kThreads, Mode::kProcesses}) {
+    for (int workers : {0, 2}) {
+      NeighborLoader loader(rows(), batches, sample_options(), kBase,
+                            LoaderOptions{workers, 2, mode});
+      for (std::size_t b = 0; b < batches.size(); ++b) {
+        if (b == 3) {
+          EXPECT_ANY_THROW(loader.next()) << "workers " << workers;
+          continue;
+        }
+        auto got = loader.next();
+        ASSERT_TRUE(got.has_value());
+        EXPECT_EQ(lockstep::ref::digest(*got), expected_digests()[b]) << "batch " << b;
+      }
+      EXPECT_FALSE(loader.next().has_value());
+    }
+  }
+}
+
+TEST(LoaderLifetime, DestroyMidEpochLeavesNoChildProcess) {
+  const std::set<int> before = child_pids();
+  std::set<int> during;
+  {
+    NeighborLoader loader(rows(), make_batches(), sample_options(), kBase,
+                          LoaderOptions{4, 2, Mode::kProcesses});
+    ASSERT_TRUE(loader.next().has_value());
+    ASSERT_TRUE(loader.next().has_value());
+    during = child_pids();
+    std::set<int> ours;
+    for (int pid : during) {
+      if (!before.count(pid)) ours.insert(pid);
+    }
+    EXPECT_EQ(ours.size(), 4u);
+  }
+  const std::set<int> after = child_pids();
+  for (int pid : after) EXPECT_TRUE(before.count(pid)) << "child " << pid << " outlived the loader";
+}
+
+TEST(LoaderLifetime, DestroyMidEpochJoinsThreadsPromptly) {
+  for (int workers : {1, 4}) {
+    const auto start = std::chrono::steady_clock::now();
+    {
+      NeighborLoader loader(rows(), make_batches(), sample_options(), kBase,
+                            LoaderOptions{workers, 1, Mode::kThreads});
+      ASSERT_TRUE(loader.next().has_value());
+    }
+    {
+      // Destroyed before any next(): workers blocked on the prefetch bound must wake.
+      NeighborLoader loader(rows(), make_batches(), sample_options(), kBase,
+                            LoaderOptions{workers, 1, Mode::kThreads});
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  }
+}
+
+// In a death-test child, so the process-wide flag does not leak into other tests.
+TEST(LoaderDeathTest, ProcessModeRefusesAfterCudaInitialised) {
+  EXPECT_EXIT(
+      {
+        lockstep::ref::mark_cuda_initialised();
+        if (!lockstep::ref::cuda_initialised()) std::_Exit(2);
+        try {
+          NeighborLoader loader(rows(), make_batches(), sample_options(), kBase,
+                                LoaderOptions{2, 2, Mode::kProcesses});
+          std::_Exit(3);
+        } catch (const std::runtime_error& e) {
+          if (std::string(e.what()).find("CUDA") == std::string::npos) std::_Exit(4);
+        }
+        // Threads and num_workers == 0 stay allowed.
+        NeighborLoader threads(rows(), make_batches(), sample_options(), kBase,
+                               LoaderOptions{2, 2, Mode::kThreads});
+        NeighborLoader inline_loader(rows(), make_batches(), sample_options(), kBase,
+                                     LoaderOptions{0, 2, Mode::kProcesses});
+        if (!threads.next() || !inline_loader.next()) std::_Exit(5);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace
