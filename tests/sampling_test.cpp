@@ -2,8 +2,6 @@
 // (re-derived here from neighbor.h's text), invariants on R-MAT graphs, determinism across
 // keys and thread counts, per-node exactness (what distributed samplers rely on), uniformity
 // and the chi-square p-value.
-#include "reference/sampling/neighbor.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,12 +9,14 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "reference/common/philox.h"
 #include "reference/graph/graph.h"
 #include "reference/sampling/checks.h"
+#include "reference/sampling/neighbor.h"
 
 namespace lockstep::ref {
 namespace {
@@ -78,8 +78,8 @@ TEST(SamplingTinyTest, Star5OutEdgesAllNeighbors) {
   const SampledBlocks s = run(tiny("star5"), {0}, o);
   ASSERT_EQ(s.blocks.size(), 2u);
   EXPECT_EQ(s.blocks[0], block_of({0}, {0, 1, 2, 3, 4}, {1, 2, 3, 4}, {0, 0, 0, 0}, {0, 1, 2, 3}));
-  EXPECT_EQ(s.blocks[1], block_of({0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, {1, 2, 3, 4}, {0, 0, 0, 0},
-                                  {0, 1, 2, 3}));
+  EXPECT_EQ(s.blocks[1],
+            block_of({0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, {1, 2, 3, 4}, {0, 0, 0, 0}, {0, 1, 2, 3}));
   EXPECT_EQ(check_sampled_blocks(tiny("star5"), s, o), std::nullopt);
 
   // In-edges of leaf 2: only 0 -> 2 (edge id 1); the hub has none.
@@ -150,11 +150,11 @@ TEST(SamplingTinyTest, ZeroFanoutSamplesNothingAndReplacementDrawsFanoutTimes) {
 // The header's definition with a materialised Fisher-Yates array.
 void expected_sample(const Ids& nbrs, const Ids& eids, std::int64_t fanout, bool replace,
                      const SampleKey& key, std::int64_t node, Ids& out_n, Ids& out_e) {
-  const std::uint64_t epoch_key = philox_u64(key.seed, static_cast<std::uint64_t>(key.epoch),
-                                             (std::uint64_t{6} << 32) | 0);
-  const std::uint64_t hop_key = philox_u64(epoch_key, static_cast<std::uint64_t>(key.batch),
-                                           (std::uint64_t{7} << 32) |
-                                               static_cast<std::uint64_t>(key.hop));
+  const std::uint64_t epoch_key =
+      philox_u64(key.seed, static_cast<std::uint64_t>(key.epoch), (std::uint64_t{6} << 32) | 0);
+  const std::uint64_t hop_key =
+      philox_u64(epoch_key, static_cast<std::uint64_t>(key.batch),
+                 (std::uint64_t{7} << 32) | static_cast<std::uint64_t>(key.hop));
   const auto bits = [&](std::int64_t k) {
     const auto w = philox4x32_10(
         {static_cast<std::uint32_t>(node), static_cast<std::uint32_t>(node >> 32),
@@ -176,8 +176,7 @@ void expected_sample(const Ids& nbrs, const Ids& eids, std::int64_t fanout, bool
     std::vector<std::int64_t> p(static_cast<std::size_t>(d));
     for (std::int64_t e = 0; e < d; ++e) p[static_cast<std::size_t>(e)] = e;
     for (std::int64_t k = 0; k < fanout; ++k) {
-      const auto wide =
-          static_cast<unsigned __int128>(bits(k)) * static_cast<std::uint64_t>(d - k);
+      const auto wide = static_cast<unsigned __int128>(bits(k)) * static_cast<std::uint64_t>(d - k);
       const std::int64_t j = k + static_cast<std::int64_t>(wide >> 64);
       std::swap(p[static_cast<std::size_t>(k)], p[static_cast<std::size_t>(j)]);
       positions.push_back(p[static_cast<std::size_t>(k)]);
@@ -322,17 +321,19 @@ TEST_P(SamplingInvariantsTest, SampleNodeOnOneAdjacencyReproducesEveryNode) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sampling, SamplingInvariantsTest,
-    ::testing::Combine(::testing::Values(Ids{15, 10, 5}, Ids{25, 10}), ::testing::Bool(),
-                       ::testing::Bool()),
-    [](const ::testing::TestParamInfo<InvariantParam>& info) {
-      std::string name = "fanouts";
-      for (const auto f : std::get<0>(info.param)) name += "_" + std::to_string(f);
-      name += std::get<1>(info.param) ? "_replace" : "_noreplace";
-      name += std::get<2>(info.param) ? "_in" : "_out";
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Sampling, SamplingInvariantsTest,
+                         ::testing::Combine(::testing::Values(Ids{15, 10, 5}, Ids{25, 10}),
+                                            ::testing::Bool(), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<InvariantParam>& info) {
+                           std::string name = "fanouts";
+                           for (const auto f : std::get<0>(info.param)) {
+                             name.push_back('_');
+                             name.append(std::to_string(f));
+                           }
+                           name.append(std::get<1>(info.param) ? "_replace" : "_noreplace");
+                           name.append(std::get<2>(info.param) ? "_in" : "_out");
+                           return name;
+                         });
 
 TEST(SamplingChecksTest, ReportHopNodeAndEdgeOfCorruptedBlocks) {
   const CsrGraph& g = rmat12();
@@ -346,8 +347,8 @@ TEST(SamplingChecksTest, ReportHopNodeAndEdgeOfCorruptedBlocks) {
   bad_id.blocks[1].edge_ids[7] = bad_id.blocks[1].edge_ids[7] == 0 ? 1 : 0;
   const auto msg = check_sampled_blocks(g, bad_id, o);
   ASSERT_TRUE(msg.has_value());
-  const std::int64_t node = good.blocks[1].dst_nodes[static_cast<std::size_t>(
-      good.blocks[1].edge_dst[7])];
+  const std::int64_t node =
+      good.blocks[1].dst_nodes[static_cast<std::size_t>(good.blocks[1].edge_dst[7])];
   EXPECT_NE(msg->find("hop 1, node " + std::to_string(node) + ", edge 7"), std::string::npos)
       << *msg;
 
@@ -417,6 +418,27 @@ TEST(SamplingDeterminismTest, DigestDependsOnEveryKeyFieldButNotOnThreads) {
     EXPECT_NE(digest(sample_neighbors(sg, seeds, o, SampleKey{123, 5, 5, 0})), d);
     EXPECT_NE(digest(sample_neighbors(sg, seeds, o, SampleKey{123, 4, 6, 0})), d);
   }
+}
+
+TEST(SamplingDeterminismTest, ConcurrentCallsAreSafeAndIndependent) {
+  // Loaders call the sampler from several threads at once, each call itself multi-threaded.
+  const CsrGraph sg = sampling_graph(rmat12(), true);
+  const Ids seeds = invariant_seeds(sg);
+  const SampleOptions o = options_of({15, 10, 5}, false, true, 2);
+  std::vector<std::uint64_t> want(4);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    want[i] = digest(sample_neighbors(sg, seeds, o, SampleKey{9, 0, static_cast<int>(i), 0}));
+  }
+  std::vector<std::uint64_t> got(want.size());
+  {
+    std::vector<std::jthread> callers;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      callers.emplace_back([&, i] {
+        got[i] = digest(sample_neighbors(sg, seeds, o, SampleKey{9, 0, static_cast<int>(i), 0}));
+      });
+    }
+  }
+  EXPECT_EQ(got, want);
 }
 
 TEST(SamplingDeterminismTest, DigestCoversEveryArray) {
@@ -492,14 +514,17 @@ TEST(SamplingUniformityTest, PValueMatchesKnownValues) {
   EXPECT_EQ(chi_square_uniform_pvalue({10, 10, 10, 10}), 1.0);
   // counts 30, 10 -> chi2 = 10, df 1.
   EXPECT_NEAR(chi_square_uniform_pvalue({30, 10}), std::erfc(std::sqrt(5.0)), 1e-14);
-  EXPECT_NE(message_of<std::invalid_argument>([] { chi_square_uniform_pvalue({5}); })
-                .find("at least 2 cells"),
+  EXPECT_NE(message_of<std::invalid_argument>([] {
+              chi_square_uniform_pvalue({5});
+            }).find("at least 2 cells"),
             std::string::npos);
-  EXPECT_NE(message_of<std::invalid_argument>([] { chi_square_uniform_pvalue({0, 0}); })
-                .find("sum to 0"),
+  EXPECT_NE(message_of<std::invalid_argument>([] {
+              chi_square_uniform_pvalue({0, 0});
+            }).find("sum to 0"),
             std::string::npos);
-  EXPECT_NE(message_of<std::invalid_argument>([] { chi_square_uniform_pvalue({3, -1}); })
-                .find("counts[1] = -1"),
+  EXPECT_NE(message_of<std::invalid_argument>([] {
+              chi_square_uniform_pvalue({3, -1});
+            }).find("counts[1] = -1"),
             std::string::npos);
   EXPECT_NE(message_of<std::invalid_argument>([] { chi_square_pvalue(1, 0); }).find("df"),
             std::string::npos);
@@ -564,6 +589,54 @@ TEST(SamplingArgumentsTest, RejectBadValuesNamingThem) {
               sample_neighbors(broken, {1}, options_of({-1}, false, false), {});
             }).find("inconsistent graph sizes"),
             std::string::npos);
+}
+
+TEST(SamplingArgumentsTest, BadNeighborIsReportedTheSameOnAnyThreadCount) {
+  // Many chunks per hop, and two corrupted rows: the one merged first is reported, whichever
+  // thread sampled it.
+  CsrGraph sg = sampling_graph(rmat12(), true);
+  const Ids seeds = invariant_seeds(sg);
+  const auto with_neighbors_from = [&](std::size_t i) {
+    while (sg.degree(seeds[i]) == 0) ++i;
+    return seeds[i];
+  };
+  const std::int64_t early = with_neighbors_from(20);
+  const std::int64_t late = with_neighbors_from(290);
+  sg.indices[static_cast<std::size_t>(sg.indptr[static_cast<std::size_t>(late)])] = -7;
+  for (auto e = sg.indptr[static_cast<std::size_t>(early)];
+       e < sg.indptr[static_cast<std::size_t>(early) + 1]; ++e) {
+    sg.indices[static_cast<std::size_t>(e)] = sg.num_nodes + 3;
+  }
+  std::string first;
+  for (const int threads : {1, 2, 4}) {
+    const std::string msg = message_of<std::out_of_range>([&] {
+      sample_neighbors(sg, seeds, options_of({-1, 5}, false, true, threads), {});
+    });
+    EXPECT_NE(msg.find("hop 0, node " + std::to_string(early) + ": neighbor " +
+                       std::to_string(sg.num_nodes + 3)),
+              std::string::npos)
+        << msg;
+    if (threads == 1) first = msg;
+    EXPECT_EQ(msg, first) << threads << " threads";
+  }
+}
+
+TEST(SamplingArgumentsTest, GraphSizesAreChecked) {
+  CsrGraph broken = tiny("path4");
+  broken.indptr.pop_back();
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              sample_neighbors(broken, {1}, options_of({-1}, false, false), {});
+            }).find("inconsistent graph sizes (num_nodes 4, indptr 4, indices 3, edge_ids 3)"),
+            std::string::npos);
+  broken = tiny("path4");
+  broken.indptr.back() = 2;
+  EXPECT_THROW(sample_neighbors(broken, {1}, options_of({-1}, false, false), {}),
+               std::invalid_argument);
+  // sampling_graph validates fully.
+  broken = tiny("path4");
+  broken.indices[0] = 4;
+  EXPECT_THROW(sampling_graph(broken, false), std::invalid_argument);
+  EXPECT_THROW(sampling_graph(broken, true), std::invalid_argument);
 }
 
 }  // namespace

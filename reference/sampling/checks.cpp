@@ -54,9 +54,8 @@ std::optional<std::string> check_structure(const SampledBlocks& s, const SampleO
         position.try_emplace(s.seeds[i], static_cast<std::int64_t>(unique.size()));
     if (added) unique.push_back(s.seeds[i]);
     if (s.seed_to_output[i] != it->second) {
-      return "seed_to_output[" + std::to_string(i) + "] is " +
-             std::to_string(s.seed_to_output[i]) + ", expected " + std::to_string(it->second) +
-             " for seed " + std::to_string(s.seeds[i]);
+      return "seed_to_output[" + std::to_string(i) + "] is " + std::to_string(s.seed_to_output[i]) +
+             ", expected " + std::to_string(it->second) + " for seed " + std::to_string(s.seeds[i]);
     }
   }
   if (!s.blocks.empty() && s.blocks[0].dst_nodes != unique) {
@@ -69,8 +68,8 @@ std::optional<std::string> check_structure(const SampledBlocks& s, const SampleO
     if (h > 0 && b.dst_nodes != s.blocks[h - 1].src_nodes) {
       return hop_text(h) + ": dst_nodes differ from hop " + std::to_string(h - 1) + "'s src_nodes";
     }
-    if (num_src < num_dst || !std::equal(b.dst_nodes.begin(), b.dst_nodes.end(),
-                                         b.src_nodes.begin())) {
+    if (num_src < num_dst ||
+        !std::equal(b.dst_nodes.begin(), b.dst_nodes.end(), b.src_nodes.begin())) {
       return hop_text(h) + ": dst_nodes are not a prefix of src_nodes";
     }
     std::unordered_set<std::int64_t> seen;
@@ -120,8 +119,7 @@ std::optional<std::string> check_structure(const SampledBlocks& s, const SampleO
 
 }  // namespace
 
-std::optional<std::string> check_sampled_blocks(const CsrGraph& graph,
-                                                const SampledBlocks& sampled,
+std::optional<std::string> check_sampled_blocks(const CsrGraph& graph, const SampledBlocks& sampled,
                                                 const SampleOptions& options) {
   validate(graph);
   if (auto error = check_structure(sampled, options)) return error;
@@ -159,9 +157,9 @@ std::optional<std::string> check_sampled_blocks(const CsrGraph& graph,
         const std::int64_t id = b.edge_ids[e];
         const std::string edge_where =
             where + ", edge " + std::to_string(e) + " (edge id " + std::to_string(id) + ")";
-        const auto it = std::lower_bound(
-            edges.begin(), edges.end(), id,
-            [](const GraphEdge& g, std::int64_t x) { return g.id < x; });
+        const auto it =
+            std::lower_bound(edges.begin(), edges.end(), id,
+                             [](const GraphEdge& g, std::int64_t x) { return g.id < x; });
         if (it == edges.end() || it->id != id) return edge_where + ": no graph edge has this id";
         if (std::next(it) != edges.end() && std::next(it)->id == id) {
           return edge_where + ": several graph edges have this id";

@@ -25,8 +25,7 @@ namespace lockstep::ref {
 //     min(degree, fanout) distinct edges; with replacement fanout edges when degree > 0;
 //     nodes without neighbors get none.
 // Throws std::invalid_argument when validate(graph) does.
-std::optional<std::string> check_sampled_blocks(const CsrGraph& graph,
-                                                const SampledBlocks& sampled,
+std::optional<std::string> check_sampled_blocks(const CsrGraph& graph, const SampledBlocks& sampled,
                                                 const SampleOptions& options);
 
 // Returns the regularized upper incomplete gamma function Q(a, x) = Gamma(a, x) / Gamma(a),

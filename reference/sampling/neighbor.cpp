@@ -22,8 +22,8 @@ constexpr std::int64_t kMaxDraws = std::int64_t{1} << 32;  // draw index k fits 
 
 void check_fanout(const char* who, std::int64_t fanout, const std::string& where) {
   if (fanout < -1 || fanout >= kMaxDraws) {
-    throw std::invalid_argument(std::string(who) + ": " + where + " must be -1 or in [0, 2^32), got " +
-                                std::to_string(fanout));
+    throw std::invalid_argument(std::string(who) + ": " + where +
+                                " must be -1 or in [0, 2^32), got " + std::to_string(fanout));
   }
 }
 
@@ -31,28 +31,24 @@ void check_fanout(const char* who, std::int64_t fanout, const std::string& where
 
 std::uint64_t sample_hop_key(const SampleKey& key) {
   if (key.epoch < 0) {
-    throw std::invalid_argument("sample key: epoch must be >= 0, got " +
-                                std::to_string(key.epoch));
+    throw std::invalid_argument("sample key: epoch must be >= 0, got " + std::to_string(key.epoch));
   }
   if (key.batch < 0) {
-    throw std::invalid_argument("sample key: batch must be >= 0, got " +
-                                std::to_string(key.batch));
+    throw std::invalid_argument("sample key: batch must be >= 0, got " + std::to_string(key.batch));
   }
   if (key.hop < 0 || key.hop >= kMaxDraws) {
     throw std::invalid_argument("sample key: hop must be in [0, 2^32), got " +
                                 std::to_string(key.hop));
   }
-  const std::uint64_t epoch_key =
-      philox_u64(key.seed, static_cast<std::uint64_t>(key.epoch),
-                 stream_counter(streams::kSampleEpoch, 0));
+  const std::uint64_t epoch_key = philox_u64(key.seed, static_cast<std::uint64_t>(key.epoch),
+                                             stream_counter(streams::kSampleEpoch, 0));
   return philox_u64(epoch_key, static_cast<std::uint64_t>(key.batch),
                     stream_counter(streams::kSampleBatch, static_cast<std::uint32_t>(key.hop)));
 }
 
 std::int64_t sample_count(std::int64_t degree, std::int64_t fanout, bool replace) {
   if (degree < 0) {
-    throw std::invalid_argument("sample_count: degree must be >= 0, got " +
-                                std::to_string(degree));
+    throw std::invalid_argument("sample_count: degree must be >= 0, got " + std::to_string(degree));
   }
   if (fanout < -1) {
     throw std::invalid_argument("sample_count: fanout must be >= -1, got " +
@@ -109,16 +105,16 @@ SampledBlocks sample_neighbors(const CsrGraph& graph, const std::vector<std::int
   if (graph.num_nodes < 0 || graph.indptr.size() != static_cast<std::size_t>(graph.num_nodes) + 1 ||
       graph.indptr.front() != 0 || graph.indptr.back() != graph.num_edges() ||
       graph.edge_ids.size() != graph.indices.size()) {
-    throw std::invalid_argument(
-        "sample_neighbors: inconsistent graph sizes (num_nodes " + std::to_string(graph.num_nodes) +
-        ", indptr " + std::to_string(graph.indptr.size()) + ", indices " +
-        std::to_string(graph.indices.size()) + ", edge_ids " + std::to_string(graph.edge_ids.size()) +
-        ")");
+    throw std::invalid_argument("sample_neighbors: inconsistent graph sizes (num_nodes " +
+                                std::to_string(graph.num_nodes) + ", indptr " +
+                                std::to_string(graph.indptr.size()) + ", indices " +
+                                std::to_string(graph.indices.size()) + ", edge_ids " +
+                                std::to_string(graph.edge_ids.size()) + ")");
   }
   for (std::size_t i = 0; i < seeds.size(); ++i) {
     if (seeds[i] < 0 || seeds[i] >= graph.num_nodes) {
-      throw std::out_of_range("sample_neighbors: seeds[" + std::to_string(i) + "] = " +
-                              std::to_string(seeds[i]) + " is out of range [0, " +
+      throw std::out_of_range("sample_neighbors: seeds[" + std::to_string(i) +
+                              "] = " + std::to_string(seeds[i]) + " is out of range [0, " +
                               std::to_string(graph.num_nodes) + ")");
     }
   }

@@ -116,9 +116,8 @@ namespace detail {
 // sample_node's kernel: writes sample_count(degree, fanout, replace) pairs to out_nbrs and
 // out_eids, with hop_key = sample_hop_key(key).
 void sample_node_cpu(const std::int64_t* neighbors, const std::int64_t* edge_ids,
-                     std::int64_t degree, std::int64_t fanout, bool replace,
-                     std::uint64_t hop_key, std::int64_t node, std::int64_t* out_nbrs,
-                     std::int64_t* out_eids);
+                     std::int64_t degree, std::int64_t fanout, bool replace, std::uint64_t hop_key,
+                     std::int64_t node, std::int64_t* out_nbrs, std::int64_t* out_eids);
 
 // sample_neighbors on the host with `num_threads` >= 1 threads.
 SampledBlocks sample_neighbors_cpu(const CsrGraph& graph, const std::vector<std::int64_t>& seeds,

@@ -6,9 +6,7 @@
 // gather of neighbors and edge ids.
 //
 // Per node, the partial Fisher-Yates keeps only the displaced entries of the virtual array
-// p = (0, ..., d-1): position j reads back j unless an earlier swap wrote it. Small fanouts
-// keep them in a short list that is scanned; larger ones in an open-addressing table. Both
-// give the same permutation, so the choice never changes a result.
+// p = (0, ..., d-1) in a small table: position j reads back j unless an earlier swap wrote it.
 //
 // Multi-hop: each hop's frontier is cut into fixed chunks of kChunk nodes, each sampled into
 // its own buffers. One thread merges the buffers in chunk order, assigning local ids to new
@@ -20,7 +18,6 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <cstring>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -36,12 +33,7 @@ namespace lockstep::ref::detail {
 
 namespace {
 
-constexpr std::int64_t kChunk = 256;         // frontier nodes per work unit
-constexpr std::int64_t kMaxListFanout = 32;  // up to this fanout, displaced entries are a list
-
-std::uint64_t mix(std::uint64_t x) {
-  return (x * 0x9E3779B97F4A7C15ull) ^ ((x * 0x9E3779B97F4A7C15ull) >> 29);
-}
+constexpr std::int64_t kChunk = 256;  // frontier nodes per work unit
 
 // sample_count without the argument checks (arguments are checked by the callers).
 std::int64_t count_of(std::int64_t degree, std::int64_t fanout, bool replace) {
@@ -50,71 +42,47 @@ std::int64_t count_of(std::int64_t degree, std::int64_t fanout, bool replace) {
   return replace ? fanout : std::min(degree, fanout);
 }
 
-// Displaced entries of the virtual array of a partial Fisher-Yates. get(j) is j unless set.
+// Displaced entries of the virtual array of a partial Fisher-Yates: get(j) is j unless set(j)
+// was called since the last reset(). Open addressing on the low bits of j (positions are
+// uniform draws, and a row of at most `cap` positions never collides), at most a quarter
+// full; entries of earlier resets are told apart by a generation number, so reset() is O(1).
 class SwapTable {
  public:
   void reset(std::int64_t fanout) {
-    list_mode_ = fanout <= kMaxListFanout;
-    size_ = 0;
-    if (list_mode_) {
-      if (pos_.size() < static_cast<std::size_t>(kMaxListFanout)) {
-        pos_.resize(kMaxListFanout);
-        val_.resize(kMaxListFanout);
-      }
-      return;
-    }
-    std::size_t cap = 16;
+    std::size_t cap = 64;
     while (cap < static_cast<std::size_t>(fanout) * 4) cap <<= 1;
-    if (pos_.size() != cap) {
-      pos_.assign(cap, -1);
-      val_.resize(cap);
-    } else {
-      std::fill(pos_.begin(), pos_.end(), -1);
-    }
+    if (slots_.size() < cap) slots_.assign(cap, Entry{0, 0, 0});
     mask_ = cap - 1;
+    ++generation_;
   }
 
   std::int64_t get(std::int64_t j) const {
-    if (list_mode_) {
-      for (std::size_t i = 0; i < size_; ++i) {
-        if (pos_[i] == j) return val_[i];
-      }
-      return j;
-    }
-    for (std::size_t s = mix(static_cast<std::uint64_t>(j)) & mask_;; s = (s + 1) & mask_) {
-      if (pos_[s] == j) return val_[s];
-      if (pos_[s] < 0) return j;
+    for (std::size_t s = static_cast<std::size_t>(j) & mask_;; s = (s + 1) & mask_) {
+      const Entry& e = slots_[s];
+      if (e.generation != generation_) return j;
+      if (e.pos == j) return e.val;
     }
   }
 
   void set(std::int64_t j, std::int64_t v) {
-    if (list_mode_) {
-      for (std::size_t i = 0; i < size_; ++i) {
-        if (pos_[i] == j) {
-          val_[i] = v;
-          return;
-        }
-      }
-      pos_[size_] = j;
-      val_[size_] = v;
-      ++size_;
-      return;
-    }
-    for (std::size_t s = mix(static_cast<std::uint64_t>(j)) & mask_;; s = (s + 1) & mask_) {
-      if (pos_[s] == j || pos_[s] < 0) {
-        pos_[s] = j;
-        val_[s] = v;
+    for (std::size_t s = static_cast<std::size_t>(j) & mask_;; s = (s + 1) & mask_) {
+      Entry& e = slots_[s];
+      if (e.generation != generation_ || e.pos == j) {
+        e = Entry{j, v, generation_};
         return;
       }
     }
   }
 
  private:
-  bool list_mode_ = true;
-  std::size_t size_ = 0;
+  struct Entry {
+    std::int64_t pos;
+    std::int64_t val;
+    std::uint64_t generation;
+  };
+  std::vector<Entry> slots_;
   std::size_t mask_ = 0;
-  std::vector<std::int64_t> pos_;
-  std::vector<std::int64_t> val_;
+  std::uint64_t generation_ = 0;
 };
 
 // Philox4x32-10 (common/philox.h) of counters (c0[i], stream_counter(kSampleDraw, sub[i])) under
@@ -164,13 +132,12 @@ void philox_draws(std::uint64_t key, const std::uint64_t* __restrict c0,
 // Holds reusable scratch; one per thread.
 class RowSampler {
  public:
-  // For i in [0, n): node[i]'s row is nbrs[row[i] .. row[i] + degree[i]) (edge ids likewise).
-  // Appends the sampled pairs of every node in order to out_nbrs / out_eids and writes each
-  // node's count to counts[i].
-  void sample(const std::int64_t* nbrs, const std::int64_t* eids, const std::int64_t* node,
-              const std::int64_t* row, const std::int64_t* degree, std::size_t n,
-              std::int64_t fanout, bool replace, std::uint64_t hop_key, std::int64_t* counts,
-              std::vector<std::int64_t>& out_nbrs, std::vector<std::int64_t>& out_eids) {
+  // Plans the sample of nodes i in [0, n), node[i]'s row being positions
+  // [row[i], row[i] + degree[i]) of the CSR arrays: writes each node's count to counts[i] and
+  // the CSR positions to sample, node after node, to positions(). Returns their number.
+  std::size_t plan(const std::int64_t* node, const std::int64_t* row, const std::int64_t* degree,
+                   std::size_t n, std::int64_t fanout, bool replace, std::uint64_t hop_key,
+                   std::int64_t* counts) {
     const std::int64_t calls_per_node = fanout > 0 ? (fanout + 1) / 2 : 0;
     std::size_t total = 0;
     std::size_t calls = 0;
@@ -215,23 +182,27 @@ class RowSampler {
       } else {
         table_.reset(fanout);
         for (std::int64_t k = 0; k < fanout; ++k) {
-          const std::int64_t j =
-              k + static_cast<std::int64_t>(uniform_below(bits(k), ud - static_cast<std::uint64_t>(k)));
+          const std::int64_t j = k + static_cast<std::int64_t>(uniform_below(
+                                         bits(k), ud - static_cast<std::uint64_t>(k)));
           *pos++ = r + table_.get(j);
           if (j != k) table_.set(j, table_.get(k));
         }
       }
       c += static_cast<std::size_t>(calls_per_node);
     }
+    return total;
+  }
 
-    const std::size_t base = out_nbrs.size();
-    out_nbrs.resize(base + total);
-    out_eids.resize(base + total);
-    std::int64_t* __restrict on = out_nbrs.data() + base;
-    std::int64_t* __restrict oe = out_eids.data() + base;
-    for (std::size_t t = 0; t < total; ++t) {
-      on[t] = nbrs[pos_[t]];
-      oe[t] = eids[pos_[t]];
+  // The positions of the last plan().
+  const std::int64_t* positions() const { return pos_.data(); }
+
+  // Writes the neighbors and edge ids at the planned positions to out_nbrs / out_eids.
+  void gather(const std::int64_t* nbrs, const std::int64_t* eids, std::int64_t* __restrict out_nbrs,
+              std::int64_t* __restrict out_eids) const {
+    const std::int64_t* pos = pos_.data();
+    for (std::size_t t = 0; t < pos_.size(); ++t) {
+      out_nbrs[t] = nbrs[pos[t]];
+      out_eids[t] = eids[pos[t]];
     }
   }
 
@@ -263,6 +234,15 @@ class NodeIndex {
 
   void prefetch(std::int64_t node) const { __builtin_prefetch(&slots_[home(node)]); }
 
+  // Makes room for `entries` entries in all, so that inserting up to that many never grows the
+  // table (growing mid-merge costs a rehash of everything so far).
+  void reserve(std::size_t entries) {
+    if (entries * 2 <= slots_.size()) return;
+    std::size_t cap = slots_.size();
+    while (cap < entries * 2) cap <<= 1;
+    rehash(cap);
+  }
+
   // Returns the local id of `node` (>= 0), giving it the next one (and appending it to `nodes`)
   // when it is new.
   std::int64_t insert(std::int64_t node, std::vector<std::int64_t>& nodes) {
@@ -274,7 +254,7 @@ class NodeIndex {
         const auto local = static_cast<std::int64_t>(nodes.size());
         slot = Slot{key, static_cast<U>(local)};
         nodes.push_back(node);
-        if (++size_ * 2 > slots_.size()) grow();
+        if (++size_ * 2 > slots_.size()) rehash(slots_.size() * 2);
         return local;
       }
     }
@@ -298,9 +278,9 @@ class NodeIndex {
     shift_ = 64 - std::countr_zero(cap);
   }
 
-  void grow() {
+  void rehash(std::size_t cap) {
     std::vector<Slot> old = std::move(slots_);
-    resize(old.size() * 2);
+    resize(cap);
     for (const Slot& o : old) {
       if (o.node == kEmpty) continue;
       for (std::size_t s = home(static_cast<std::int64_t>(o.node));; s = (s + 1) & mask_) {
@@ -331,10 +311,11 @@ struct Worker {
   RowSampler sampler;
 };
 
-// Samples frontier nodes [begin, end) of one chunk into `out`.
-void sample_chunk(const CsrGraph& g, const std::vector<std::int64_t>& frontier, std::int64_t begin,
-                  std::int64_t end, std::int64_t fanout, bool replace, std::uint64_t hop_key,
-                  ChunkSample& out, Worker& w) {
+// Plans frontier nodes [begin, end) of one chunk (w.sampler holds the positions), sizes
+// out's buffers and returns the number of sampled pairs.
+std::size_t plan_chunk(const CsrGraph& g, const std::vector<std::int64_t>& frontier,
+                       std::int64_t begin, std::int64_t end, std::int64_t fanout, bool replace,
+                       std::uint64_t hop_key, ChunkSample& out, Worker& w) {
   const auto n = static_cast<std::size_t>(end - begin);
   const std::int64_t* node = frontier.data() + begin;
   w.row.resize(n);
@@ -345,10 +326,19 @@ void sample_chunk(const CsrGraph& g, const std::vector<std::int64_t>& frontier, 
     w.degree[i] = g.indptr[v + 1] - w.row[i];
   }
   out.counts.resize(n);
-  out.nbrs.clear();
-  out.eids.clear();
-  w.sampler.sample(g.indices.data(), g.edge_ids.data(), node, w.row.data(), w.degree.data(), n,
-                   fanout, replace, hop_key, out.counts.data(), out.nbrs, out.eids);
+  const std::size_t total = w.sampler.plan(node, w.row.data(), w.degree.data(), n, fanout, replace,
+                                           hop_key, out.counts.data());
+  out.nbrs.resize(total);
+  out.eids.resize(total);
+  return total;
+}
+
+// Samples frontier nodes [begin, end) of one chunk into `out`.
+void sample_chunk(const CsrGraph& g, const std::vector<std::int64_t>& frontier, std::int64_t begin,
+                  std::int64_t end, std::int64_t fanout, bool replace, std::uint64_t hop_key,
+                  ChunkSample& out, Worker& w) {
+  plan_chunk(g, frontier, begin, end, fanout, replace, hop_key, out, w);
+  w.sampler.gather(g.indices.data(), g.edge_ids.data(), out.nbrs.data(), out.eids.data());
 }
 
 // Appends a chunk (frontier nodes from `begin`) to block `b`, assigning local src ids. Table
@@ -357,7 +347,7 @@ void sample_chunk(const CsrGraph& g, const std::vector<std::int64_t>& frontier, 
 template <class Index>
 void merge_chunk(const ChunkSample& chunk, std::int64_t begin, std::int64_t num_nodes, int hop,
                  Index& index, Block& b) {
-  constexpr std::size_t kPrefetch = 16;
+  constexpr std::size_t kPrefetch = 8;
   const std::size_t m = chunk.nbrs.size();
   const std::int64_t* nbrs = chunk.nbrs.data();
   bool bad = false;
@@ -369,11 +359,11 @@ void merge_chunk(const ChunkSample& chunk, std::int64_t begin, std::int64_t num_
     for (std::size_t i = 0; i < chunk.counts.size(); ++i) {
       for (std::int64_t k = 0; k < chunk.counts[i]; ++k, ++e) {
         if (nbrs[e] >= 0 && nbrs[e] < num_nodes) continue;
-        throw std::out_of_range(
-            "sample_neighbors: hop " + std::to_string(hop) + ", node " +
-            std::to_string(b.dst_nodes[static_cast<std::size_t>(begin) + i]) + ": neighbor " +
-            std::to_string(nbrs[e]) + " (edge id " + std::to_string(chunk.eids[e]) +
-            ") is out of range [0, " + std::to_string(num_nodes) + ")");
+        throw std::out_of_range("sample_neighbors: hop " + std::to_string(hop) + ", node " +
+                                std::to_string(b.dst_nodes[static_cast<std::size_t>(begin) + i]) +
+                                ": neighbor " + std::to_string(nbrs[e]) + " (edge id " +
+                                std::to_string(chunk.eids[e]) + ") is out of range [0, " +
+                                std::to_string(num_nodes) + ")");
       }
     }
   }
@@ -410,15 +400,16 @@ void sample_hop(const CsrGraph& graph, std::int64_t fanout, bool replace, std::u
   const auto merge = [&](std::int64_t c) {
     merge_chunk(chunks[static_cast<std::size_t>(c)], c * kChunk, graph.num_nodes, hop, index, b);
   };
-  const auto helpers =
-      static_cast<int>(std::min<std::int64_t>(static_cast<std::int64_t>(workers.size()) - 1,
-                                              num_chunks - 1));
+  const auto helpers = static_cast<int>(
+      std::min<std::int64_t>(static_cast<std::int64_t>(workers.size()) - 1, num_chunks - 1));
   if (helpers <= 0) {
-    // Sample and merge each chunk in turn, while its buffers are still in cache.
+    // Sample and merge each chunk in turn, while its buffers are still in cache. (Interleaving
+    // the merge of one chunk with the gather of the next, as loads or as prefetches, was
+    // measured slower: the gather reaches its memory-level parallelism only as a tight loop.)
     chunks.resize(1);
     for (std::int64_t c = 0; c < num_chunks; ++c) {
-      sample_chunk(graph, b.dst_nodes, c * kChunk, std::min(n, (c + 1) * kChunk), fanout,
-                   replace, hop_key, chunks[0], workers[0]);
+      sample_chunk(graph, b.dst_nodes, c * kChunk, std::min(n, (c + 1) * kChunk), fanout, replace,
+                   hop_key, chunks[0], workers[0]);
       merge_chunk(chunks[0], c * kChunk, graph.num_nodes, hop, index, b);
     }
     return;
@@ -464,8 +455,6 @@ void sample_hop(const CsrGraph& graph, std::int64_t fanout, bool replace, std::u
         std::rethrow_exception(errors[static_cast<std::size_t>(c)]);
       }
       merge(c);
-      ChunkSample().nbrs.swap(chunks[static_cast<std::size_t>(c)].nbrs);  // release early
-      ChunkSample().eids.swap(chunks[static_cast<std::size_t>(c)].eids);
     }
   }
 }
@@ -489,8 +478,19 @@ SampledBlocks sample_blocks(const CsrGraph& graph, const std::vector<std::int64_
     Block b;
     b.dst_nodes = frontier;
     b.src_nodes = std::move(frontier);
-    sample_hop(graph, options.fanouts[h], options.replace, sample_hop_key(at_hop),
-               static_cast<int>(h), index, b, workers, chunks);
+    const std::int64_t fanout = options.fanouts[h];
+    if (fanout > 0) {
+      // Room for every sampled neighbor being new, up to 2^22 of them (the table grows past
+      // that) and never more than the graph has nodes.
+      constexpr std::uint64_t kMaxReserve = std::uint64_t{1} << 22;
+      const auto n = static_cast<std::uint64_t>(b.dst_nodes.size());
+      const auto f = static_cast<std::uint64_t>(fanout);
+      const std::uint64_t extra = n > kMaxReserve / f ? kMaxReserve : n * f;
+      index.reserve(static_cast<std::size_t>(
+          std::min(n + extra, static_cast<std::uint64_t>(graph.num_nodes))));
+    }
+    sample_hop(graph, fanout, options.replace, sample_hop_key(at_hop), static_cast<int>(h), index,
+               b, workers, chunks);
     frontier = b.src_nodes;
     out.blocks.push_back(std::move(b));
   }
@@ -500,20 +500,13 @@ SampledBlocks sample_blocks(const CsrGraph& graph, const std::vector<std::int64_
 }  // namespace
 
 void sample_node_cpu(const std::int64_t* neighbors, const std::int64_t* edge_ids,
-                     std::int64_t degree, std::int64_t fanout, bool replace,
-                     std::uint64_t hop_key, std::int64_t node, std::int64_t* out_nbrs,
-                     std::int64_t* out_eids) {
+                     std::int64_t degree, std::int64_t fanout, bool replace, std::uint64_t hop_key,
+                     std::int64_t node, std::int64_t* out_nbrs, std::int64_t* out_eids) {
   thread_local RowSampler sampler;
-  thread_local std::vector<std::int64_t> nbrs;
-  thread_local std::vector<std::int64_t> eids;
   const std::int64_t row = 0;
   std::int64_t count = 0;
-  nbrs.clear();
-  eids.clear();
-  sampler.sample(neighbors, edge_ids, &node, &row, &degree, 1, fanout, replace, hop_key, &count,
-                 nbrs, eids);
-  std::copy(nbrs.begin(), nbrs.end(), out_nbrs);
-  std::copy(eids.begin(), eids.end(), out_eids);
+  sampler.plan(&node, &row, &degree, 1, fanout, replace, hop_key, &count);
+  sampler.gather(neighbors, edge_ids, out_nbrs, out_eids);
 }
 
 SampledBlocks sample_neighbors_cpu(const CsrGraph& graph, const std::vector<std::int64_t>& seeds,
