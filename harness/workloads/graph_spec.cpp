@@ -29,6 +29,24 @@ GraphSpec read_graph_spec(const scenario::Config& c, std::uint64_t default_seed)
   return g;
 }
 
+ref::PartitionMethod read_partition_method(const scenario::Config& c) {
+  const std::string method = c.get_string("partition", "range");
+  auto m = ref::partition_method_from_string(method);
+  if (!m) c.fail("partition", "unknown partitioning '" + method + "' (range, hash, random, metis)");
+  return *m;
+}
+
+bool has_switch_injection(const scenario::Scenario& s, std::string_view kind) {
+  bool found = false;
+  for (const auto& inj : s.injections) {
+    if (inj.kind != kind) continue;
+    (void)inj.config.get_string("kind");
+    inj.config.finish();
+    found = true;
+  }
+  return found;
+}
+
 ref::CsrGraph build_graph(const GraphSpec& g) {
   if (g.kind == "rmat") {
     const std::int64_t n = std::int64_t{1} << g.scale;

@@ -5,6 +5,7 @@
 //   exponent (power_law, 1.5), isolated_fraction (power_law, 0.1), graph_seed (run.seed)
 #include "harness/scenario/scenario.h"
 #include "reference/graph/graph.h"
+#include "reference/partition/partition.h"
 
 namespace lockstep::workloads {
 
@@ -20,6 +21,11 @@ struct GraphSpec {
 
 // Reads and validates the graph keys of `c` (throws InputError naming file:line).
 GraphSpec read_graph_spec(const scenario::Config& c, std::uint64_t default_seed);
+// Reads `partition` ("range" by default; range, hash, random, metis).
+ref::PartitionMethod read_partition_method(const scenario::Config& c);
+// True when `s` has an [[inject]] of `kind`, a switch with no keys of its own (validated).
+bool has_switch_injection(const scenario::Scenario& s, std::string_view kind);
+
 // Builds the graph; a pure function of the spec.
 ref::CsrGraph build_graph(const GraphSpec& spec);
 

@@ -240,10 +240,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   Options o;
   (void)c.get_string("kind");
   o.graph = read_graph_spec(c, s.seed);
-  const std::string method = c.get_string("partition", "range");
-  auto m = ref::partition_method_from_string(method);
-  if (!m) c.fail("partition", "unknown partitioning '" + method + "' (range, hash, random, metis)");
-  o.method = *m;
+  o.method = read_partition_method(c);
   o.num_parts = c.get_int("num_parts", -1);
   if (o.num_parts == 0 || o.num_parts < -1 || o.num_parts > 1024) c.fail("num_parts", "must be in 1..1024, got " + std::to_string(o.num_parts));
   const std::string book = c.get_string("book", "range");
@@ -255,13 +252,8 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   o.queries = c.get_int("queries", o.queries);
   if (o.queries < 0 || o.queries > (std::int64_t{1} << 24)) c.fail("queries", "must be in 0..16777216");
   c.finish();
-  for (const auto& inj : s.injections) {
-    if (inj.kind == "host_only_lookup") o.host_only_bug = true;
-    else if (inj.kind == "minus_one_local") o.minus_one_bug = true;
-    else continue;
-    (void)inj.config.get_string("kind");
-    inj.config.finish();
-  }
+  o.host_only_bug = has_switch_injection(s, "host_only_lookup");
+  o.minus_one_bug = has_switch_injection(s, "minus_one_local");
   return std::make_unique<Lookup>(std::move(o));
 }
 

@@ -317,10 +317,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   Options o;
   (void)c.get_string("kind");
   o.graph = read_graph_spec(c, s.seed);
-  const std::string method = c.get_string("partition", "range");
-  auto m = ref::partition_method_from_string(method);
-  if (!m) c.fail("partition", "unknown partitioning '" + method + "' (range, hash, random, metis)");
-  o.method = *m;
+  o.method = read_partition_method(c);
   o.sample.fanouts = c.get_int_list("fanouts", {10, 5});
   if (o.sample.fanouts.empty()) c.fail("fanouts", "must not be empty");
   for (auto f : o.sample.fanouts) {
@@ -341,15 +338,10 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   if (o.epochs < 1 || o.epochs > 100) c.fail("epochs", "must be in 1..100");
   o.repeat_check = c.get_bool("repeat_check", true);
   c.finish();
-  for (const auto& inj : s.injections) {
-    if (inj.kind == "shared_generator") o.shared_generator = true;
-    else if (inj.kind == "wrong_slot") o.wrong_slot = true;
-    else if (inj.kind == "fanout_overflow") o.fanout_overflow = true;
-    else if (inj.kind == "skip_empty_hop") o.skip_empty_hop = true;
-    else continue;
-    (void)inj.config.get_string("kind");
-    inj.config.finish();
-  }
+  o.shared_generator = has_switch_injection(s, "shared_generator");
+  o.wrong_slot = has_switch_injection(s, "wrong_slot");
+  o.fanout_overflow = has_switch_injection(s, "fanout_overflow");
+  o.skip_empty_hop = has_switch_injection(s, "skip_empty_hop");
   return std::make_unique<Sampling>(std::move(o));
 }
 
