@@ -20,6 +20,7 @@ namespace lockstep::comm {
 namespace {
 
 std::atomic<int> g_pending{0};
+std::atomic<bool> g_hold{false};  // an outcome is decided: later engine failures are consequences
 std::atomic<bool> g_engine_failed{false};
 char g_engine_message[512];
 
@@ -34,7 +35,7 @@ char g_engine_message[512];
     }
   }
   std::snprintf(g_engine_message, sizeof g_engine_message, "%s", what.c_str());
-  if (g_pending.load() > 0) {
+  if (g_pending.load() > 0 || g_hold.load()) {
     g_engine_failed.store(true);
     for (;;) ::pause();  // the verifying thread decides what happens to this rank
   }
@@ -165,7 +166,10 @@ class VerifiedPending final : public Pending {
         gathered_(std::move(gathered)), ws_(ws) {}
   void wait() override {
     control_->wait();
-    if (auto d = check_fingerprints(gathered_, ws_)) throw DiagnosisError(*d);
+    if (auto d = check_fingerprints(gathered_, ws_)) {
+      hold_engine_failures();
+      throw DiagnosisError(*d);
+    }
     abort_if_engine_failed();
     guard_.reset();
     data_->wait();
@@ -190,7 +194,10 @@ class VerifiedRecv final : public Pending {
   void set_control(std::unique_ptr<Pending> control) { control_ = std::move(control); }
   void wait() override {
     control_->wait();
-    if (auto d = check_p2p(record_, call_, rank_)) throw DiagnosisError(*d);
+    if (auto d = check_p2p(record_, call_, rank_)) {
+      hold_engine_failures();
+      throw DiagnosisError(*d);
+    }
     abort_if_engine_failed();
     guard_.reset();
     data_->wait();
@@ -226,6 +233,7 @@ View i64_view(std::vector<std::int64_t>& v) {
 }  // namespace
 
 void install_engine_failure_handler() { std::set_terminate(engine_terminate); }
+void hold_engine_failures() { g_hold.store(true); }
 
 std::size_t fingerprint_words(int world_size) {
   return kHeader + 2 * static_cast<std::size_t>(world_size);
@@ -410,7 +418,10 @@ class BoardPending final : public Pending {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     in_flight_.store(-1);
-    if (auto d = check_fingerprints(gathered, ws, &present)) throw DiagnosisError(*d);
+    if (auto d = check_fingerprints(gathered, ws, &present)) {
+      hold_engine_failures();
+      throw DiagnosisError(*d);
+    }
     guard_.reset();
     if (failure) std::rethrow_exception(failure);
   }

@@ -59,6 +59,9 @@ class Verifier final : public Backend {
 // failing engine thread instead, so the verifier can still name the mismatch; if the
 // fingerprints then agree, the rank aborts with the engine's message.
 void install_engine_failure_handler();
+// From now on the handler parks failing engine threads unconditionally: the rank's outcome is
+// decided (a diagnosis, or the rank is ending) and an engine failure is only a consequence.
+void hold_engine_failures();
 
 // The fixed-size record each rank contributes for one call (int64 words).
 std::vector<std::int64_t> encode_fingerprint(const Call& call, int world_size);

@@ -106,6 +106,7 @@ int rank_main(const RankOptions& options) {
   // the process, a second one blocks until it has.
   static std::mutex finishing;
   auto finish = [&](int code) {
+    comm::hold_engine_failures();
     finishing.lock();
     if (slot) {
       slot->state.store(static_cast<int>(code == kExitClean ? comm::RankState::kFinished
