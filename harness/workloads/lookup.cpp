@@ -37,10 +37,6 @@ struct Options {
 
 std::int64_t feature(std::int64_t orig_id) { return 3 * orig_id + 1; }
 
-[[noreturn]] void mismatch(DiagnosisKind kind, int rank, const std::string& msg) {
-  throw DiagnosisError(Diagnosis{kind, msg, rank, -1});
-}
-
 class Lookup final : public Workload {
  public:
   explicit Lookup(Options o) : o_(std::move(o)) {}
@@ -89,7 +85,7 @@ class Lookup final : public Workload {
     const auto ids = ref::IdArray::from_host(book_q, o_.id_type, device);
     if (o_.host_only_bug && ids.device().is_cuda()) {
       // DGL 2.1.0: the lookup converted the id tensor to NumPy directly, which fails on CUDA.
-      mismatch(DiagnosisKind::kDeviceMismatch, me,
+      fail_with(DiagnosisKind::kDeviceMismatch, me,
                "rank " + std::to_string(me) + ": nid2partid requires host-resident ids, got " +
                    std::to_string(ids.size()) + " " + ref::to_string(ids.type()) + " ids on " + ref::to_string(ids.device()));
     }
@@ -99,12 +95,12 @@ class Lookup final : public Workload {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (const auto* a : {&part_ids, &local_ids}) {
       if (!(a->device() == ids.device())) {
-        mismatch(DiagnosisKind::kDeviceMismatch, me, "rank " + std::to_string(me) + ": lookup of ids on " +
+        fail_with(DiagnosisKind::kDeviceMismatch, me, "rank " + std::to_string(me) + ": lookup of ids on " +
                  ref::to_string(ids.device()) + " returned a result on " + ref::to_string(a->device()));
       }
     }
     if (local_ids.type() != ids.type()) {
-      mismatch(DiagnosisKind::kResultMismatch, me, "rank " + std::to_string(me) + ": nid2localnid of " + ref::to_string(ids.type()) +
+      fail_with(DiagnosisKind::kResultMismatch, me, "rank " + std::to_string(me) + ": nid2localnid of " + ref::to_string(ids.type()) +
                " ids returned " + ref::to_string(local_ids.type()));
     }
     const auto got_part = part_ids.to_host();
@@ -115,7 +111,7 @@ class Lookup final : public Workload {
         std::ostringstream os;
         os << "rank " << me << " query " << k << " (id " << book_q[k] << "): book gives part " << got_part[k] << " local "
            << got_local[k] << ", reference part " << ref_part[b] << " local " << ref_local[b];
-        mismatch(DiagnosisKind::kResultMismatch, me, os.str());
+        fail_with(DiagnosisKind::kResultMismatch, me, os.str());
       }
     }
 
@@ -134,7 +130,7 @@ class Lookup final : public Workload {
         std::ostringstream os;
         os << "rank " << me << " query " << k << " (original id " << orig_q[k] << "): fetched feature " << fetched[k]
            << ", expected " << feature(orig_q[k]);
-        mismatch(DiagnosisKind::kResultMismatch, me, os.str());
+        fail_with(DiagnosisKind::kResultMismatch, me, os.str());
       }
     }
 

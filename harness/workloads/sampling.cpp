@@ -46,10 +46,6 @@ struct Options {
   bool skip_empty_hop = false;
 };
 
-[[noreturn]] void diagnose(DiagnosisKind kind, int rank, const std::string& msg) {
-  throw DiagnosisError(Diagnosis{kind, msg, rank, -1});
-}
-
 class Sampling final : public Workload {
  public:
   explicit Sampling(Options o) : o_(std::move(o)) {}
@@ -86,13 +82,13 @@ class Sampling final : public Workload {
         const auto got = sample(ctx, mine, key);
         if (o_.repeat_check) {
           const auto again = sample(ctx, mine, key);
-          if (!(again == got)) diagnose(DiagnosisKind::kNondeterminism, me, first_difference("sampling batch " + std::to_string(b) + " twice", got, again, me));
+          if (!(again == got)) fail_with(DiagnosisKind::kNondeterminism, me, first_difference("sampling batch " + std::to_string(b) + " twice", got, again, me));
         }
         if (auto bad = ref::check_sampled_blocks(graph_, got, o_.sample)) {
-          diagnose(DiagnosisKind::kInvariantViolation, me, "rank " + std::to_string(me) + " epoch " + std::to_string(e) + " batch " + std::to_string(b) + ": " + *bad);
+          fail_with(DiagnosisKind::kInvariantViolation, me, "rank " + std::to_string(me) + " epoch " + std::to_string(e) + " batch " + std::to_string(b) + ": " + *bad);
         }
         const auto reference = ref::sample_neighbors(rows_, mine, o_.sample, key);
-        if (!(reference == got)) diagnose(DiagnosisKind::kResultMismatch, me, first_difference("distributed vs single-process sampling", reference, got, me));
+        if (!(reference == got)) fail_with(DiagnosisKind::kResultMismatch, me, first_difference("distributed vs single-process sampling", reference, got, me));
         for (std::size_t h = 0; h < got.blocks.size(); ++h) {
           const auto& blk = got.blocks[h];
           std::vector<std::uint64_t> hash(blk.dst_nodes.size(), 1469598103934665603ull);
@@ -119,7 +115,6 @@ class Sampling final : public Workload {
  private:
   // One batch share, sampled across the ranks.
   ref::SampledBlocks sample(RankContext& ctx, const I64& seeds, ref::SampleKey key) {
-    const int ws = ctx.world_size;
     ref::SampledBlocks out;
     out.seeds = seeds;
     I64 dst;
@@ -181,7 +176,7 @@ class Sampling final : public Workload {
       for (std::int64_t k = 0; k < recv[static_cast<std::size_t>(r)]; ++k, ++at) {
         const std::int64_t v = incoming[at];
         if (part_of_[static_cast<std::size_t>(v)] != me) {
-          diagnose(DiagnosisKind::kInvariantViolation, me, "rank " + std::to_string(me) + " was asked for node " + std::to_string(v) + ", owned by rank " + std::to_string(part_of_[static_cast<std::size_t>(v)]));
+          fail_with(DiagnosisKind::kInvariantViolation, me, "rank " + std::to_string(me) + " was asked for node " + std::to_string(v) + ", owned by rank " + std::to_string(part_of_[static_cast<std::size_t>(v)]));
         }
         I64 nbrs, eids;
         draw(v, fanout, key, ctx.world_size, nbrs, eids);
@@ -296,7 +291,7 @@ class Sampling final : public Workload {
         const auto* t = all.data() + r * width + i;
         auto [it, fresh] = seen.emplace(std::array<std::int64_t, 4>{t[0], t[1], t[2], t[3]}, t[4]);
         if (!fresh && it->second != t[4]) {
-          diagnose(DiagnosisKind::kNondeterminism, r, "epoch " + std::to_string(t[0]) + " batch " + std::to_string(t[1]) + " hop " +
+          fail_with(DiagnosisKind::kNondeterminism, r, "epoch " + std::to_string(t[0]) + " batch " + std::to_string(t[1]) + " hop " +
                    std::to_string(t[2]) + " node " + std::to_string(t[3]) + ": rank " + std::to_string(r) + " sampled other edges than another rank");
         }
       }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/core/diagnosis.h"
 #include "harness/scenario/scenario.h"
 
 namespace lockstep::comm {
@@ -30,6 +31,11 @@ struct RankContext {
   std::map<std::string, double> metrics;  // reported from rank 0
   std::string digest;  // hex digest of the canonical output; set on rank 0, "" if none
 };
+
+// Ends the rank with a diagnosis blaming `rank` (-1: none). Checks in workloads call this.
+[[noreturn]] inline void fail_with(DiagnosisKind kind, int rank, std::string message, std::int64_t seq = -1) {
+  throw DiagnosisError(Diagnosis{kind, std::move(message), rank, seq});
+}
 
 class Workload {
  public:
