@@ -38,6 +38,9 @@ constexpr std::array kKindInfo = {
              "the collective sequence differs from the recorded golden sequence"},
     KindInfo{DiagnosisKind::kThroughputRegression, "throughput_regression",
              "a metric is significantly slower than its recorded baseline"},
+    KindInfo{DiagnosisKind::kDistributionMismatch, "distribution_mismatch",
+             "random draws fail a goodness-of-fit test against the distribution they must follow "
+             "(chi-square p-value below the documented threshold)"},
 };
 
 }  // namespace

@@ -23,6 +23,7 @@ enum class DiagnosisKind : std::uint8_t {
   kInvariantViolation,   // an output breaks a structural invariant
   kSequenceChanged,      // the collective sequence differs from the recorded golden one
   kThroughputRegression, // a metric is significantly slower than its baseline
+  kDistributionMismatch, // random draws fail a goodness-of-fit test against their distribution
 };
 
 // Returns the snake_case name ("collective_mismatch").

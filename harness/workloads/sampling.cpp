@@ -3,25 +3,30 @@
 // own to their owners with an uneven all_to_all, the owners draw their neighbors with the
 // reference primitive (a pure function of seed, epoch, batch, hop and node), and the replies
 // come back the same way. Every rank takes part in every hop, even with nothing to ask.
-// Checks, in order: the same batch sampled twice is identical (nondeterminism), the blocks
-// satisfy the sampling invariants (invariant_violation), and they equal single-process
-// reference sampling of the same seeds (result_mismatch). The canonical output, per
+// Checks, in order: draws for one node over many keys pass a chi-square uniformity test
+// (distribution_mismatch; optional), the same batch sampled twice is identical
+// (nondeterminism), the blocks satisfy the sampling invariants (invariant_violation), and they
+// equal single-process reference sampling of the same seeds, delivered by the reference
+// NeighborLoader with its workers (result_mismatch). The canonical output, per
 // (epoch, batch, hop, node), the node's sampled edges, is the same for any world size and
 // partitioning: it is the run's digest.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <random>
 #include <sstream>
 
 #include "harness/comm/communicator.h"
 #include "harness/comm/dtype.h"
+#include "harness/core/error.h"
 #include "harness/report/dump.h"
 #include "harness/workloads/digest.h"
 #include "harness/workloads/graph_spec.h"
 #include "harness/workloads/preflight.h"
 #include "harness/workloads/workload.h"
 #include "reference/common/philox.h"
+#include "reference/loader/loader.h"
 #include "reference/partition/partition.h"
 #include "reference/sampling/checks.h"
 #include "reference/sampling/neighbor.h"
@@ -40,11 +45,20 @@ struct Options {
   std::int64_t batch_size = 64;
   std::int64_t epochs = 1;
   bool repeat_check = true;
+  bool duplicate_seeds = false;     // every third training seed appears twice in a row
+  std::int64_t uniformity_draws = 0;  // 0: no uniformity check
+  ref::LoaderOptions loader;
   bool shared_generator = false;  // [[inject]] bugs
   bool wrong_slot = false;
   bool fanout_overflow = false;
   bool skip_empty_hop = false;
+  bool biased_draw = false;
 };
+
+// The uniformity check fails below this p-value. With a fixed seed the test is a pure
+// function of the scenario, so it never flakes; 1e-4 keeps a correct sampler far away from it
+// while a modulo-biased one lands many orders of magnitude below.
+constexpr double kUniformityMinPValue = 1e-4;
 
 class Sampling final : public Workload {
  public:
@@ -64,20 +78,32 @@ class Sampling final : public Workload {
     for (std::int64_t v = 0; v < n; ++v) keyed[static_cast<std::size_t>(v)] = {ref::philox_u64(ctx.scenario.seed, 0x5a3d, static_cast<std::uint64_t>(v)), v};
     std::sort(keyed.begin(), keyed.end());
     I64 train;
-    for (std::int64_t i = 0; i < std::min(o_.num_seeds, n); ++i) train.push_back(keyed[static_cast<std::size_t>(i)].second);
+    for (std::int64_t i = 0; i < std::min(o_.num_seeds, n); ++i) {
+      train.push_back(keyed[static_cast<std::size_t>(i)].second);
+      if (o_.duplicate_seeds && i % 3 == 0) train.push_back(train.back());
+    }
     const std::int64_t steps = (static_cast<std::int64_t>(train.size()) + o_.batch_size - 1) / o_.batch_size;
 
+    if (o_.uniformity_draws > 0 && me == 0) check_uniformity(ctx);
     ctx.comm.set_phase("sample");
     preflight_steps(ctx.comm, steps * o_.epochs, "global batches x epochs");
     I64 canonical;  // (epoch, batch, hop, node, hash of its sampled edges) tuples
     std::int64_t sampled_edges = 0;
     const auto t0 = std::chrono::steady_clock::now();
+    std::vector<I64> shares;  // this rank's share of every global batch
+    for (std::int64_t b = 0; b < steps; ++b) {
+      const I64 global(train.begin() + b * o_.batch_size,
+                       train.begin() + std::min<std::int64_t>((b + 1) * o_.batch_size, static_cast<std::int64_t>(train.size())));
+      shares.push_back(ref::rank_split(global, ws)[static_cast<std::size_t>(me)]);
+    }
+    ref::SampleOptions loader_sample = o_.sample;
+    loader_sample.num_threads = o_.loader.num_workers > 0 ? 0 : 1;
     for (std::int64_t e = 0; e < o_.epochs; ++e) {
+      // The single-process reference, sampled ahead by the loader's workers.
+      ref::NeighborLoader loader(rows_, shares, loader_sample, ref::SampleKey{ctx.scenario.seed, e, 0, 0}, o_.loader);
       for (std::int64_t b = 0; b < steps; ++b) {
         ctx.comm.set_step(e * steps + b);
-        const I64 global(train.begin() + b * o_.batch_size,
-                         train.begin() + std::min<std::int64_t>((b + 1) * o_.batch_size, static_cast<std::int64_t>(train.size())));
-        const I64 mine = ref::rank_split(global, ws)[static_cast<std::size_t>(me)];
+        const I64& mine = shares[static_cast<std::size_t>(b)];
         const ref::SampleKey key{ctx.scenario.seed, e, b, 0};
         const auto got = sample(ctx, mine, key);
         if (o_.repeat_check) {
@@ -87,8 +113,9 @@ class Sampling final : public Workload {
         if (auto bad = ref::check_sampled_blocks(graph_, got, o_.sample)) {
           fail_with(DiagnosisKind::kInvariantViolation, me, "rank " + std::to_string(me) + " epoch " + std::to_string(e) + " batch " + std::to_string(b) + ": " + *bad);
         }
-        const auto reference = ref::sample_neighbors(rows_, mine, o_.sample, key);
-        if (!(reference == got)) fail_with(DiagnosisKind::kResultMismatch, me, first_difference("distributed vs single-process sampling", reference, got, me));
+        const auto reference = loader.next();
+        if (!reference) fail_with(DiagnosisKind::kResultMismatch, me, "rank " + std::to_string(me) + ": the loader ended before batch " + std::to_string(b));
+        if (!(*reference == got)) fail_with(DiagnosisKind::kResultMismatch, me, first_difference("single-process loader vs distributed sampling", *reference, got, me));
         for (std::size_t h = 0; h < got.blocks.size(); ++h) {
           const auto& blk = got.blocks[h];
           std::vector<std::uint64_t> hash(blk.dst_nodes.size(), 1469598103934665603ull);
@@ -108,6 +135,7 @@ class Sampling final : public Workload {
     ctx.metrics["sampled_edges"] = static_cast<double>(sampled_edges);
     ctx.metrics["sampled_edges_per_s"] = secs > 0 ? static_cast<double>(sampled_edges) / secs : 0;
     ctx.metrics["batches"] = static_cast<double>(steps * o_.epochs);
+    ctx.metrics["loader_workers"] = static_cast<double>(o_.loader.num_workers);
     ctx.dump.write("sampled_node_hashes", canonical, "(epoch, batch, hop, node, FNV-1a of its sampled (src, edge id) list) per sampled node");
     combine(ctx, canonical);
   }
@@ -224,9 +252,60 @@ class Sampling final : public Workload {
     return lists;
   }
 
+  // Draws the neighbors of the highest-degree node (lowest id among ties) under many keys,
+  // through the same owner-side draw as the distributed path, and runs Pearson's chi-square
+  // test of how often each of its edges was drawn against the uniform distribution (df =
+  // degree - 1). Without replacement a draw picks min(fanout, degree) distinct edges, which
+  // lowers the variance of the counts: the test is then conservative, never looser.
+  void check_uniformity(RankContext& ctx) {
+    std::int64_t v = 0;
+    for (std::int64_t u = 1; u < rows_.num_nodes; ++u) {
+      if (rows_.degree(u) > rows_.degree(v)) v = u;
+    }
+    const std::int64_t degree = rows_.degree(v);
+    const std::int64_t fanout = o_.sample.fanouts[0];
+    const std::int64_t per_draw = ref::sample_count(degree, fanout, o_.sample.replace);
+    if (degree < 2 || per_draw >= degree) {
+      throw InputError(ctx.scenario.file + ": uniformity_draws: node " + std::to_string(v) + " (the highest degree, " + std::to_string(degree) +
+                       ") leaves no choice with fanout " + std::to_string(fanout) + "; use a graph with higher degrees or a smaller first fanout");
+    }
+    // At least 20 expected draws per edge, so the chi-square approximation holds.
+    const std::int64_t draws = std::max(o_.uniformity_draws, (20 * degree + per_draw - 1) / per_draw);
+    std::map<std::int64_t, std::int64_t> slot;  // edge id -> position in the row
+    const auto row = static_cast<std::size_t>(rows_.indptr[static_cast<std::size_t>(v)]);
+    for (std::int64_t k = 0; k < degree; ++k) slot[rows_.edge_ids[row + static_cast<std::size_t>(k)]] = k;
+    I64 counts(static_cast<std::size_t>(degree), 0);
+    for (std::int64_t i = 0; i < draws; ++i) {
+      I64 nbrs, eids;
+      draw(v, fanout, ref::SampleKey{ctx.scenario.seed, 0x7fff, i, 0}, ctx.world_size, nbrs, eids);
+      for (auto eid : eids) ++counts[static_cast<std::size_t>(slot.at(eid))];
+    }
+    const double p = ref::chi_square_uniform_pvalue(counts);
+    ctx.metrics["uniformity_p_value"] = p;
+    if (p < kUniformityMinPValue) {
+      const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+      std::ostringstream os;
+      os << "node " << v << " (degree " << degree << "), " << draws << " draws of " << per_draw << ": chi-square p = " << p << " < " << kUniformityMinPValue
+         << "; edge counts range " << *lo << ".." << *hi << " around an expected " << static_cast<double>(draws * per_draw) / static_cast<double>(degree);
+      fail_with(DiagnosisKind::kDistributionMismatch, ctx.rank, os.str());
+    }
+  }
+
   void draw(std::int64_t v, std::int64_t fanout, const ref::SampleKey& key, int ws, I64& nbrs, I64& eids) {
     const auto b = static_cast<std::size_t>(rows_.indptr[static_cast<std::size_t>(v)]);
     const std::int64_t degree = rows_.degree(v);
+    if (o_.biased_draw && degree > 0) {
+      // The injected bug: an index drawn as 8 random bits modulo the degree (the rand() % n
+      // pattern with a short generator), which favours the low positions of every row.
+      const std::int64_t n = ref::sample_count(degree, fanout, true);
+      for (std::int64_t k = 0; k < n; ++k) {
+        const std::uint64_t bits = ref::philox_u64(ref::sample_hop_key(key), static_cast<std::uint64_t>(v), static_cast<std::uint64_t>(k));
+        const auto e = b + static_cast<std::size_t>((bits & 0xff) % static_cast<std::uint64_t>(degree));
+        nbrs.push_back(rows_.indices[e]);
+        eids.push_back(rows_.edge_ids[e]);
+      }
+      return;
+    }
     if (o_.shared_generator && degree > 0) {
       // The injected bug (pyg-lib #527): one stateful generator shared by every draw, so the
       // result depends on what was drawn before.
@@ -322,9 +401,20 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   const std::string edges = c.get_string("edges_dir", "in");
   if (edges != "in" && edges != "out") c.fail("edges_dir", "must be 'in' or 'out', got '" + edges + "'");
   o.sample.in_edges = edges == "in";
-  o.sample.num_threads = static_cast<int>(c.get_int("num_workers", 0));
-  if (o.sample.num_threads < 0 || o.sample.num_threads > 64) c.fail("num_workers", "must be in 0..64");
-  if (o.sample.num_threads == 0) o.sample.num_threads = 1;
+  o.sample.num_threads = 1;  // the owners' draws; the thread count never changes a result
+  o.loader.num_workers = static_cast<int>(c.get_int("num_workers", 0));
+  if (o.loader.num_workers < 0 || o.loader.num_workers > 64) c.fail("num_workers", "must be in 0..64");
+  o.loader.prefetch = static_cast<int>(c.get_int("prefetch", 2));
+  if (o.loader.prefetch < 1 || o.loader.prefetch > 64) c.fail("prefetch", "must be in 1..64");
+  const std::string mode = c.get_string("worker_mode", "threads");
+  if (mode != "threads" && mode != "processes") c.fail("worker_mode", "must be 'threads' or 'processes', got '" + mode + "'");
+  o.loader.mode = mode == "threads" ? ref::LoaderOptions::Mode::kThreads : ref::LoaderOptions::Mode::kProcesses;
+  if (o.loader.mode == ref::LoaderOptions::Mode::kProcesses && s.device == scenario::Device::kCuda) {
+    c.fail("worker_mode", "process workers fork, and a child forked after CUDA was initialised crashes; use 'threads' with device 'cuda'");
+  }
+  o.duplicate_seeds = c.get_bool("duplicate_seeds", false);
+  o.uniformity_draws = c.get_int("uniformity_draws", 0);
+  if (o.uniformity_draws < 0 || o.uniformity_draws > 10'000'000) c.fail("uniformity_draws", "must be in 0..10000000");
   o.num_seeds = c.get_int("num_seeds", o.num_seeds);
   if (o.num_seeds < 0) c.fail("num_seeds", "must be >= 0");
   o.batch_size = c.get_int("batch_size", o.batch_size);
@@ -337,6 +427,8 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   o.wrong_slot = has_switch_injection(s, "wrong_slot");
   o.fanout_overflow = has_switch_injection(s, "fanout_overflow");
   o.skip_empty_hop = has_switch_injection(s, "skip_empty_hop");
+  o.biased_draw = has_switch_injection(s, "biased_draw");
+  if (o.biased_draw && o.uniformity_draws == 0) c.fail("uniformity_draws", "the biased_draw injection needs the uniformity check (uniformity_draws > 0)");
   return std::make_unique<Sampling>(std::move(o));
 }
 
@@ -345,7 +437,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
 WorkloadSpec sampling_spec() {
   return WorkloadSpec{"sampling",
                       "distributed multi-hop neighbor sampling through owner ranks, checked for repeatability, invariants and equality with single-process sampling",
-                      make, {"shared_generator", "wrong_slot", "fanout_overflow", "skip_empty_hop"}};
+                      make, {"shared_generator", "wrong_slot", "fanout_overflow", "skip_empty_hop", "biased_draw"}};
 }
 
 }  // namespace lockstep::workloads
