@@ -420,6 +420,27 @@ TEST(SamplingDeterminismTest, DigestDependsOnEveryKeyFieldButNotOnThreads) {
   }
 }
 
+TEST(SamplingDeterminismTest, IdTableChoiceNeverChangesTheResult) {
+  const CsrGraph sg = sampling_graph(rmat12(), true);
+  const Ids seeds = invariant_seeds(sg);
+  SampleOptions o = options_of({15, 10, 5}, false, true, 1);
+  o.id_table = SampleOptions::IdTable::kHash;
+  const SampledBlocks hashed = sample_neighbors(sg, seeds, o, SampleKey{5, 0, 1, 0});
+  EXPECT_EQ(check_sampled_blocks(rmat12(), hashed, o), std::nullopt);
+  // The flat table is cached per thread: a call on another graph in between must leave no
+  // stale slot behind.
+  const CsrGraph small = sampling_graph(rmat(6, 300, 3), true);
+  for (const auto table : {SampleOptions::IdTable::kFlat, SampleOptions::IdTable::kAuto}) {
+    for (const int threads : {1, 3}) {
+      o.id_table = table;
+      o.num_threads = threads;
+      EXPECT_EQ(sample_neighbors(sg, seeds, o, SampleKey{5, 0, 1, 0}), hashed) << threads << " threads";
+      const SampledBlocks tiny = sample_neighbors(small, {1, 2, 3}, o, SampleKey{5, 0, 1, 0});
+      EXPECT_EQ(check_sampled_blocks(rmat(6, 300, 3), tiny, o), std::nullopt);
+    }
+  }
+}
+
 TEST(SamplingDeterminismTest, ConcurrentCallsAreSafeAndIndependent) {
   // Loaders call the sampler from several threads at once, each call itself multi-threaded.
   const CsrGraph sg = sampling_graph(rmat12(), true);

@@ -62,6 +62,10 @@ struct SampleOptions {
   // sampling_graph() and the checks; sample_neighbors() itself samples the rows it is given.
   bool in_edges = true;
   int num_threads = 0;  // 0: std::thread::hardware_concurrency(); never changes the result
+  // The node -> local id table of the relabelling; never changes the result. kAuto: a flat
+  // array over all node ids (4 bytes a node, cached per thread) up to 2^26 nodes, else a hash
+  // table sized to the sample.
+  enum class IdTable { kAuto, kFlat, kHash } id_table = IdTable::kAuto;
 };
 
 // Returns the graph whose CSR rows list the neighbors to sample: reverse(graph) (rows are
