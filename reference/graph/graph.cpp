@@ -1,17 +1,13 @@
 #include "reference/graph/graph.h"
 
-#include <xxhash.h>
-
-#include <bit>
 #include <stdexcept>
 #include <string>
+
+#include "reference/common/hash.h"
 
 namespace lockstep::ref {
 
 namespace {
-
-static_assert(std::endian::native == std::endian::little,
-              "digest() hashes int64 values in their in-memory (little-endian) form");
 
 std::string range_text(std::int64_t n) { return "[0, " + std::to_string(n) + ")"; }
 
@@ -146,21 +142,12 @@ CsrGraph reverse(const CsrGraph& g) {
 }
 
 std::uint64_t digest(const CsrGraph& g) {
-  XXH3_state_t* state = XXH3_createState();
-  if (state == nullptr) throw std::runtime_error("digest: XXH3_createState failed");
-  XXH3_64bits_reset(state);
-  const auto put = [state](std::int64_t v) { XXH3_64bits_update(state, &v, sizeof v); };
-  const auto put_vec = [&](const std::vector<std::int64_t>& v) {
-    put(static_cast<std::int64_t>(v.size()));
-    if (!v.empty()) XXH3_64bits_update(state, v.data(), v.size() * sizeof(std::int64_t));
-  };
-  put(g.num_nodes);
-  put_vec(g.indptr);
-  put_vec(g.indices);
-  put_vec(g.edge_ids);
-  const std::uint64_t h = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return h;
+  Int64Hasher h;
+  h.put(g.num_nodes);
+  h.put_sized(g.indptr);
+  h.put_sized(g.indices);
+  h.put_sized(g.edge_ids);
+  return h.digest();
 }
 
 }  // namespace lockstep::ref

@@ -1,22 +1,18 @@
 // Argument checks and dispatch for neighbor sampling; the kernels are in cpu/neighbor_cpu.cpp.
 #include "reference/sampling/neighbor.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <bit>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
+#include "reference/common/hash.h"
 #include "reference/common/philox.h"
 
 namespace lockstep::ref {
 
 namespace {
-
-static_assert(std::endian::native == std::endian::little,
-              "digest() hashes int64 values in their in-memory (little-endian) form");
 
 constexpr std::int64_t kMaxDraws = std::int64_t{1} << 32;  // draw index k fits 32 bits
 
@@ -125,27 +121,18 @@ SampledBlocks sample_neighbors(const CsrGraph& graph, const std::vector<std::int
 }
 
 std::uint64_t digest(const SampledBlocks& s) {
-  XXH3_state_t* state = XXH3_createState();
-  if (state == nullptr) throw std::runtime_error("digest: XXH3_createState failed");
-  XXH3_64bits_reset(state);
-  const auto put = [state](std::int64_t v) { XXH3_64bits_update(state, &v, sizeof v); };
-  const auto put_vec = [&](const std::vector<std::int64_t>& v) {
-    put(static_cast<std::int64_t>(v.size()));
-    if (!v.empty()) XXH3_64bits_update(state, v.data(), v.size() * sizeof(std::int64_t));
-  };
-  put_vec(s.seeds);
-  put_vec(s.seed_to_output);
-  put(static_cast<std::int64_t>(s.blocks.size()));
+  Int64Hasher h;
+  h.put_sized(s.seeds);
+  h.put_sized(s.seed_to_output);
+  h.put(static_cast<std::int64_t>(s.blocks.size()));
   for (const Block& b : s.blocks) {
-    put_vec(b.dst_nodes);
-    put_vec(b.src_nodes);
-    put_vec(b.edge_src);
-    put_vec(b.edge_dst);
-    put_vec(b.edge_ids);
+    h.put_sized(b.dst_nodes);
+    h.put_sized(b.src_nodes);
+    h.put_sized(b.edge_src);
+    h.put_sized(b.edge_dst);
+    h.put_sized(b.edge_ids);
   }
-  const std::uint64_t h = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return h;
+  return h.digest();
 }
 
 }  // namespace lockstep::ref
