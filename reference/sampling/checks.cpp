@@ -13,11 +13,7 @@ namespace lockstep::ref {
 
 namespace {
 
-struct GraphEdge {
-  std::int64_t id;
-  std::int64_t src;
-  std::int64_t dst;
-};
+using GraphEdge = SampleChecker::Edge;
 
 std::string hop_text(std::size_t h) { return "hop " + std::to_string(h); }
 
@@ -121,7 +117,31 @@ std::optional<std::string> check_structure(const SampledBlocks& s, const SampleO
 
 std::optional<std::string> check_sampled_blocks(const CsrGraph& graph, const SampledBlocks& sampled,
                                                 const SampleOptions& options) {
+  return SampleChecker(graph, options).check(sampled);
+}
+
+SampleChecker::SampleChecker(const CsrGraph& graph, SampleOptions options)
+    : graph_(graph), options_(std::move(options)) {
   validate(graph);
+  edges_ = edges_by_id(graph);
+  degree_.assign(static_cast<std::size_t>(graph.num_nodes), 0);
+  for (std::int64_t u = 0; u < graph.num_nodes; ++u) {
+    if (options_.in_edges) {
+      for (auto e = graph.indptr[static_cast<std::size_t>(u)];
+           e < graph.indptr[static_cast<std::size_t>(u) + 1]; ++e) {
+        ++degree_[static_cast<std::size_t>(graph.indices[static_cast<std::size_t>(e)])];
+      }
+    } else {
+      degree_[static_cast<std::size_t>(u)] = graph.degree(u);
+    }
+  }
+}
+
+std::optional<std::string> SampleChecker::check(const SampledBlocks& sampled) const {
+  const CsrGraph& graph = graph_;
+  const SampleOptions& options = options_;
+  const std::vector<GraphEdge>& edges = edges_;
+  const std::vector<std::int64_t>& degree = degree_;
   if (auto error = check_structure(sampled, options)) return error;
   for (std::size_t i = 0; i < sampled.seeds.size(); ++i) {
     if (sampled.seeds[i] < 0 || sampled.seeds[i] >= graph.num_nodes) {
@@ -129,45 +149,35 @@ std::optional<std::string> check_sampled_blocks(const CsrGraph& graph, const Sam
              "]) is not a node of the graph";
     }
   }
-  const std::vector<GraphEdge> edges = edges_by_id(graph);
-  std::vector<std::int64_t> degree(static_cast<std::size_t>(graph.num_nodes), 0);
-  for (std::int64_t u = 0; u < graph.num_nodes; ++u) {
-    if (options.in_edges) {
-      for (auto e = graph.indptr[static_cast<std::size_t>(u)];
-           e < graph.indptr[static_cast<std::size_t>(u) + 1]; ++e) {
-        ++degree[static_cast<std::size_t>(graph.indices[static_cast<std::size_t>(e)])];
-      }
-    } else {
-      degree[static_cast<std::size_t>(u)] = graph.degree(u);
-    }
-  }
 
+  std::unordered_set<std::int64_t> ids;
   for (std::size_t h = 0; h < sampled.blocks.size(); ++h) {
     const Block& b = sampled.blocks[h];
     const std::int64_t fanout = options.fanouts[h];
     std::size_t e = 0;
     for (std::size_t i = 0; i < b.dst_nodes.size(); ++i) {
       const std::int64_t node = b.dst_nodes[i];
-      const std::string where = hop_text(h) + ", node " + std::to_string(node);
-      if (node < 0 || node >= graph.num_nodes) return where + ": not a node of the graph";
+      const auto where_text = [&] { return hop_text(h) + ", node " + std::to_string(node); };
+      if (node < 0 || node >= graph.num_nodes) return where_text() + ": not a node of the graph";
       const std::size_t first = e;
-      std::unordered_set<std::int64_t> ids;
+      ids.clear();
       for (; e < b.edge_dst.size() && b.edge_dst[e] == static_cast<std::int64_t>(i); ++e) {
         const std::int64_t nbr = b.src_nodes[static_cast<std::size_t>(b.edge_src[e])];
         const std::int64_t id = b.edge_ids[e];
-        const std::string edge_where =
-            where + ", edge " + std::to_string(e) + " (edge id " + std::to_string(id) + ")";
+        const auto edge_where = [&] {
+          return where_text() + ", edge " + std::to_string(e) + " (edge id " + std::to_string(id) + ")";
+        };
         const auto it =
             std::lower_bound(edges.begin(), edges.end(), id,
                              [](const GraphEdge& g, std::int64_t x) { return g.id < x; });
-        if (it == edges.end() || it->id != id) return edge_where + ": no graph edge has this id";
+        if (it == edges.end() || it->id != id) return edge_where() + ": no graph edge has this id";
         if (std::next(it) != edges.end() && std::next(it)->id == id) {
-          return edge_where + ": several graph edges have this id";
+          return edge_where() + ": several graph edges have this id";
         }
         const std::int64_t want_src = options.in_edges ? nbr : node;
         const std::int64_t want_dst = options.in_edges ? node : nbr;
         if (it->src != want_src || it->dst != want_dst) {
-          return edge_where + ": graph edge is " + std::to_string(it->src) + " -> " +
+          return edge_where() + ": graph edge is " + std::to_string(it->src) + " -> " +
                  std::to_string(it->dst) + ", sampled as " + std::to_string(want_src) + " -> " +
                  std::to_string(want_dst);
         }
@@ -177,14 +187,14 @@ std::optional<std::string> check_sampled_blocks(const CsrGraph& graph, const Sam
       const std::int64_t d = degree[static_cast<std::size_t>(node)];
       const std::int64_t want = sample_count(d, fanout, options.replace);
       if (count != want) {
-        return where + ": " + std::to_string(count) + " sampled edges, expected " +
+        return where_text() + ": " + std::to_string(count) + " sampled edges, expected " +
                std::to_string(want) + " (degree " + std::to_string(d) + ", fanout " +
                std::to_string(fanout) + (options.replace ? ", with" : ", without") +
                " replacement)";
       }
       const bool distinct = fanout < 0 || !options.replace;
       if (distinct && static_cast<std::int64_t>(ids.size()) != count) {
-        return where + ": " + std::to_string(count) + " sampled edges but only " +
+        return where_text() + ": " + std::to_string(count) + " sampled edges but only " +
                std::to_string(ids.size()) + " distinct edge ids";
       }
     }

@@ -28,6 +28,27 @@ namespace lockstep::ref {
 std::optional<std::string> check_sampled_blocks(const CsrGraph& graph, const SampledBlocks& sampled,
                                                 const SampleOptions& options);
 
+// check_sampled_blocks for many samples of one graph: the edge index (all edges sorted by id)
+// and the degrees are built once, in the constructor. `graph` must outlive the checker.
+class SampleChecker {
+ public:
+  // Throws std::invalid_argument when validate(graph) does.
+  SampleChecker(const CsrGraph& graph, SampleOptions options);
+  std::optional<std::string> check(const SampledBlocks& sampled) const;
+
+  struct Edge {
+    std::int64_t id;
+    std::int64_t src;
+    std::int64_t dst;
+  };
+
+ private:
+  const CsrGraph& graph_;
+  SampleOptions options_;
+  std::vector<Edge> edges_;            // sorted by (id, src, dst)
+  std::vector<std::int64_t> degree_;   // in the sampled direction
+};
+
 // Returns the regularized upper incomplete gamma function Q(a, x) = Gamma(a, x) / Gamma(a),
 // by series for x < a + 1 and Lentz's continued fraction otherwise (Numerical Recipes 6.2),
 // accurate to about 1e-14 relative. Throws std::invalid_argument for a <= 0 or x < 0.
