@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/test_util.h"
+
 namespace lockstep {
 namespace {
 
@@ -41,15 +43,6 @@ struct CliResult {
 
 class CliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_cli_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << "mkdtemp failed";
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
 
   // Writes `text` to `name` under the temporary directory and returns its path.
   std::string write(const std::string& name, const std::string& text) {
@@ -73,7 +66,8 @@ class CliTest : public ::testing::Test {
     return r;
   }
 
-  std::string dir_;
+  lockstep::test::TempDir tmp_{"lockstep_cli"};
+  const std::string dir_ = tmp_.path();
 };
 
 // A small clean scenario: two ranks, one all_reduce per step.

@@ -1,6 +1,7 @@
 // reference/common/philox and reference/graph: Philox known answers, CSR construction,
 // reverse, digests, generators (checked against independent re-derivations of their
 // documented definitions) and loaders.
+#include "tests/test_util.h"
 #include "reference/graph/graph.h"
 
 #include <gtest/gtest.h>
@@ -82,24 +83,7 @@ CsrGraph filter_expected(std::int64_t n, const Ids& src, const Ids& dst, bool se
 }
 
 // A fresh directory, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_graph_XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string write_text(const TempDir& dir, const std::string& name, const std::string& text) {
   const std::string path = dir / name;
@@ -586,7 +570,7 @@ TEST(GeneratorTest, PowerLawRejectsBadArguments) {
 // ---- loaders --------------------------------------------------------------------------------
 
 TEST(LoaderTest, ReadsWhitespaceTextWithCommentsAndBlankLines) {
-  TempDir dir;
+  TempDir dir("lockstep_graph");
   const std::string path = write_text(dir, "g.txt",
                                       "# a graph\n"
                                       "\n"
@@ -603,7 +587,7 @@ TEST(LoaderTest, ReadsWhitespaceTextWithCommentsAndBlankLines) {
 }
 
 TEST(LoaderTest, ReadsCsvWithHeader) {
-  TempDir dir;
+  TempDir dir("lockstep_graph");
   const std::string path =
       write_text(dir, "g.csv", "# exported\nsrc,dst\n2,3\n0, 1\n2,0\n1 ,2\n0,3\n");
   EXPECT_EQ(load_edge_list(path), example());
@@ -612,14 +596,14 @@ TEST(LoaderTest, ReadsCsvWithHeader) {
 }
 
 TEST(LoaderTest, EmptyFileIsAnEmptyGraph) {
-  TempDir dir;
+  TempDir dir("lockstep_graph");
   const std::string path = write_text(dir, "empty.txt", "# nothing\n\n");
   EXPECT_EQ(load_edge_list(path), CsrGraph{});
   EXPECT_EQ(load_edge_list(path, 3), tiny("isolated3"));
 }
 
 TEST(LoaderTest, BadLinesReportPathAndLine) {
-  TempDir dir;
+  TempDir dir("lockstep_graph");
   const std::string bad = write_text(dir, "bad.txt", "0 1\n\n1 x\n");
   EXPECT_EQ(message_of<std::runtime_error>([&] { load_edge_list(bad); }),
             bad + ":3: 'x' is not an integer node id");
@@ -653,7 +637,7 @@ void write_ids(const std::string& path, const std::string& descr, const Ids& val
 }
 
 TEST(LoaderTest, ReadsNpySrcDstInt32AndInt64) {
-  TempDir dir;
+  TempDir dir("lockstep_graph");
   write_ids<std::int64_t>(dir / "src64.npy", "<i8", {2, 0, 2, 1, 0}, {5});
   write_ids<std::int32_t>(dir / "dst32.npy", "<i4", {3, 1, 0, 2, 3}, {5});
   EXPECT_EQ(load_npy_edges(dir / "src64.npy", dir / "dst32.npy"), example());
@@ -677,7 +661,7 @@ TEST(LoaderTest, ReadsNpySrcDstInt32AndInt64) {
 }
 
 TEST(LoaderTest, ReadsNpyEdgeIndex) {
-  TempDir dir;
+  TempDir dir("lockstep_graph");
   write_ids<std::int64_t>(dir / "ei64.npy", "<i8", {2, 0, 2, 1, 0, 3, 1, 0, 2, 3}, {2, 5});
   write_ids<std::int32_t>(dir / "ei32.npy", "<i4", {2, 0, 2, 1, 0, 3, 1, 0, 2, 3}, {2, 5});
   EXPECT_EQ(load_npy_edge_index(dir / "ei64.npy"), example());

@@ -4,6 +4,7 @@
 // scenario that passes is the cross-process correctness check for its ops and dtype. Each test
 // writes its scenario into a fresh mkdtemp directory, and the no-orphan checks look for that
 // unique path in every process's command line.
+#include "tests/test_util.h"
 #include "harness/launch/launcher.h"
 
 #include <gtest/gtest.h>
@@ -43,40 +44,12 @@ using Clock = std::chrono::steady_clock;
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
 
 // A fresh directory, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_launcher_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
-  TempDir& operator=(TempDir&&) = delete;
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string report_dir() const { return path_ + "/report"; }
-  // Writes `text` to `name` in the directory and returns its path.
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p) << text;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 LaunchOptions options_for(const TempDir& dir, bool dump = false) {
   LaunchOptions o;
   o.binary = LOCKSTEP_BINARY;
-  o.report_dir = dir.report_dir();
+  o.report_dir = (dir / "report");
   o.dump = dump;
   return o;
 }
@@ -124,7 +97,7 @@ int child_count() {
 // The scanner itself must see a live process that mentions a path, or the no-orphan checks
 // below would pass vacuously.
 TEST(OrphanScanTest, FindsALiveProcessMentioningThePath) {
-  TempDir dir;
+  TempDir dir("lockstep_launcher");
   const std::string marker = dir.write("marker.toml", "");
   // One process (no grandchild to orphan) whose command line holds the path until killed.
   const pid_t pid = fork();
@@ -176,7 +149,7 @@ TEST_P(CleanCollectivesTest, EveryOpPassesItsClosedFormCheck) {
   const auto [ws, dtype] = GetParam();
   const std::string d = dtype;
   const bool is_float = d == "f32" || d == "f64" || d == "f16" || d == "bf16";
-  TempDir dir;
+  TempDir dir("lockstep_launcher");
   const std::string file = dir.write("clean.toml", std::string(R"(name = "test.clean"
 [run]
 world_size = )") + std::to_string(ws) + R"(
@@ -238,7 +211,7 @@ class InjectedFaultTest : public ::testing::TestWithParam<DiagnosisCase> {};
 
 TEST_P(InjectedFaultTest, DiagnosesTheFaultyRankAndLeavesNoProcessBehind) {
   const DiagnosisCase& c = GetParam();
-  TempDir dir;
+  TempDir dir("lockstep_launcher");
   std::ostringstream toml;
   toml << "name = \"test." << c.label << "\"\n"
        << "[run]\nworld_size = " << c.world_size << "\ntimeout_s = " << c.timeout_s << "\n"
@@ -323,7 +296,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<DiagnosisCase>& info) { return std::string(info.param.label); });
 
 TEST(LauncherExpectationTest, CleanRunExpectingADiagnosisFails) {
-  TempDir dir;
+  TempDir dir("lockstep_launcher");
   const std::string file = dir.write("clean.toml", R"(name = "test.expects_mismatch"
 [run]
 world_size = 2
@@ -343,7 +316,7 @@ outcome = "collective_mismatch"
 }
 
 TEST(LauncherExpectationTest, RightKindWrongRankFails) {
-  TempDir dir;
+  TempDir dir("lockstep_launcher");
   const std::string file = dir.write("rank.toml", R"(name = "test.wrong_rank"
 [run]
 world_size = 2
@@ -381,7 +354,7 @@ const std::vector<std::string> kTraceDtypes = {"f32", "bf16"};
 class TraceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
+    dir_ = new TempDir("lockstep_launcher");
     const std::string file = dir_->write("trace.toml", R"(name = "test.trace"
 [run]
 world_size = 2
@@ -405,7 +378,7 @@ outcome = "pass"
     delete dir_;
     dir_ = nullptr;
   }
-  static std::string artifacts() { return rank::artifacts_dir(dir_->report_dir(), slug_); }
+  static std::string artifacts() { return rank::artifacts_dir((*dir_ / "report"), slug_); }
 
   // The rank's trace, one parsed JSON object per line.
   static std::vector<nlohmann::json> trace_lines(int rank) {
@@ -550,7 +523,7 @@ constexpr std::int64_t kDumpSteps = 2;
 class DumpTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
+    dir_ = new TempDir("lockstep_launcher");
     const std::string file = dir_->write("dump.toml", R"(name = "test.dump"
 [run]
 world_size = 3
@@ -565,7 +538,7 @@ reduce = ["sum"]
 outcome = "pass"
 )");
     auto s = scenario::load_file(file).at(0);
-    dump_dir_ = (fs::path(dir_->report_dir()) / "dump" / s.slug()).string();
+    dump_dir_ = (fs::path((*dir_ / "report")) / "dump" / s.slug()).string();
     result_ = new report::ScenarioResult(run_scenario(s, options_for(*dir_, /*dump=*/true)));
   }
   static void TearDownTestSuite() {

@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "tests/test_util.h"
 #include "harness/comm/dtype.h"
 #include "harness/core/error.h"
 #include "harness/report/chrome_trace.h"
@@ -27,27 +28,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // A fresh directory, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_report_XXXXXX").string();
-    const char* made = ::mkdtemp(pattern.data());
-    if (made == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -144,7 +125,7 @@ TEST(ReportResultsTest, StatusNames) {
 }
 
 TEST(ReportResultsTest, JsonHasFieldsAndSummaryCounts) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::string path = dir / "results.json";
   write_results_json(sample_run(), path);
   EXPECT_FALSE(fs::exists(path + ".tmp"));
@@ -190,14 +171,14 @@ TEST(ReportResultsTest, JsonHasFieldsAndSummaryCounts) {
 }
 
 TEST(ReportResultsTest, UnwritablePathThrows) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   write_text(dir / "file", "x");
   EXPECT_THROW(write_results_json(sample_run(), dir / "file/results.json"), lockstep::Error);
   EXPECT_THROW(write_junit_xml(sample_run(), dir / "file/junit.xml"), lockstep::Error);
 }
 
 TEST(ReportJunitTest, CountsAndElements) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::string path = dir / "junit.xml";
   write_junit_xml(sample_run(), path);
   EXPECT_FALSE(fs::exists(path + ".tmp"));
@@ -241,7 +222,7 @@ RunSummary hostile_run() {
 }
 
 TEST(ReportJunitTest, EscapesMarkupAndControlCharacters) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::string path = dir / "junit.xml";
   write_junit_xml(hostile_run(), path);
   const std::string xml = read_text(path);
@@ -257,7 +238,7 @@ TEST(ReportJunitTest, EscapesMarkupAndControlCharacters) {
 
 TEST(ReportJunitTest, PythonParsesEscapedValues) {
   if (!have_python()) GTEST_SKIP() << "requires python3 to parse junit.xml";
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::string path = dir / "junit.xml";
   write_junit_xml(hostile_run(), path);
   // Forbidden characters (0x01, 0x02, ESC) read back as U+FFFD; DEL is legal XML 1.0.
@@ -296,7 +277,7 @@ class NpyRoundTripTest : public ::testing::TestWithParam<DescrCase> {};
 TEST_P(NpyRoundTripTest, RoundTripsEveryShapeWithAlignedHeader) {
   const DescrCase c = GetParam();
   EXPECT_EQ(io::npy_item_size(c.descr), c.item);
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::vector<std::vector<std::int64_t>> shapes = {{}, {0}, {5}, {2, 3}, {2, 3, 4}, {1, 1, 7, 2}};
   for (const auto& shape : shapes) {
     std::size_t n = 1;
@@ -337,7 +318,7 @@ INSTANTIATE_TEST_SUITE_P(AllDescrs, NpyRoundTripTest,
                          });
 
 TEST(NpyTest, ShapeTupleIsPythonSyntax) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::int32_t v[6] = {};
   io::write_npy(dir / "a.npy", "<i4", {2, 3}, v, sizeof(v));
   EXPECT_NE(read_text(dir / "a.npy").find("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }"),
@@ -349,7 +330,7 @@ TEST(NpyTest, ShapeTupleIsPythonSyntax) {
 }
 
 TEST(NpyTest, WriteRejectsBadArguments) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const float v[4] = {};
   EXPECT_THROW(io::write_npy(dir / "a.npy", "<f4", {2, 3}, v, sizeof(v)), std::invalid_argument);
   EXPECT_THROW(io::write_npy(dir / "a.npy", ">f4", {4}, v, sizeof(v)), std::invalid_argument);
@@ -384,7 +365,7 @@ void expect_read_error(const std::string& path, const std::string& fragment) {
 }
 
 TEST(NpyTest, ReadsVersion2And3Headers) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::string data("\x01\x00\x02\x00\x03\x00", 6);
   for (int major : {2, 3}) {
     const std::string path = dir / ("v" + std::to_string(major) + ".npy");
@@ -398,7 +379,7 @@ TEST(NpyTest, ReadsVersion2And3Headers) {
 }
 
 TEST(NpyTest, ReadRejectsBadFilesNamingThePath) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::string four(16, '\0');
   write_text(dir / "big.npy", hand_npy(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", four));
   expect_read_error(dir / "big.npy", "big-endian");
@@ -419,8 +400,8 @@ TEST(NpyTest, ReadRejectsBadFilesNamingThePath) {
 
 TEST(NpyNumpyTest, ReadsFilesNumpyWrote) {
   if (!have_numpy()) GTEST_SKIP() << "requires python3 with numpy (python3 -c 'import numpy' failed)";
-  TempDir dir;
-  const std::string d = dir.path().string();
+  TempDir dir("lockstep_report");
+  const std::string d = dir.path();
   const std::string script = R"(
 import numpy as np
 d = ')" + d + R"('
@@ -479,7 +460,7 @@ TEST(DumpWriterTest, DisabledWriterWritesNothing) {
 }
 
 TEST(DumpWriterTest, RejectsBadNamesNamingTheValue) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   DumpWriter writer(dir / "dump", 0);
   for (const std::string bad : {"a/b", "", "x y", "caf\xc3\xa9"}) {
     try {
@@ -492,14 +473,14 @@ TEST(DumpWriterTest, RejectsBadNamesNamingTheValue) {
 }
 
 TEST(DumpWriterTest, MergeWithoutFragmentsDoesNothing) {
-  TempDir dir;
-  merge_manifests(dir.path().string(), "s");
+  TempDir dir("lockstep_report");
+  merge_manifests(dir.path(), "s");
   EXPECT_FALSE(fs::exists(dir / "manifest.json"));
   merge_manifests(dir / "absent", "s");
 }
 
 TEST(DumpWriterTest, ManifestListsArraysSortedByNameThenRank) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::string d = dir / "dump/scn";
   for (int rank : {1, 0}) {
     DumpWriter writer(d, rank);
@@ -533,7 +514,7 @@ TEST(DumpWriterTest, ManifestListsArraysSortedByNameThenRank) {
 }
 
 TEST(DumpWriterTest, MergeDropsTornLastLineAndKeepsLastWrite) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::string d = dir / "dump";
   {
     DumpWriter writer(d, 0);
@@ -548,14 +529,14 @@ TEST(DumpWriterTest, MergeDropsTornLastLineAndKeepsLastWrite) {
 }
 
 TEST(DumpWriterTest, MergeRejectsMalformedInnerLine) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   write_text(dir / "manifest.rank0.jsonl", "not json\n{\"name\":\"a\",\"rank\":0}\n");
-  EXPECT_THROW(merge_manifests(dir.path().string(), "s"), lockstep::Error);
+  EXPECT_THROW(merge_manifests(dir.path(), "s"), lockstep::Error);
 }
 
 TEST(DumpWriterTest, NumpyLoadsEveryDtypeWithTheRightValues) {
   if (!have_numpy()) GTEST_SKIP() << "requires python3 with numpy (python3 -c 'import numpy' failed)";
-  TempDir dir;
+  TempDir dir("lockstep_report");
   const std::string d = dir / "dump";
   for (int rank : {0, 1}) {
     DumpWriter w(d, rank);
@@ -636,7 +617,7 @@ std::string trace_record(int rank, int seq, const std::string& op, const std::st
 }
 
 TEST(ChromeTraceTest, OneCompleteEventPerRecordAndRankThreads) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   write_text(dir / "rank0.jsonl", trace_record(0, 0, "all_reduce", "train", 1000, 1250) +
                                       trace_record(0, 1, "broadcast", "eval", 2000, 2010));
   write_text(dir / "rank1.jsonl", trace_record(1, 0, "all_reduce", "train", 1005, 1300) +
@@ -693,7 +674,7 @@ TEST(ChromeTraceTest, OneCompleteEventPerRecordAndRankThreads) {
 }
 
 TEST(ChromeTraceTest, NoInputsGiveAValidEmptyTrace) {
-  TempDir dir;
+  TempDir dir("lockstep_report");
   write_chrome_trace({dir / "absent.jsonl"}, dir / "trace.json");
   const json t = json::parse(read_text(dir / "trace.json"));
   for (const json& e : t["traceEvents"]) EXPECT_NE(e["ph"], "X");

@@ -1,5 +1,6 @@
 // Tests of the scenario schema: parsing, defaults, [matrix] expansion, path expansion, and
 // that every InputError names the file:line written in the test's own TOML text.
+#include "tests/test_util.h"
 #include "harness/scenario/scenario.h"
 
 #include <gtest/gtest.h>
@@ -21,15 +22,6 @@ namespace fs = std::filesystem;
 
 class ScenarioTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_scenario_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << "mkdtemp failed";
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
 
   // Writes `text` to `name` under the temporary directory and returns its path.
   std::string write(const std::string& name, const std::string& text) {
@@ -39,7 +31,8 @@ class ScenarioTest : public ::testing::Test {
     return path.string();
   }
 
-  std::string dir_;
+  lockstep::test::TempDir tmp_{"lockstep_scenario"};
+  const std::string dir_ = tmp_.path();
 };
 
 // Returns the message of the InputError that `fn` throws; fails the test when it throws none.

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/test_util.h"
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
 
@@ -72,17 +73,13 @@ int wait_for(pid_t pid, double seconds) {
 
 class TorchrunEnvTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "lockstep-torchrun-XXXXXX").string();
-    dir_ = mkdtemp(tmpl.data());
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& text) {
     const std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
     return path;
   }
-  std::string dir_;
+  lockstep::test::TempDir tmp_{"lockstep-torchrun"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(TorchrunEnvTest, TwoRanksRunFromEnvironmentVariables) {
