@@ -321,6 +321,33 @@ TEST_P(SamplingInvariantsTest, SampleNodeOnOneAdjacencyReproducesEveryNode) {
   }
 }
 
+TEST_P(SamplingInvariantsTest, SampleHopServesEachNodeAsSampleNodeDoes) {
+  // An owner serves a hop's requests in one call; each node's pairs must be sample_node's.
+  const auto& [fanouts, replace, in_edges] = GetParam();
+  const CsrGraph sg = sampling_graph(rmat12(), in_edges);
+  Ids nodes = invariant_seeds(sg);
+  nodes.push_back(nodes.front());  // duplicates are served twice
+  nodes.push_back(nodes.front());
+  const SampleKey key{99, 1, 4, 1};
+  const HopSample hs = sample_hop(sg, nodes, fanouts[0], replace, key);
+  ASSERT_EQ(hs.counts.size(), nodes.size());
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const std::int64_t v = nodes[i];
+    const auto begin = static_cast<std::size_t>(sg.indptr[static_cast<std::size_t>(v)]);
+    Ids want_n, want_e;
+    sample_node(sg.indices.data() + begin, sg.edge_ids.data() + begin, sg.degree(v), fanouts[0],
+                replace, key, v, want_n, want_e);
+    ASSERT_EQ(hs.counts[i], static_cast<std::int64_t>(want_n.size())) << "node " << v;
+    for (std::size_t k = 0; k < want_n.size(); ++k, ++at) {
+      ASSERT_EQ(hs.nbrs[at], want_n[k]) << "node " << v;
+      ASSERT_EQ(hs.eids[at], want_e[k]) << "node " << v;
+    }
+  }
+  EXPECT_EQ(at, hs.nbrs.size());
+  EXPECT_THROW(sample_hop(sg, {sg.num_nodes}, 5, replace, key), std::out_of_range);
+}
+
 INSTANTIATE_TEST_SUITE_P(Sampling, SamplingInvariantsTest,
                          ::testing::Combine(::testing::Values(Ids{15, 10, 5}, Ids{25, 10}),
                                             ::testing::Bool(), ::testing::Bool()),

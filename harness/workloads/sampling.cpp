@@ -162,20 +162,20 @@ class Sampling final : public Workload {
         out.blocks.push_back(blk);
         continue;
       }
-      const auto lists = exchange(ctx, dst, o_.sample.fanouts[h], key);
+      const Replies replies = exchange(ctx, dst, o_.sample.fanouts[h], key);
       ref::Block blk;
       blk.dst_nodes = dst;
       blk.src_nodes = dst;
       std::unordered_map<std::int64_t, std::int64_t> src_pos(dst.size() * 4);
       for (std::size_t i = 0; i < dst.size(); ++i) src_pos.emplace(dst[i], static_cast<std::int64_t>(i));
       for (std::size_t d = 0; d < dst.size(); ++d) {
-        const auto& [nbrs, eids] = lists[d];
-        for (std::size_t k = 0; k < nbrs.size(); ++k) {
-          auto [it, fresh] = src_pos.emplace(nbrs[k], static_cast<std::int64_t>(blk.src_nodes.size()));
-          if (fresh) blk.src_nodes.push_back(nbrs[k]);
+        const std::int64_t* pair = replies.pairs.data() + 2 * replies.offset[d];
+        for (std::int64_t k = 0; k < replies.count[d]; ++k, pair += 2) {
+          auto [it, fresh] = src_pos.emplace(pair[0], static_cast<std::int64_t>(blk.src_nodes.size()));
+          if (fresh) blk.src_nodes.push_back(pair[0]);
           blk.edge_src.push_back(it->second);
           blk.edge_dst.push_back(static_cast<std::int64_t>(d));
-          blk.edge_ids.push_back(eids[k]);
+          blk.edge_ids.push_back(pair[1]);
         }
       }
       dst = blk.src_nodes;
@@ -184,8 +184,13 @@ class Sampling final : public Workload {
     return out;
   }
 
-  // Returns, per frontier node, its sampled (neighbors, edge ids), drawn by its owner.
-  std::vector<std::pair<I64, I64>> exchange(RankContext& ctx, const I64& frontier, std::int64_t fanout,
+  // Per frontier node, its sampled (neighbor, edge id) pairs as drawn by its owner: count[i]
+  // pairs from pair offset[i] of `pairs` (neighbor and edge id interleaved).
+  struct Replies {
+    I64 count, offset, pairs;
+  };
+
+  Replies exchange(RankContext& ctx, const I64& frontier, std::int64_t fanout,
                                             const ref::SampleKey& key) {
     const int ws = ctx.world_size;
     const int me = ctx.rank;
@@ -200,21 +205,32 @@ class Sampling final : public Workload {
     I64 incoming(static_cast<std::size_t>(sum(recv)));
     ctx.comm.all_to_all(comm::view_of(request), send, comm::view_of(incoming), recv);
 
-    // Serve: draw the neighbors of every requested node this rank owns.
-    I64 counts, pairs, pair_send(static_cast<std::size_t>(ws), 0);
+    // Serve: draw the neighbors of every requested node this rank owns, all at once with the
+    // reference's hop kernel (node by node when an injected bug changes the draw).
+    for (const std::int64_t v : incoming) {
+      if (part_of_[static_cast<std::size_t>(v)] != me) {
+        fail_with(DiagnosisKind::kInvariantViolation, me, "rank " + std::to_string(me) + " was asked for node " + std::to_string(v) + ", owned by rank " + std::to_string(part_of_[static_cast<std::size_t>(v)]));
+      }
+    }
+    ref::HopSample served;
+    if (o_.shared_generator || o_.fanout_overflow || o_.biased_draw) {
+      for (const std::int64_t v : incoming) {
+        const std::size_t before = served.nbrs.size();
+        draw(v, fanout, key, ctx.world_size, served.nbrs, served.eids);
+        served.counts.push_back(static_cast<std::int64_t>(served.nbrs.size() - before));
+      }
+    } else {
+      served = ref::sample_hop(rows_, incoming, fanout, o_.sample.replace, key);
+    }
+    I64& counts = served.counts;
+    I64 pairs(2 * served.nbrs.size()), pair_send(static_cast<std::size_t>(ws), 0);
+    for (std::size_t j = 0; j < served.nbrs.size(); ++j) {
+      pairs[2 * j] = served.nbrs[j];
+      pairs[2 * j + 1] = served.eids[j];
+    }
     std::size_t at = 0;
     for (int r = 0; r < ws; ++r) {
-      for (std::int64_t k = 0; k < recv[static_cast<std::size_t>(r)]; ++k, ++at) {
-        const std::int64_t v = incoming[at];
-        if (part_of_[static_cast<std::size_t>(v)] != me) {
-          fail_with(DiagnosisKind::kInvariantViolation, me, "rank " + std::to_string(me) + " was asked for node " + std::to_string(v) + ", owned by rank " + std::to_string(part_of_[static_cast<std::size_t>(v)]));
-        }
-        I64 nbrs, eids;
-        draw(v, fanout, key, ctx.world_size, nbrs, eids);
-        counts.push_back(static_cast<std::int64_t>(nbrs.size()));
-        for (std::size_t j = 0; j < nbrs.size(); ++j) pairs.insert(pairs.end(), {nbrs[j], eids[j]});
-        pair_send[static_cast<std::size_t>(r)] += 2 * static_cast<std::int64_t>(nbrs.size());
-      }
+      for (std::int64_t k = 0; k < recv[static_cast<std::size_t>(r)]; ++k, ++at) pair_send[static_cast<std::size_t>(r)] += 2 * counts[at];
     }
     I64 got_counts(static_cast<std::size_t>(sum(send)));
     ctx.comm.all_to_all(comm::view_of(counts), recv, comm::view_of(got_counts), send);
@@ -234,7 +250,10 @@ class Sampling final : public Workload {
       seg[static_cast<std::size_t>(r)] = {ca, pa, static_cast<std::size_t>(send[static_cast<std::size_t>(r)])};
       for (std::int64_t k = 0; k < send[static_cast<std::size_t>(r)]; ++k) pa += 2 * static_cast<std::size_t>(got_counts[ca++]);
     }
-    std::vector<std::pair<I64, I64>> lists(frontier.size());
+    Replies out;
+    out.count.assign(frontier.size(), 0);
+    out.offset.assign(frontier.size(), 0);
+    out.pairs = std::move(got_pairs);
     std::size_t nonempty = 0;
     for (int r = 0; r < ws; ++r) {
       const auto& mine = asked[static_cast<std::size_t>(r)];
@@ -245,14 +264,12 @@ class Sampling final : public Workload {
       ++nonempty;
       std::size_t p = s.pair_at;
       for (std::size_t k = 0; k < mine.size() && k < s.nodes; ++k) {
-        auto& [nbrs, eids] = lists[mine[k]];
-        for (std::int64_t j = 0; j < got_counts[s.count_at + k]; ++j, p += 2) {
-          nbrs.push_back(got_pairs[p]);
-          eids.push_back(got_pairs[p + 1]);
-        }
+        out.count[mine[k]] = got_counts[s.count_at + k];
+        out.offset[mine[k]] = static_cast<std::int64_t>(p / 2);
+        p += 2 * static_cast<std::size_t>(got_counts[s.count_at + k]);
       }
     }
-    return lists;
+    return out;
   }
 
   // Draws the neighbors of the highest-degree node (lowest id among ties) under many keys,

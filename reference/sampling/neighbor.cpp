@@ -76,6 +76,20 @@ void sample_node(const std::int64_t* neighbors, const std::int64_t* edge_ids, st
                           out_nbrs.data() + base, out_eids.data() + ebase);
 }
 
+HopSample sample_hop(const CsrGraph& rows, const std::vector<std::int64_t>& nodes,
+                     std::int64_t fanout, bool replace, const SampleKey& key) {
+  check_fanout("sample_hop", fanout, "fanout");
+  const std::uint64_t hop_key = sample_hop_key(key);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i] < 0 || nodes[i] >= rows.num_nodes) {
+      throw std::out_of_range("sample_hop: nodes[" + std::to_string(i) + "] = " +
+                              std::to_string(nodes[i]) + " is out of range [0, " +
+                              std::to_string(rows.num_nodes) + ")");
+    }
+  }
+  return detail::sample_hop_cpu(rows, nodes, fanout, replace, hop_key);
+}
+
 CsrGraph sampling_graph(const CsrGraph& graph, bool in_edges) {
   if (in_edges) return reverse(graph);
   validate(graph);

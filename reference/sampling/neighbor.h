@@ -55,6 +55,18 @@ void sample_node(const std::int64_t* neighbors, const std::int64_t* edge_ids, st
                  std::int64_t fanout, bool replace, const SampleKey& key, std::int64_t node,
                  std::vector<std::int64_t>& out_nbrs, std::vector<std::int64_t>& out_eids);
 
+// The draws of one hop for a list of nodes (duplicates allowed), as an owner rank serves them:
+// counts[i] pairs for nodes[i], concatenated node after node in nbrs / eids; node i's pairs
+// are exactly sample_node's for it. key.hop selects the hop.
+struct HopSample {
+  std::vector<std::int64_t> counts;
+  std::vector<std::int64_t> nbrs;
+  std::vector<std::int64_t> eids;
+};
+// Throws as sample_node does, and std::out_of_range for a node outside [0, rows.num_nodes).
+HopSample sample_hop(const CsrGraph& rows, const std::vector<std::int64_t>& nodes,
+                     std::int64_t fanout, bool replace, const SampleKey& key);
+
 struct SampleOptions {
   std::vector<std::int64_t> fanouts;  // per hop, from the seeds outwards; -1 = all neighbors
   bool replace = false;
@@ -122,6 +134,10 @@ namespace detail {
 void sample_node_cpu(const std::int64_t* neighbors, const std::int64_t* edge_ids,
                      std::int64_t degree, std::int64_t fanout, bool replace, std::uint64_t hop_key,
                      std::int64_t node, std::int64_t* out_nbrs, std::int64_t* out_eids);
+
+// sample_hop's kernel, on the calling thread.
+HopSample sample_hop_cpu(const CsrGraph& rows, const std::vector<std::int64_t>& nodes,
+                         std::int64_t fanout, bool replace, std::uint64_t hop_key);
 
 // sample_neighbors on the host with `num_threads` >= 1 threads.
 SampledBlocks sample_neighbors_cpu(const CsrGraph& graph, const std::vector<std::int64_t>& seeds,

@@ -556,6 +556,22 @@ void sample_node_cpu(const std::int64_t* neighbors, const std::int64_t* edge_ids
   sampler.gather(neighbors, edge_ids, out_nbrs, out_eids);
 }
 
+HopSample sample_hop_cpu(const CsrGraph& rows, const std::vector<std::int64_t>& nodes,
+                         std::int64_t fanout, bool replace, std::uint64_t hop_key) {
+  HopSample out;
+  out.counts.reserve(nodes.size());
+  Worker w;
+  ChunkSample chunk;
+  const auto n = static_cast<std::int64_t>(nodes.size());
+  for (std::int64_t begin = 0; begin < n; begin += kChunk) {
+    sample_chunk(rows, nodes, begin, std::min(n, begin + kChunk), fanout, replace, hop_key, chunk, w);
+    out.counts.insert(out.counts.end(), chunk.counts.begin(), chunk.counts.end());
+    out.nbrs.insert(out.nbrs.end(), chunk.nbrs.begin(), chunk.nbrs.end());
+    out.eids.insert(out.eids.end(), chunk.eids.begin(), chunk.eids.end());
+  }
+  return out;
+}
+
 SampledBlocks sample_neighbors_cpu(const CsrGraph& graph, const std::vector<std::int64_t>& seeds,
                                    const SampleOptions& options, const SampleKey& key,
                                    int num_threads) {
