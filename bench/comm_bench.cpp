@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
 
@@ -25,10 +26,7 @@ std::string temp_dir() {
   return mkdtemp(tmpl.data());
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using lockstep::bench::median;
 
 double run_mode(const std::string& dir, const std::string& mode, int ranks, std::int64_t iterations) {
   const std::string file = dir + "/latency_" + mode + "_" + std::to_string(ranks) + ".toml";

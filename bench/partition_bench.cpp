@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "reference/partition/book.h"
 
 namespace {
@@ -126,10 +127,7 @@ BENCHMARK(BM_RangeLookupAlloc)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using lockstep::bench::median;
 
 // The ratio itself, robust to other jobs on the machine: each iteration runs the stream copy
 // and the range lookup back to back, so drift hits both alike; counters are medians over
