@@ -21,9 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "text: " << (haystack)
-
 std::string quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);

@@ -40,9 +40,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
-
 // A fresh directory, removed with everything in it on destruction.
 using test::TempDir;
 

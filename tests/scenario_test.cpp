@@ -46,9 +46,6 @@ std::string input_error(const std::function<void()>& fn) {
   return "";
 }
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
-
 // A minimal valid file; line numbers of the error tests below count from its first line.
 constexpr const char* kMinimal = R"(name = "comm.minimal"
 [workload]

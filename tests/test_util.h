@@ -1,5 +1,6 @@
 #pragma once
 // Helpers shared by the tests.
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -7,6 +8,10 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+
+// Expects `needle` in the string `haystack`, printing the whole text when it is missing.
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "text: " << (haystack)
 
 namespace lockstep::test {
 
