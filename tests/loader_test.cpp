@@ -2,6 +2,7 @@
 // worker count, mode and prefetch; destruction leaves no thread or child process behind;
 // process mode refuses to fork after CUDA was initialised.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "reference/common/device.h"
 #include "reference/common/philox.h"
 #include "reference/graph/graph.h"
 #include "reference/loader/loader.h"
@@ -98,10 +100,19 @@ std::set<int> child_pids() {
   return out;
 }
 
+// Process mode refuses to fork once this process has used CUDA (the rule tested at the end).
+// Running the whole binary on a GPU machine, an earlier CUDA test may have done so; ctest runs
+// each test in its own process, where these run for real.
+#define LOCKSTEP_SKIP_IF_CUDA_USED()                                                        \
+  if (lockstep::ref::cuda_initialised())                                                    \
+  GTEST_SKIP() << "an earlier test in this process used CUDA, after which process mode "    \
+                  "refuses to fork; run this test in its own process (ctest does)"
+
 class LoaderEpochTest : public ::testing::TestWithParam<std::tuple<int, Mode, int>> {};
 
 TEST_P(LoaderEpochTest, EveryBatchMatchesReferenceInOrder) {
   const auto [workers, mode, prefetch] = GetParam();
+  if (mode == Mode::kProcesses && workers > 0) LOCKSTEP_SKIP_IF_CUDA_USED();
   const auto& expected = expected_digests();
   NeighborLoader loader(rows(), make_batches(), sample_options(), kBase,
                         LoaderOptions{workers, prefetch, mode});
@@ -156,6 +167,7 @@ TEST(LoaderErrors, BadSeedFailsItsBatchOnlyInEveryMode) {
   batches[3] = {rows().num_nodes + 5};
   for (Mode mode : {Mode::kThreads, Mode::kProcesses}) {
     for (int workers : {0, 2}) {
+      if (mode == Mode::kProcesses && workers > 0) LOCKSTEP_SKIP_IF_CUDA_USED();
       NeighborLoader loader(rows(), batches, sample_options(), kBase,
                             LoaderOptions{workers, 2, mode});
       for (std::size_t b = 0; b < batches.size(); ++b) {
@@ -173,6 +185,7 @@ TEST(LoaderErrors, BadSeedFailsItsBatchOnlyInEveryMode) {
 }
 
 TEST(LoaderLifetime, DestroyMidEpochLeavesNoChildProcess) {
+  LOCKSTEP_SKIP_IF_CUDA_USED();
   const std::set<int> before = child_pids();
   std::set<int> during;
   {
@@ -227,6 +240,40 @@ TEST(LoaderDeathTest, ProcessModeRefusesAfterCudaInitialised) {
         NeighborLoader inline_loader(rows(), make_batches(), sample_options(), kBase,
                                      LoaderOptions{0, 2, Mode::kProcesses});
         if (!threads.next() || !inline_loader.next()) std::_Exit(5);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// The same rule after real CUDA use (ids copied to the GPU), not just the flag. The device
+// count is read in a forked child so that this process never touches CUDA itself.
+TEST(LoaderDeathTest, ProcessModeRefusesAfterRealCudaUse) {
+  LOCKSTEP_SKIP_IF_CUDA_USED();
+  const pid_t probe = ::fork();
+  ASSERT_GE(probe, 0);
+  if (probe == 0) std::_Exit(lockstep::ref::cuda_device_count() > 0 ? 1 : 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(probe, &status, 0), probe);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "requires CUDA: no CUDA device is visible";
+  const lockstep::ref::Device gpu{lockstep::ref::DeviceKind::kCuda, 0};
+  const std::vector<std::int64_t> values = {3, 1, 2};
+  EXPECT_EXIT(
+      {
+        if (lockstep::ref::cuda_initialised()) std::_Exit(2);
+        const auto ids = lockstep::ref::IdArray::from_host(values, lockstep::ref::IdType::kI64, gpu);
+        if (ids.to_host() != values) std::_Exit(6);
+        if (!lockstep::ref::cuda_initialised()) std::_Exit(7);
+        try {
+          NeighborLoader loader(rows(), make_batches(), sample_options(), kBase,
+                                LoaderOptions{2, 2, Mode::kProcesses});
+          std::_Exit(3);
+        } catch (const std::runtime_error& e) {
+          if (std::string(e.what()).find("CUDA") == std::string::npos) std::_Exit(4);
+        }
+        NeighborLoader threads(rows(), make_batches(), sample_options(), kBase,
+                               LoaderOptions{2, 2, Mode::kThreads});
+        if (!threads.next()) std::_Exit(5);
         std::_Exit(0);
       },
       ::testing::ExitedWithCode(0), "");

@@ -9,6 +9,7 @@
 
 #include "harness/comm/engines.h"
 #include "harness/core/error.h"
+#include "reference/common/device.h"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
 #error "lockstep's NCCL backend needs NCCL >= 2.18"
@@ -97,9 +98,12 @@ class NcclPending final : public Pending {
 class NcclBackend final : public Backend {
  public:
   NcclBackend(ncclComm_t comm, cudaStream_t stream, int rank, int world_size, double timeout_s)
-      : comm_(comm), stream_(stream), rank_(rank), world_size_(world_size), timeout_s_(timeout_s) {}
+      : comm_(comm), stream_(stream), rank_(rank), world_size_(world_size), timeout_s_(timeout_s) {
+    LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+  }
   ~NcclBackend() override {
     ncclCommDestroy(comm_);
+    cudaEventDestroy(staged_);
     cudaStreamDestroy(stream_);
   }
   int rank() const override { return rank_; }
@@ -108,6 +112,11 @@ class NcclBackend final : public Backend {
 
   std::unique_ptr<Pending> start(Call& call) override {
     const std::size_t esize = element_size(call.in.dtype);
+    // The buffers were filled through the legacy default stream (cudaMemcpy, whose DMA from
+    // pageable memory may still be in flight when it returns), which a non-blocking stream
+    // does not wait for: order the collective after that work.
+    LOCKSTEP_CUDA_CHECK(cudaEventRecord(staged_, cudaStreamLegacy));
+    LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(stream_, staged_, 0));
     switch (call.op) {
       case Op::kAllReduce:
         require_device(call.in, "all_reduce buffer");
@@ -172,6 +181,7 @@ class NcclBackend final : public Backend {
   };
   ncclComm_t comm_;
   cudaStream_t stream_;
+  cudaEvent_t staged_ = nullptr;
   int rank_;
   int world_size_;
   double timeout_s_;
@@ -182,6 +192,7 @@ class NcclBackend final : public Backend {
 
 std::unique_ptr<Backend> make_nccl_backend(std::shared_ptr<Store> store, int rank, int world_size,
                                            int device_index, double timeout_s) {
+  ref::mark_cuda_initialised();  // no fork-based worker may start in this process from now on
   LOCKSTEP_CUDA_CHECK(cudaSetDevice(device_index));
   ncclUniqueId id;
   if (rank == 0) {

@@ -318,10 +318,19 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
   const auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
 
-  if (s.requires_cuda && ref::cuda_device_count() == 0) {
-    res.status = report::Status::kSkip;
-    res.reason = "requires cuda: no CUDA device is visible";
-    return res;
+  if (s.requires_cuda) {
+    const int found = ref::cuda_device_count();
+    if (found == 0) {
+      res.status = report::Status::kSkip;
+      res.reason = "requires cuda: no CUDA device is visible";
+      return res;
+    }
+    if (found < s.requires_cuda_devices) {
+      res.status = report::Status::kSkip;
+      res.reason = "needs " + std::to_string(s.requires_cuda_devices) + " CUDA devices, found " +
+                   std::to_string(found) + " (backend nccl puts each rank on its own GPU)";
+      return res;
+    }
   }
   if (s.requires_ranks > options.max_ranks) {
     res.status = report::Status::kSkip;

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -72,6 +73,9 @@ int rank_main(const RankOptions& options) {
   // A crash injected on purpose must not leave core files behind.
   struct rlimit no_core {0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
+  // A write to a peer that already exited must fail as an engine error, not kill this rank
+  // with SIGPIPE (which would blame it instead of the peer); Python ranks ignore it too.
+  std::signal(SIGPIPE, SIG_IGN);
   comm::install_engine_failure_handler();
 
   const int rank = env_int("RANK", 0);
@@ -134,7 +138,10 @@ int rank_main(const RankOptions& options) {
     if (s.backend == scenario::Backend::kNccl) {
       const int devices = ref::cuda_device_count();
       LOCKSTEP_CHECK(devices > 0, "backend nccl needs a CUDA device, none is visible");
-      chain = comm::make_nccl_backend(store, rank, world_size, local_rank % devices, engine_timeout);
+      // One GPU per rank: NCCL rejects two ranks of one communicator on one device.
+      LOCKSTEP_CHECK(local_rank < devices, "backend nccl: LOCAL_RANK ", local_rank, " needs CUDA device ",
+                     local_rank, ", but only ", devices, " are visible (one GPU per rank)");
+      chain = comm::make_nccl_backend(store, rank, world_size, local_rank, engine_timeout);
     } else {
       chain = comm::make_gloo_backend(store, "data/", rank, world_size, engine_timeout, gloo_host);
     }

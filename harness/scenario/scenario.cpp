@@ -175,6 +175,7 @@ void read_run(const Config& run, Scenario& s) {
 
 void read_requires(const Config& requires_table, Scenario& s) {
   s.requires_cuda = requires_table.get_bool("cuda", false) || s.device == Device::kCuda;
+  s.requires_cuda_devices = !s.requires_cuda ? 0 : s.backend == Backend::kNccl ? s.world_size : 1;
   std::int64_t ranks = requires_table.get_int("ranks", s.world_size);
   if (ranks < s.world_size || ranks > kMaxWorldSize) {
     requires_table.fail("ranks", "must be in [run.world_size, " + std::to_string(kMaxWorldSize) +

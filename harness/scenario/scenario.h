@@ -48,6 +48,10 @@ struct Scenario {
   // Requirements: unmet ones make the scenario `skip`, with the reason.
   bool requires_cuda = false;
   int requires_ranks = 1;   // the launcher must be able to start this many ranks
+  // Distinct CUDA devices the run needs on this host: 0 without CUDA, 1 for a CUDA scenario,
+  // run.world_size with backend nccl (NCCL cannot put two ranks of one communicator on one
+  // GPU, and every rank is a process of this host).
+  int requires_cuda_devices = 0;
 
   // [run]
   int world_size = 1;

@@ -37,6 +37,50 @@ struct Options {
 
 std::int64_t feature(std::int64_t orig_id) { return 3 * orig_id + 1; }
 
+// A host vector as a communicator buffer. With device "cuda" (backend nccl) the engine takes
+// CUDA buffers only, as ProcessGroupNCCL does, so the vector travels through a copy on the
+// rank's current GPU; back() copies an output home.
+class Wire {
+ public:
+  Wire(std::vector<std::int64_t>& host, bool cuda) : host_(host) {
+    if (!cuda) return;
+    device_ = ref::CudaBuffer(bytes());
+    if (bytes()) ref::cuda_copy_to_device(device_.data(), host_.data(), bytes());
+  }
+  comm::View view() {
+    comm::View v = comm::view_of(host_);
+    if (device_.data()) {
+      v.data = device_.data();
+      v.device = comm::DeviceType::kCuda;
+    }
+    return v;
+  }
+  std::vector<std::int64_t>& back() {
+    if (device_.data() && bytes()) ref::cuda_copy_to_host(host_.data(), device_.data(), bytes());
+    return host_;
+  }
+
+ private:
+  std::size_t bytes() const { return host_.size() * sizeof(std::int64_t); }
+  std::vector<std::int64_t>& host_;
+  ref::CudaBuffer device_;
+};
+
+bool on_cuda(const RankContext& ctx) { return ctx.scenario.device == scenario::Device::kCuda; }
+
+void all_gather(RankContext& ctx, std::vector<std::int64_t>& in, std::vector<std::int64_t>& out) {
+  Wire i(in, on_cuda(ctx)), o(out, on_cuda(ctx));
+  ctx.comm.all_gather(i.view(), o.view());
+  o.back();
+}
+
+void all_to_all(RankContext& ctx, std::vector<std::int64_t>& in, const std::vector<std::int64_t>& send_counts,
+                std::vector<std::int64_t>& out, const std::vector<std::int64_t>& recv_counts) {
+  Wire i(in, on_cuda(ctx)), o(out, on_cuda(ctx));
+  ctx.comm.all_to_all(i.view(), send_counts, o.view(), recv_counts);
+  o.back();
+}
+
 class Lookup final : public Workload {
  public:
   explicit Lookup(Options o) : o_(std::move(o)) {}
@@ -138,11 +182,11 @@ class Lookup final : public Workload {
     // partitioning and book).
     std::vector<std::int64_t> counts(static_cast<std::size_t>(ws));
     std::vector<std::int64_t> my_count{static_cast<std::int64_t>(fetched.size())};
-    ctx.comm.all_gather(comm::view_of(my_count), comm::view_of(counts));
+    all_gather(ctx, my_count, counts);
     const std::int64_t width = std::max<std::int64_t>(1, *std::max_element(counts.begin(), counts.end()));
     std::vector<std::int64_t> padded(static_cast<std::size_t>(width), 0), all(static_cast<std::size_t>(width * ws));
     std::copy(fetched.begin(), fetched.end(), padded.begin());
-    ctx.comm.all_gather(comm::view_of(padded), comm::view_of(all));
+    all_gather(ctx, padded, all);
     if (me == 0) {
       std::vector<std::int64_t> ordered;
       for (int r = 0; r < ws; ++r) ordered.insert(ordered.end(), all.begin() + r * width, all.begin() + r * width + counts[static_cast<std::size_t>(r)]);
@@ -175,11 +219,11 @@ class Lookup final : public Workload {
     }
     std::vector<std::int64_t> one(static_cast<std::size_t>(ws), 1), mine_counts(send_counts);
     ctx.comm.set_phase("fetch");
-    ctx.comm.all_to_all(comm::view_of(mine_counts), one, comm::view_of(recv_counts), one);
+    all_to_all(ctx, mine_counts, one, recv_counts, one);
     std::int64_t total = 0;
     for (auto c : recv_counts) total += c;
     std::vector<std::int64_t> incoming(static_cast<std::size_t>(total));
-    ctx.comm.all_to_all(comm::view_of(request), send_counts, comm::view_of(incoming), recv_counts);
+    all_to_all(ctx, request, send_counts, incoming, recv_counts);
     std::vector<std::int64_t> reply(static_cast<std::size_t>(total / 2));
     for (std::size_t i = 0; i < reply.size(); ++i) {
       const auto pp = static_cast<std::size_t>(incoming[2 * i]);
@@ -192,7 +236,7 @@ class Lookup final : public Workload {
       reply_recv[static_cast<std::size_t>(r)] = send_counts[static_cast<std::size_t>(r)] / 2;
     }
     std::vector<std::int64_t> answers(part.size());
-    ctx.comm.all_to_all(comm::view_of(reply), reply_send, comm::view_of(answers), reply_recv);
+    all_to_all(ctx, reply, reply_send, answers, reply_recv);
     std::vector<std::int64_t> out(part.size());
     std::size_t pos = 0;
     for (int r = 0; r < ws; ++r) {

@@ -40,7 +40,10 @@ int cuda_device_count() {
     (void)cudaGetLastError();
     return 0;
   }
-  if (n > 0) mark_cuda_initialised();  // the driver is now initialised in this process
+  // Counting initialises the driver, and that alone breaks CUDA in a forked child: after a
+  // parent's cudaGetDeviceCount, a child's cudaMalloc fails with "initialization error" (seen
+  // on an H100 with CUDA 13.0; README "GPU runs").
+  if (n > 0) mark_cuda_initialised();
   return n;
 }
 void cuda_set_device(int device) {
@@ -48,6 +51,7 @@ void cuda_set_device(int device) {
   LOCKSTEP_REF_CUDA_CHECK(cudaSetDevice(device));
 }
 void* cuda_alloc(std::size_t bytes) {
+  mark_cuda_initialised();
   void* p = nullptr;
   LOCKSTEP_REF_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
   return p;
@@ -56,9 +60,11 @@ void cuda_free(void* p) noexcept {
   if (p) cudaFree(p);
 }
 void cuda_copy_to_device(void* dst, const void* src, std::size_t bytes) {
+  mark_cuda_initialised();
   LOCKSTEP_REF_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
 void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  mark_cuda_initialised();
   LOCKSTEP_REF_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 #else
