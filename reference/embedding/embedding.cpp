@@ -208,24 +208,27 @@ void EmbeddingShard::update_row_racy(std::int64_t l, const std::vector<std::vect
   }
 }
 
-EmbeddingRows::EmbeddingRows(std::int64_t rows, std::int64_t dim, std::vector<float> host, Device device)
+EmbeddingRows::EmbeddingRows(std::int64_t rows, std::int64_t dim, std::unique_ptr<float[]> host, Device device)
     : rows_(rows), dim_(dim), device_(device) {
+  const auto bytes = static_cast<std::size_t>(rows * dim) * sizeof(float);
   if (device.is_cuda()) {
     cuda_set_device(device.index);
-    cuda_ = CudaBuffer(host.size() * sizeof(float));
-    if (!host.empty()) cuda_copy_to_device(cuda_.data(), host.data(), host.size() * sizeof(float));
+    cuda_ = CudaBuffer(bytes);
+    if (bytes > 0) cuda_copy_to_device(cuda_.data(), host.get(), bytes);
   } else {
     host_ = std::move(host);
   }
 }
 
 std::vector<float> EmbeddingRows::to_host() const {
-  if (!device_.is_cuda()) return host_;
   std::vector<float> out(static_cast<std::size_t>(rows_ * dim_));
-  if (!out.empty()) {
-    cuda_set_device(device_.index);
-    cuda_copy_to_host(out.data(), cuda_.data(), out.size() * sizeof(float));
+  if (out.empty()) return out;
+  if (!device_.is_cuda()) {
+    std::memcpy(out.data(), host_.get(), out.size() * sizeof(float));
+    return out;
   }
+  cuda_set_device(device_.index);
+  cuda_copy_to_host(out.data(), cuda_.data(), out.size() * sizeof(float));
   return out;
 }
 
@@ -233,6 +236,31 @@ namespace {
 
 std::int64_t id_at(const void* data, IdType type, std::int64_t i) {
   return type == IdType::kI32 ? static_cast<const std::int32_t*>(data)[i] : static_cast<const std::int64_t*>(data)[i];
+}
+
+// Copies the rows this rank owns straight into `out` and counts the others per owner. For f32
+// storage the row of id i + kAhead is prefetched while row i is copied.
+template <class L>
+void gather_local(const EmbeddingShard& shard, const std::int32_t* part, const L* local, std::int64_t n, int me, float* out,
+                  std::vector<std::int64_t>& send_counts) {
+  constexpr std::int64_t kAhead = 12;
+  const auto d = static_cast<std::size_t>(shard.dim());
+  const float* rows = shard.f32_data();
+  if (!rows) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (part[i] == me) shard.read_row(local[i], out + static_cast<std::size_t>(i) * d);
+      else ++send_counts[static_cast<std::size_t>(part[i])];
+    }
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i + kAhead < n && part[i + kAhead] == me) {
+      const float* next = rows + static_cast<std::size_t>(local[i + kAhead]) * d;
+      for (std::size_t b = 0; b < d; b += 16) __builtin_prefetch(next + b);
+    }
+    if (part[i] == me) std::memcpy(out + static_cast<std::size_t>(i) * d, rows + static_cast<std::size_t>(local[i]) * d, d * sizeof(float));
+    else ++send_counts[static_cast<std::size_t>(part[i])];
+  }
 }
 
 EmbeddingShard make_shard(const PartitionBook& book, int part, const EmbeddingOptions& o) {
@@ -270,12 +298,10 @@ EmbeddingRows DistEmbedding::pull(IdSpan ids) {
   const void* local = locals_.data();
   const std::int64_t n = h.size;
 
-  std::vector<float> out(static_cast<std::size_t>(n) * d);
+  std::unique_ptr<float[]> out(new float[static_cast<std::size_t>(n) * d]);  // every value is written below
   std::vector<std::int64_t> send_counts(static_cast<std::size_t>(ws), 0);
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (part[i] == me) shard_.read_row(id_at(local, h.type, i), out.data() + static_cast<std::size_t>(i) * d);
-    else ++send_counts[static_cast<std::size_t>(part[i])];
-  }
+  if (h.type == IdType::kI32) gather_local(shard_, part, static_cast<const std::int32_t*>(local), n, me, out.get(), send_counts);
+  else gather_local(shard_, part, static_cast<const std::int64_t*>(local), n, me, out.get(), send_counts);
   // Remote rows: requests grouped by owner, in position order within each owner.
   std::vector<std::int64_t> start(static_cast<std::size_t>(ws) + 1, 0);
   for (int r = 0; r < ws; ++r) start[static_cast<std::size_t>(r) + 1] = start[static_cast<std::size_t>(r)] + send_counts[static_cast<std::size_t>(r)];
@@ -306,7 +332,7 @@ EmbeddingRows DistEmbedding::pull(IdSpan ids) {
   }
   const auto answers = tp_.exchange_values(reply, reply_send, reply_recv);
   for (std::size_t k = 0; k < where.size(); ++k) {
-    std::memcpy(out.data() + static_cast<std::size_t>(where[k]) * d, answers.data() + k * d, d * sizeof(float));
+    std::memcpy(out.get() + static_cast<std::size_t>(where[k]) * d, answers.data() + k * d, d * sizeof(float));
   }
   pulled_bytes_ += n * dim * static_cast<std::int64_t>(sizeof(float));
   return EmbeddingRows(n, dim, std::move(out), ids.device);

@@ -127,6 +127,8 @@ class EmbeddingShard {
   void read_row(std::int64_t l, float* out) const;
   // Writes every row as f32, row-major (rows() x dim).
   std::vector<float> to_f32() const;
+  // The rows themselves for kF32 storage (rows() x dim, row-major), else null.
+  const float* f32_data() const { return storage_ == Storage::kF32 ? f32_.data() : nullptr; }
   // Applies the update of reduced gradient row g to local row l at step t.
   void update_row(std::int64_t l, const float* g, std::int64_t t);
   // THE KNOWN BUG, kept for fault injection (DGL #3561): the updates of one row from several
@@ -171,18 +173,19 @@ class EmbeddingTransport {
 class EmbeddingRows {
  public:
   EmbeddingRows() = default;
-  EmbeddingRows(std::int64_t rows, std::int64_t dim, std::vector<float> host, Device device);
+  // Takes rows x dim host values and moves them to `device` (a copy for CUDA).
+  EmbeddingRows(std::int64_t rows, std::int64_t dim, std::unique_ptr<float[]> host, Device device);
   std::int64_t rows() const { return rows_; }
   std::int64_t dim() const { return dim_; }
   Device device() const { return device_; }
   // The values on the host (copied from the device when needed).
   std::vector<float> to_host() const;
-  const float* host_data() const { return host_.data(); }  // null for CUDA rows
+  const float* host_data() const { return host_.get(); }  // null for CUDA rows
 
  private:
   std::int64_t rows_ = 0, dim_ = 0;
   Device device_;
-  std::vector<float> host_;
+  std::unique_ptr<float[]> host_;  // uninitialised until pull() fills every value
   CudaBuffer cuda_;
 };
 
