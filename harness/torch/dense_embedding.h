@@ -3,7 +3,9 @@
 // torch::nn::Embedding over the whole f32 table, forward and backward on the concatenated
 // global batch (its backward sums duplicate ids in batch order), then the update of
 // reference/embedding/embedding.h on the touched rows with one separate tensor op per
-// arithmetic operation (mul, add, sub, div, sqrt), never a fused one. Torch-free header; the
+// arithmetic operation (mul, add, sub, div, sqrt), never a fused one; sqrt is taken in double
+// and rounded once to f32 (correctly rounded, which at::sqrt on f32 is not on every line).
+// Torch-free header; the
 // one translation unit that includes LibTorch is compiled into lockstep_c10d.
 #include <cstdint>
 #include <memory>
