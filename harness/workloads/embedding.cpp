@@ -213,20 +213,29 @@ class Embedding final : public Workload {
   }
 
  private:
-  // Picks this rank's device as DGL's sparse optimizer should: from LOCAL_RANK. The node has
-  // cuda_device_count() devices, or, without a GPU, one per local rank. A pick that is not
-  // this rank's local device is device_mismatch.
-  int device_index(const RankContext& ctx) const { return o_.global_rank_device ? ctx.rank : ctx.local_rank; }
+  // The devices of this rank's node: the visible CUDA devices when the ids live there, else
+  // one per local rank (no GPU is used: the check runs on the layout alone).
+  int node_devices(const RankContext& ctx) const {
+    const int cuda = o_.ids_on_cuda ? ref::cuda_device_count() : 0;
+    return cuda > 0 ? cuda : std::max(1, ctx.local_world_size);
+  }
+  // This rank's device, as DGL's sparse optimizer should pick it: from LOCAL_RANK (ranks share
+  // devices when the node has fewer than its ranks). The injected bug takes the global rank.
+  int device_index(const RankContext& ctx) const {
+    return o_.global_rank_device ? ctx.rank : ctx.local_rank % node_devices(ctx);
+  }
 
+  // A device index that is not this rank's local device is device_mismatch.
   void check_device(const RankContext& ctx) const {
-    const int devices = ref::cuda_device_count() > 0 ? ref::cuda_device_count() : ctx.local_world_size;
+    const int devices = node_devices(ctx);
+    const int want = ctx.local_rank % devices;
     const int pick = device_index(ctx);
-    if (pick != ctx.local_rank || pick >= devices) {
+    if (pick != want || pick >= devices) {
       std::ostringstream os;
       os << "rank " << ctx.rank << " (local rank " << ctx.local_rank << " of " << ctx.local_world_size
          << " on its node) selected device " << pick << (o_.global_rank_device ? " from its global rank" : "")
-         << "; its device is " << ctx.local_rank << " (the node has " << devices << " device" << (devices == 1 ? "" : "s")
-         << (ref::cuda_device_count() > 0 ? "" : ", one per local rank: no GPU here") << ")";
+         << "; its device is " << want << " (the node has " << devices << " device" << (devices == 1 ? "" : "s")
+         << (o_.ids_on_cuda && ref::cuda_device_count() > 0 ? "" : ", one per local rank: no GPU in use") << ")";
       fail_with(DiagnosisKind::kDeviceMismatch, ctx.rank, os.str());
     }
     if (o_.ids_on_cuda) ref::cuda_set_device(pick);
