@@ -1,13 +1,14 @@
-// Workload "embedding": a DistEmbedding (reference/embedding) sharded over the ranks by a
-// partition book, trained for a few steps with a sparse optimizer, and checked against a dense
-// single-process LibTorch computation (harness/torch/dense_embedding.h).
+// Workload "embedding": DistEmbedding tables (reference/embedding), one per (optimizer,
+// storage) pair, sharded over the ranks by a partition book, trained for a few steps with
+// sparse optimizers, and checked against a dense single-process LibTorch computation
+// (harness/torch/dense_embedding.h).
 //
 // Every step has a global id batch and output gradients that are pure functions of (seed,
 // step, batch position); rank_split gives each rank a contiguous chunk, so owners reduce the
 // contributions of each id in global position order and the result is the same for every
-// world size. Each step: every rank pulls its chunk's rows, records their gradients and calls
-// step(), even with no ids; then one all_gather brings every rank's pulled rows and shard to
-// rank 0. After the last step rank 0 replays the global batches through the dense reference
+// world size. Each step: every rank pulls its chunk's rows from every table, records their
+// gradients and calls step(), even with no ids; then one all_gather brings every rank's pulled
+// rows and shards to rank 0. After the last step rank 0 replays the global batches through the dense reference
 // and compares, step by step, the pulled rows and the whole table: f32 storage must be
 // bit-identical, bf16/f16 within ref::storage_tolerance. A difference is result_mismatch
 // naming the step, row, column and both values. Digest: every step's table, as f32 bits.
@@ -306,6 +307,14 @@ class Embedding final : public Workload {
         for (std::int64_t c = 0; c < d; ++c) grads.push_back(batch_grad(seed, s, p, c));
       }
       const auto before = dense.step(ids, grads);
+      auto pushers = [&](std::int64_t row) {  // the ranks that pushed gradients for `row`
+        std::string out;
+        for (int r = 0; r < ws; ++r) {
+          const auto [lo, hi] = chunk(batch, ws, r);
+          if (std::find(ids.begin() + lo, ids.begin() + hi, row) != ids.begin() + hi) out += (out.empty() ? "" : ", ") + std::to_string(r);
+        }
+        return out.empty() ? std::string("none") : out;
+      };
       // 1. Pulled rows, in global batch order.
       for (int r = 0; r < ws; ++r) {
         const auto [lo, hi] = chunk(batch, ws, r);
@@ -324,9 +333,10 @@ class Embedding final : public Workload {
         }
       }
       // 2. The table after the step.
-      std::sort(ids.begin(), ids.end());
-      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-      for (const auto id : ids) ++roundings[static_cast<std::size_t>(id)];  // one rounding per touched row
+      I64 touched = ids;
+      std::sort(touched.begin(), touched.end());
+      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+      for (const auto id : touched) ++roundings[static_cast<std::size_t>(id)];  // one rounding per touched row
       const auto want_table = dense.weights();
       for (std::size_t i = 0; i < want_table.size(); ++i) max_abs[i] = std::max(max_abs[i], static_cast<double>(std::fabs(want_table[i])));
       std::vector<float> got_table(want_table.size());
@@ -344,6 +354,7 @@ class Embedding final : public Workload {
             std::ostringstream os;
             os << tname << ", step " << s << ": row " << row << ", column " << c << " after the update: got " << describe(got_table[i])
                << ", dense LibTorch reference " << describe(want_table[i]) << " (" << how << " expected)"
+               << "; ranks that pushed gradients for this row in this step: " << pushers(row)
                << semantics_hint(table, s, row, c, got_table[i]);
             fail_with(DiagnosisKind::kResultMismatch, owner(row), os.str());
           }
