@@ -586,5 +586,24 @@ TEST(ConfigDefault, EmptyTableUsesFallbacks) {
   EXPECT_THROW(config.get_int("x"), InputError);
 }
 
+// run.ranks_per_node (the node layout behind LOCAL_RANK): default one node, capped at
+// world_size, validated, and usable as a [matrix] dimension.
+TEST_F(ScenarioTest, RanksPerNode) {
+  auto file = [&](const std::string& name, const std::string& run) {
+    return write(name, "name = \"comm.rpn\"\n[run]\n" + run + "\n[workload]\nkind = \"collectives\"\n[expect]\noutcome = \"pass\"\n");
+  };
+  EXPECT_EQ(load_file(file("rpn_default.toml", "world_size = 4"))[0].ranks_per_node, 4);
+  EXPECT_EQ(load_file(file("rpn_two.toml", "world_size = 4\nranks_per_node = 2"))[0].ranks_per_node, 2);
+  EXPECT_EQ(load_file(file("rpn_cap.toml", "world_size = 2\nranks_per_node = 8"))[0].ranks_per_node, 2);
+  const std::string bad = file("rpn_bad.toml", "world_size = 4\nranks_per_node = 0");
+  EXPECT_CONTAINS(input_error([&] { load_file(bad); }), bad + ":4: run.ranks_per_node: must be in [1, 64], got 0");
+  const std::string m = write("rpn_matrix.toml", "name = \"comm.rpn\"\n[run]\nworld_size = 4\n[workload]\nkind = \"collectives\"\n"
+                                                 "[expect]\noutcome = \"pass\"\n[matrix]\nranks_per_node = [1, 2]\n");
+  const auto variants = load_file(m);
+  ASSERT_EQ(variants.size(), 2u);
+  EXPECT_EQ(variants[0].ranks_per_node, 1);
+  EXPECT_EQ(variants[1].ranks_per_node, 2);
+}
+
 }  // namespace
 }  // namespace lockstep::scenario

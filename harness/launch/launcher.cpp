@@ -1,5 +1,6 @@
 #include "harness/launch/launcher.h"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -362,9 +363,11 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
         env.push_back(kv);
       }
       env.push_back("RANK=" + std::to_string(r));
-      env.push_back("LOCAL_RANK=" + std::to_string(r));
+      // Node layout: ranks_per_node consecutive ranks per node (the last node may be smaller).
+      const int per_node = std::max(1, std::min(s.ranks_per_node, s.world_size));
+      env.push_back("LOCAL_RANK=" + std::to_string(r % per_node));
       env.push_back("WORLD_SIZE=" + std::to_string(s.world_size));
-      env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(s.world_size));
+      env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, s.world_size - r / per_node * per_node)));
       env.push_back("MASTER_ADDR=127.0.0.1");
       env.push_back("MASTER_PORT=" + std::to_string(store.port()));
       env.push_back("LOCKSTEP_STORE_HOSTED=1");

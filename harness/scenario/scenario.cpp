@@ -23,7 +23,8 @@ constexpr int kMaxWorldSize = 64;
 constexpr double kMaxTimeoutS = 3600.0;
 constexpr std::size_t kMaxVariants = 4096;
 const std::vector<std::string> kRunKeys = {"world_size", "backend",   "device",
-                                           "verify",     "timeout_s", "seed"};
+                                           "verify",     "timeout_s", "seed",
+                                           "ranks_per_node"};
 const std::string kWorkloadPrefix = "workload.";
 
 std::string join(const std::vector<std::string>& items, const std::string& separator) {
@@ -166,6 +167,12 @@ void read_run(const Config& run, Scenario& s) {
   std::int64_t seed = run.get_int("seed", 0);
   if (seed < 0) run.fail("seed", "must be >= 0, got " + std::to_string(seed));
   s.seed = static_cast<std::uint64_t>(seed);
+  std::int64_t ranks_per_node = run.get_int("ranks_per_node", world_size);
+  if (ranks_per_node < 1 || ranks_per_node > kMaxWorldSize) {
+    run.fail("ranks_per_node", "must be in [1, " + std::to_string(kMaxWorldSize) + "], got " +
+                                   std::to_string(ranks_per_node));
+  }
+  s.ranks_per_node = static_cast<int>(std::min(ranks_per_node, world_size));
   if (s.backend == Backend::kNccl && s.device != Device::kCuda) {
     run.fail("backend", "backend \"nccl\" requires device \"cuda\", got device \"" +
                             std::string(to_string(s.device)) + "\"");

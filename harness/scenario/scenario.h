@@ -60,6 +60,8 @@ struct Scenario {
   VerifyMode verify = VerifyMode::kVerify;
   double timeout_s = 60.0;
   std::uint64_t seed = 0;
+  int ranks_per_node = 1;   // the launcher's node layout: LOCAL_RANK = rank % ranks_per_node
+                            // (default world_size: one node; capped at world_size)
 
   // [workload]: `kind` plus the workload's own keys, validated by the workload at load time.
   std::string workload;

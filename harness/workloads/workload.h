@@ -30,6 +30,7 @@ struct RankContext {
   report::DumpWriter& dump;
   std::map<std::string, double> metrics;  // reported from rank 0
   std::string digest;  // hex digest of the canonical output; set on rank 0, "" if none
+  int local_world_size = 1;  // ranks on this rank's node (LOCAL_WORLD_SIZE)
 };
 
 // Ends the rank with a diagnosis blaming `rank` (-1: none). Checks in workloads call this.

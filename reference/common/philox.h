@@ -85,6 +85,9 @@ inline constexpr std::uint32_t kRandomPartition = 5;  // c0 = node id, sub = 0
 inline constexpr std::uint32_t kSampleEpoch = 6;      // key = seed, c0 = epoch, sub = 0
 inline constexpr std::uint32_t kSampleBatch = 7;      // key = epoch key, c0 = batch, sub = hop
 inline constexpr std::uint32_t kSampleDraw = 8;       // key = hop key, c0 = node id, sub = draw / 2
+inline constexpr std::uint32_t kEmbeddingInit = 9;    // key = seed, c0 = row, sub = column
+inline constexpr std::uint32_t kEmbeddingIds = 10;    // key = seed, c0 = batch position, sub = step
+inline constexpr std::uint32_t kEmbeddingGrads = 11;  // key = seed, c0 = position << 16 | column, sub = step
 }  // namespace streams
 
 // Returns stream << 32 | sub, the c1 word for `stream`.

@@ -1,0 +1,486 @@
+// Workload "embedding": DistEmbedding tables (reference/embedding), one per (optimizer,
+// storage) pair, sharded over the ranks by a partition book, trained for a few steps with
+// sparse optimizers, and checked against a dense single-process LibTorch computation
+// (harness/torch/dense_embedding.h).
+//
+// Every step has a global id batch and output gradients that are pure functions of (seed,
+// step, batch position); rank_split gives each rank a contiguous chunk, so owners reduce the
+// contributions of each id in global position order and the result is the same for every
+// world size. Each step: every rank pulls its chunk's rows from every table, records their
+// gradients and calls step(), even with no ids; then one all_gather brings every rank's pulled
+// rows and shards to rank 0. After the last step rank 0 replays the global batches through the dense reference
+// and compares, step by step, the pulled rows and the whole table: f32 storage must be
+// bit-identical, bf16/f16 within ref::storage_tolerance. A difference is result_mismatch
+// naming the step, row, column and both values. Digest: every step's table, as f32 bits.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "harness/comm/communicator.h"
+#include "harness/comm/dtype.h"
+#include "harness/report/dump.h"
+#include "harness/torch/dense_embedding.h"
+#include "harness/workloads/digest.h"
+#include "harness/workloads/exchange.h"
+#include "harness/workloads/graph_spec.h"
+#include "harness/workloads/preflight.h"
+#include "harness/workloads/workload.h"
+#include "reference/common/device.h"
+#include "reference/common/philox.h"
+#include "reference/embedding/embedding.h"
+#include "reference/split/split.h"
+
+namespace lockstep::workloads {
+namespace {
+
+using I64 = std::vector<std::int64_t>;
+
+struct Options {
+  std::int64_t rows = 1009;
+  std::int64_t dim = 16;
+  std::int64_t steps = 4;
+  I64 batch_sizes = {24, 3, 0, 17};  // global ids per step, cycled
+  std::int64_t hot_rows = 4;         // half of the ids fall in [0, hot_rows): duplicates
+  ref::OptimizerOptions optimizer;  // lr, eps, betas, accumulator; kind set per table
+  std::vector<ref::OptimizerKind> optimizers = {ref::OptimizerKind::kSgd, ref::OptimizerKind::kAdagrad, ref::OptimizerKind::kAdam};
+  std::vector<ref::Storage> storages = {ref::Storage::kF32};
+  ref::DuplicateReduce reduce = ref::DuplicateReduce::kSum;
+  std::string sharding = "even";
+  ref::IdType id_type = ref::IdType::kI64;
+  bool ids_on_cuda = false;
+  double init_scale = 0.5;
+  bool mean_instead_of_sum = false;  // [[inject]] bugs
+  bool skip_empty_step = false;
+  bool lost_update = false;
+  bool global_rank_device = false;
+};
+
+// One table of the run: every (optimizer, storage) pair, in that order; table t is
+// initialised with seed + t.
+struct Table {
+  ref::OptimizerOptions optimizer;
+  ref::Storage storage;
+  std::uint64_t seed;
+  std::string name() const { return ref::to_string(optimizer.kind) + "/" + ref::to_string(storage); }
+};
+
+std::vector<Table> tables_of(const Options& o, std::uint64_t seed) {
+  std::vector<Table> out;
+  for (auto k : o.optimizers) {
+    for (auto st : o.storages) {
+      Table t{o.optimizer, st, seed + out.size()};
+      t.optimizer.kind = k;
+      out.push_back(t);
+    }
+  }
+  return out;
+}
+
+// The id at batch position p of step s: half from the hot rows, half uniform.
+std::int64_t batch_id(std::uint64_t seed, std::int64_t s, std::int64_t p, const Options& o) {
+  const auto w = ref::philox_u64x2(seed, static_cast<std::uint64_t>(p), ref::stream_counter(ref::streams::kEmbeddingIds, static_cast<std::uint32_t>(s)));
+  const auto range = (w[0] >> 63) ? std::min(o.hot_rows, o.rows) : o.rows;
+  return static_cast<std::int64_t>(ref::uniform_below(w[1], static_cast<std::uint64_t>(range)));
+}
+
+// The output gradient at batch position p, column c of step s: uniform in [-1, 1).
+float batch_grad(std::uint64_t seed, std::int64_t s, std::int64_t p, std::int64_t c) {
+  const auto bits = ref::philox_u64(seed, (static_cast<std::uint64_t>(p) << 16) | static_cast<std::uint64_t>(c),
+                                    ref::stream_counter(ref::streams::kEmbeddingGrads, static_cast<std::uint32_t>(s)));
+  return static_cast<float>(2.0 * ref::uniform01(bits) - 1.0);
+}
+
+// The transport of ref::DistEmbedding over the harness communicator.
+class CommTransport final : public ref::EmbeddingTransport {
+ public:
+  explicit CommTransport(comm::Communicator& c) : c_(c) {}
+  int rank() const override { return c_.rank(); }
+  int world_size() const override { return c_.world_size(); }
+  I64 exchange_ids(const I64& data, const I64& send_counts, I64& recv_counts) override {
+    recv_counts = exchange_counts(c_, send_counts);
+    return exchange(c_, data, send_counts, recv_counts);
+  }
+  std::vector<float> exchange_values(const std::vector<float>& data, const I64& send_counts, const I64& recv_counts) override {
+    return exchange(c_, data, send_counts, recv_counts);
+  }
+
+ private:
+  comm::Communicator& c_;
+};
+
+std::string describe(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g (0x%08x)", static_cast<double>(v), bits);
+  return buf;
+}
+
+class Embedding final : public Workload {
+ public:
+  explicit Embedding(Options o) : o_(std::move(o)) {}
+
+  void run(RankContext& ctx) override {
+    const int ws = ctx.world_size;
+    const int me = ctx.rank;
+    const std::int64_t d = o_.dim;
+    check_device(ctx);
+    batch_seed_ = ctx.scenario.seed;
+
+    const auto book = make_book(ws);
+    const auto tables = tables_of(o_, ctx.scenario.seed);
+    const auto nt = static_cast<std::int64_t>(tables.size());
+    CommTransport transport(ctx.comm);
+    std::vector<std::unique_ptr<ref::DistEmbedding>> embs;
+    for (const auto& t : tables) {
+      ref::EmbeddingOptions eo;
+      eo.dim = d;
+      eo.storage = t.storage;
+      eo.reduce = o_.mean_instead_of_sum ? ref::DuplicateReduce::kMean : o_.reduce;
+      eo.optimizer = t.optimizer;
+      eo.seed = t.seed;
+      eo.init_scale = o_.init_scale;
+      eo.lost_update_bug = o_.lost_update;
+      embs.push_back(std::make_unique<ref::DistEmbedding>(book, eo, transport));
+    }
+
+    std::int64_t max_part = 1;
+    for (int p = 0; p < ws; ++p) max_part = std::max(max_part, book->part_size(p));
+    const ref::Device ids_device = o_.ids_on_cuda ? ref::Device{ref::DeviceKind::kCuda, device_index(ctx)} : ref::Device{};
+
+    ctx.comm.set_phase("preflight");
+    preflight_steps(ctx.comm, o_.steps, "embedding steps");
+    std::vector<std::vector<float>> gathered;  // rank 0: per step, every rank's per table [pulled | shard]
+    std::int64_t pulled_rows = 0, pulled_bytes = 0;
+    double pull_s = 0;
+    for (std::int64_t s = 0; s < o_.steps; ++s) {
+      ctx.comm.set_step(s);
+      const std::int64_t batch = batch_size(s);
+      const auto [lo, hi] = chunk(batch, ws, me);
+      I64 mine;
+      std::vector<float> grads;
+      for (std::int64_t p = lo; p < hi; ++p) {
+        mine.push_back(batch_id(ctx.scenario.seed, s, p, o_));
+        for (std::int64_t c = 0; c < d; ++c) grads.push_back(batch_grad(ctx.scenario.seed, s, p, c));
+      }
+      const auto ids = ref::IdArray::from_host(mine, o_.id_type, ids_device);
+      const std::int64_t max_chunk = (batch + ws - 1) / ws;
+      const std::int64_t per_table = (max_chunk + max_part) * d;
+      std::vector<float> mine_buf(static_cast<std::size_t>(nt * per_table), 0.0f);
+      for (std::int64_t t = 0; t < nt; ++t) {
+        ctx.comm.set_phase("pull");
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto rows = embs[static_cast<std::size_t>(t)]->pull(ids.span());
+        pull_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        pulled_rows += rows.rows();
+        pulled_bytes += rows.rows() * d * static_cast<std::int64_t>(sizeof(float));
+        if (!(rows.device() == ids.device())) {
+          fail_with(DiagnosisKind::kDeviceMismatch, me, "rank " + std::to_string(me) + ": pull of ids on " + ref::to_string(ids.device()) +
+                                                            " returned rows on " + ref::to_string(rows.device()));
+        }
+        const auto pulled = rows.to_host();
+        std::copy(pulled.begin(), pulled.end(), mine_buf.begin() + t * per_table);
+        embs[static_cast<std::size_t>(t)]->accumulate_grad(ids.span(), grads.data());
+      }
+      for (std::int64_t t = 0; t < nt; ++t) {
+        ctx.comm.set_phase("push");
+        // The injected bug: a rank with no ids this step does not call step().
+        if (!(o_.skip_empty_step && mine.empty())) embs[static_cast<std::size_t>(t)]->step();
+        const auto shard = embs[static_cast<std::size_t>(t)]->shard().to_f32();
+        std::copy(shard.begin(), shard.end(), mine_buf.begin() + t * per_table + max_chunk * d);
+      }
+      ctx.comm.set_phase("check");
+      std::vector<float> all(mine_buf.size() * static_cast<std::size_t>(ws));
+      ctx.comm.all_gather(comm::view_of(mine_buf), comm::view_of(all));
+      if (me == 0) gathered.push_back(std::move(all));
+    }
+    ctx.metrics["pulled_bytes_per_s"] = pull_s > 0 ? static_cast<double>(pulled_bytes) / pull_s : 0;
+    ctx.metrics["pulled_rows"] = static_cast<double>(pulled_rows);
+    ctx.metrics["steps"] = static_cast<double>(o_.steps);
+    ctx.metrics["tables"] = static_cast<double>(nt);
+    for (std::int64_t t = 0; t < nt; ++t) {
+      ctx.dump.write("embedding_shard_" + tables[static_cast<std::size_t>(t)].name().replace(tables[static_cast<std::size_t>(t)].name().find('/'), 1, "_"),
+                     embs[static_cast<std::size_t>(t)]->shard().to_f32(),
+                     "this rank's rows of the table after the last step, f32, row-major (local ids, ascending global ids)");
+    }
+    if (me == 0) {
+      I64 canonical;
+      for (std::int64_t t = 0; t < nt; ++t) check(ctx, *book, max_part, gathered, tables, t, canonical);
+      ctx.digest = digest_hex(canonical);
+    }
+  }
+
+ private:
+  // The devices of this rank's node: the visible CUDA devices when the ids live there, else
+  // one per local rank (no GPU is used: the check runs on the layout alone).
+  int node_devices(const RankContext& ctx) const {
+    const int cuda = o_.ids_on_cuda ? ref::cuda_device_count() : 0;
+    return cuda > 0 ? cuda : std::max(1, ctx.local_world_size);
+  }
+  // This rank's device, as DGL's sparse optimizer should pick it: from LOCAL_RANK (ranks share
+  // devices when the node has fewer than its ranks). The injected bug takes the global rank.
+  int device_index(const RankContext& ctx) const {
+    return o_.global_rank_device ? ctx.rank : ctx.local_rank % node_devices(ctx);
+  }
+
+  // A device index that is not this rank's local device is device_mismatch.
+  void check_device(const RankContext& ctx) const {
+    const int devices = node_devices(ctx);
+    const int want = ctx.local_rank % devices;
+    const int pick = device_index(ctx);
+    if (pick != want || pick >= devices) {
+      std::ostringstream os;
+      os << "rank " << ctx.rank << " (local rank " << ctx.local_rank << " of " << ctx.local_world_size
+         << " on its node) selected device " << pick << (o_.global_rank_device ? " from its global rank" : "")
+         << "; its device is " << want << " (the node has " << devices << " device" << (devices == 1 ? "" : "s")
+         << (o_.ids_on_cuda && ref::cuda_device_count() > 0 ? "" : ", one per local rank: no GPU in use") << ")";
+      fail_with(DiagnosisKind::kDeviceMismatch, ctx.rank, os.str());
+    }
+    if (o_.ids_on_cuda) ref::cuda_set_device(pick);
+  }
+
+  std::shared_ptr<const ref::PartitionBook> make_book(int ws) const {
+    if (o_.sharding == "mod") {
+      std::vector<std::int32_t> part_of(static_cast<std::size_t>(o_.rows));
+      for (std::int64_t i = 0; i < o_.rows; ++i) part_of[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % ws);
+      return std::make_shared<ref::MapPartitionBook>(std::move(part_of), ws);
+    }
+    if (o_.sharding == "first_empty" && ws > 1) {  // part 0 owns nothing
+      I64 offsets{0, 0};
+      for (int p = 1; p < ws; ++p) offsets.push_back(offsets.back() + o_.rows / (ws - 1) + (p - 1 < o_.rows % (ws - 1) ? 1 : 0));
+      return std::make_shared<ref::RangePartitionBook>(std::move(offsets));
+    }
+    return ref::even_range_book(o_.rows, ws);
+  }
+
+  std::int64_t batch_size(std::int64_t s) const { return o_.batch_sizes[static_cast<std::size_t>(s) % o_.batch_sizes.size()]; }
+
+  // Batch positions [lo, hi) of rank r: rank_split's contiguous chunks.
+  static std::pair<std::int64_t, std::int64_t> chunk(std::int64_t n, int ws, int r) {
+    std::int64_t lo = 0;
+    for (int q = 0; q < r; ++q) lo += n / ws + (q < n % ws ? 1 : 0);
+    return {lo, lo + n / ws + (r < n % ws ? 1 : 0)};
+  }
+
+  // Checks table `ti` against its dense reference, step by step; appends every step's table
+  // (f32 bits) to `canonical`.
+  void check(RankContext& ctx, const ref::PartitionBook& book, std::int64_t max_part, const std::vector<std::vector<float>>& gathered,
+             const std::vector<Table>& tables, std::int64_t ti, I64& canonical) {
+    const int ws = ctx.world_size;
+    const std::int64_t d = o_.dim, n = o_.rows;
+    const auto seed = ctx.scenario.seed;
+    const Table& table = tables[static_cast<std::size_t>(ti)];
+    const auto nt = static_cast<std::int64_t>(tables.size());
+    const std::string tname = "table " + std::to_string(ti) + " (" + table.name() + ")";
+    std::vector<I64> part_rows(static_cast<std::size_t>(ws));
+    for (int p = 0; p < ws; ++p) part_rows[static_cast<std::size_t>(p)] = book.partid2nids(p, ref::Device{}).to_host();
+    auto owner = [&](std::int64_t row) { return static_cast<int>(book.nid2partid(ref::IdSpan{&row, 1, ref::IdType::kI64, ref::Device{}}).to_host()[0]); };
+
+    std::vector<float> init(static_cast<std::size_t>(n * d));
+    for (std::int64_t r = 0; r < n; ++r) {
+      for (std::int64_t c = 0; c < d; ++c) init[static_cast<std::size_t>(r * d + c)] = ref::embedding_init(table.seed, r, c, o_.init_scale);
+    }
+    torchref::DenseEmbedding dense(n, d, init, table.optimizer, o_.reduce);
+    std::vector<double> max_abs(init.size());
+    for (std::size_t i = 0; i < init.size(); ++i) max_abs[i] = std::fabs(init[i]);
+    I64 roundings(static_cast<std::size_t>(n), 1);
+    auto tol = [&](std::int64_t row, std::size_t elem) { return ref::storage_tolerance(table.storage, roundings[static_cast<std::size_t>(row)], max_abs[elem]); };
+    auto differs = [&](float got, float want, double t) {
+      if (table.storage == ref::Storage::kF32) return std::memcmp(&got, &want, 4) != 0;
+      return !(std::fabs(static_cast<double>(got) - static_cast<double>(want)) <= t);
+    };
+    const std::string how = table.storage == ref::Storage::kF32 ? "bit-identical" : "within the " + ref::to_string(table.storage) + " tolerance";
+
+    for (std::int64_t s = 0; s < o_.steps; ++s) {
+      const auto& all = gathered[static_cast<std::size_t>(s)];
+      const std::int64_t batch = batch_size(s);
+      const std::int64_t max_chunk = (batch + ws - 1) / ws;
+      const auto width = static_cast<std::size_t>(nt * (max_chunk + max_part) * d);
+      const auto base = static_cast<std::size_t>(ti * (max_chunk + max_part) * d);
+      I64 ids;
+      std::vector<float> grads;
+      for (std::int64_t p = 0; p < batch; ++p) {
+        ids.push_back(batch_id(seed, s, p, o_));
+        for (std::int64_t c = 0; c < d; ++c) grads.push_back(batch_grad(seed, s, p, c));
+      }
+      const auto before = dense.step(ids, grads);
+      auto pushers = [&](std::int64_t row) {  // the ranks that pushed gradients for `row`
+        std::string out;
+        for (int r = 0; r < ws; ++r) {
+          const auto [lo, hi] = chunk(batch, ws, r);
+          if (std::find(ids.begin() + lo, ids.begin() + hi, row) != ids.begin() + hi) out += (out.empty() ? "" : ", ") + std::to_string(r);
+        }
+        return out.empty() ? std::string("none") : out;
+      };
+      // 1. Pulled rows, in global batch order.
+      for (int r = 0; r < ws; ++r) {
+        const auto [lo, hi] = chunk(batch, ws, r);
+        for (std::int64_t p = lo; p < hi; ++p) {
+          for (std::int64_t c = 0; c < d; ++c) {
+            const float got = all[static_cast<std::size_t>(r) * width + base + static_cast<std::size_t>((p - lo) * d + c)];
+            const float want = before[static_cast<std::size_t>(p * d + c)];
+            const std::int64_t row = ids[static_cast<std::size_t>(p)];
+            if (differs(got, want, tol(row, static_cast<std::size_t>(row * d + c)))) {
+              std::ostringstream os;
+              os << tname << ", step " << s << ": rank " << r << " pulled row " << row << " (batch position " << p << "), column " << c << ": got "
+                 << describe(got) << ", dense LibTorch reference " << describe(want) << " (" << how << " expected)";
+              fail_with(DiagnosisKind::kResultMismatch, owner(row), os.str());
+            }
+          }
+        }
+      }
+      // 2. The table after the step.
+      I64 touched = ids;
+      std::sort(touched.begin(), touched.end());
+      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+      for (const auto id : touched) ++roundings[static_cast<std::size_t>(id)];  // one rounding per touched row
+      const auto want_table = dense.weights();
+      for (std::size_t i = 0; i < want_table.size(); ++i) max_abs[i] = std::max(max_abs[i], static_cast<double>(std::fabs(want_table[i])));
+      std::vector<float> got_table(want_table.size());
+      for (int p = 0; p < ws; ++p) {
+        const auto& rows = part_rows[static_cast<std::size_t>(p)];
+        const float* src = all.data() + static_cast<std::size_t>(p) * width + base + static_cast<std::size_t>(max_chunk * d);
+        for (std::size_t l = 0; l < rows.size(); ++l) {
+          std::copy_n(src + l * static_cast<std::size_t>(d), d, got_table.begin() + static_cast<std::ptrdiff_t>(rows[l] * d));
+        }
+      }
+      for (std::int64_t row = 0; row < n; ++row) {
+        for (std::int64_t c = 0; c < d; ++c) {
+          const auto i = static_cast<std::size_t>(row * d + c);
+          if (differs(got_table[i], want_table[i], tol(row, i))) {
+            std::ostringstream os;
+            os << tname << ", step " << s << ": row " << row << ", column " << c << " after the update: got " << describe(got_table[i])
+               << ", dense LibTorch reference " << describe(want_table[i]) << " (" << how << " expected)"
+               << "; ranks that pushed gradients for this row in this step: " << pushers(row)
+               << semantics_hint(table, s, row, c, got_table[i]);
+            fail_with(DiagnosisKind::kResultMismatch, owner(row), os.str());
+          }
+        }
+      }
+      for (float v : got_table) {
+        std::uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        canonical.push_back(bits);
+      }
+    }
+  }
+
+  // When the table differs from the reference, replays the dense reference with the other
+  // duplicate-id reduction; if that one explains the value, says so.
+  std::string semantics_hint(const Table& table, std::int64_t step, std::int64_t row, std::int64_t col, float got) const {
+    const auto seed = table.seed;
+    const auto batch_seed = batch_seed_;
+    const std::int64_t d = o_.dim;
+    std::vector<float> init(static_cast<std::size_t>(o_.rows * d));
+    for (std::int64_t r = 0; r < o_.rows; ++r) {
+      for (std::int64_t c = 0; c < d; ++c) init[static_cast<std::size_t>(r * d + c)] = ref::embedding_init(seed, r, c, o_.init_scale);
+    }
+    const auto other = o_.reduce == ref::DuplicateReduce::kSum ? ref::DuplicateReduce::kMean : ref::DuplicateReduce::kSum;
+    torchref::DenseEmbedding alt(o_.rows, d, init, table.optimizer, other);
+    for (std::int64_t s = 0; s <= step; ++s) {
+      I64 ids;
+      std::vector<float> grads;
+      for (std::int64_t p = 0; p < batch_size(s); ++p) {
+        ids.push_back(batch_id(batch_seed, s, p, o_));
+        for (std::int64_t c = 0; c < d; ++c) grads.push_back(batch_grad(batch_seed, s, p, c));
+      }
+      alt.step(ids, grads);
+    }
+    const float want = alt.weights()[static_cast<std::size_t>(row * d + col)];
+    const bool match = table.storage == ref::Storage::kF32 ? std::memcmp(&want, &got, 4) == 0
+                                                           : std::fabs(static_cast<double>(want) - got) <= ref::unit_roundoff(table.storage) * 8 * std::fabs(want);
+    if (!match) return "";
+    return o_.reduce == ref::DuplicateReduce::kSum
+               ? "; the value is what the mean of the duplicate ids' gradients gives (DGL semantics), but this table sums them "
+                 "(PyTorch, WholeGraph semantics): duplicate-id reduction differs (mean instead of sum)"
+               : "; the value is what the sum of the duplicate ids' gradients gives (PyTorch, WholeGraph semantics), but this table "
+                 "averages them (DGL semantics): duplicate-id reduction differs (sum instead of mean)";
+  }
+
+  Options o_;
+  std::uint64_t batch_seed_ = 0;  // run.seed: ids and gradients
+};
+
+std::unique_ptr<Workload> make(const scenario::Scenario& s) {
+  const scenario::Config& c = s.workload_config;
+  Options o;
+  (void)c.get_string("kind");
+  o.rows = c.get_int("rows", o.rows);
+  if (o.rows < 1 || o.rows > (std::int64_t{1} << 24)) c.fail("rows", "must be in 1..16777216, got " + std::to_string(o.rows));
+  o.dim = c.get_int("dim", o.dim);
+  if (o.dim < 1 || o.dim > 4096) c.fail("dim", "must be in 1..4096, got " + std::to_string(o.dim));
+  o.steps = c.get_int("steps", o.steps);
+  if (o.steps < 1 || o.steps > 1000) c.fail("steps", "must be in 1..1000, got " + std::to_string(o.steps));
+  o.batch_sizes = c.get_int_list("batch_sizes", o.batch_sizes);
+  if (o.batch_sizes.empty()) c.fail("batch_sizes", "must not be empty");
+  for (auto b : o.batch_sizes) {
+    if (b < 0 || b > (std::int64_t{1} << 20)) c.fail("batch_sizes", "each batch size must be in 0..1048576, got " + std::to_string(b));
+  }
+  o.hot_rows = c.get_int("hot_rows", o.hot_rows);
+  if (o.hot_rows < 1) c.fail("hot_rows", "must be >= 1, got " + std::to_string(o.hot_rows));
+  o.optimizers.clear();
+  for (const auto& name : c.get_string_list("optimizers", {"sgd", "adagrad", "adam"})) {
+    try {
+      o.optimizers.push_back(ref::optimizer_from_string(name));
+    } catch (const std::invalid_argument& e) {
+      c.fail("optimizers", e.what());
+    }
+  }
+  if (o.optimizers.empty()) c.fail("optimizers", "must not be empty");
+  o.optimizer.lr = c.get_double("lr", 0.1);
+  if (!(o.optimizer.lr >= 0 && o.optimizer.lr <= 100)) c.fail("lr", "must be in [0, 100]");
+  o.optimizer.eps = c.get_double("eps", -1);
+  if (c.has("eps") && !(o.optimizer.eps >= 0 && o.optimizer.eps <= 1)) c.fail("eps", "must be in [0, 1]");
+  o.optimizer.beta1 = c.get_double("beta1", 0.9);
+  if (!(o.optimizer.beta1 >= 0 && o.optimizer.beta1 < 1)) c.fail("beta1", "must be in [0, 1)");
+  o.optimizer.beta2 = c.get_double("beta2", 0.999);
+  if (!(o.optimizer.beta2 >= 0 && o.optimizer.beta2 < 1)) c.fail("beta2", "must be in [0, 1)");
+  o.optimizer.initial_accumulator_value = c.get_double("initial_accumulator_value", 0.0);
+  if (!(o.optimizer.initial_accumulator_value >= 0)) c.fail("initial_accumulator_value", "must be >= 0");
+  try {
+    o.reduce = ref::duplicate_reduce_from_string(c.get_string("reduce", "sum"));
+  } catch (const std::invalid_argument& e) {
+    c.fail("reduce", e.what());
+  }
+  o.storages.clear();
+  for (const auto& name : c.get_string_list("storages", {"f32"})) {
+    try {
+      o.storages.push_back(ref::storage_from_string(name));
+    } catch (const std::invalid_argument& e) {
+      c.fail("storages", e.what());
+    }
+  }
+  if (o.storages.empty()) c.fail("storages", "must not be empty");
+  o.sharding = c.get_string("sharding", "even");
+  if (o.sharding != "even" && o.sharding != "mod" && o.sharding != "first_empty") {
+    c.fail("sharding", "must be 'even', 'mod' or 'first_empty', got '" + o.sharding + "'");
+  }
+  const std::string dtype = c.get_string("id_dtype", "int64");
+  if (dtype != "int32" && dtype != "int64") c.fail("id_dtype", "must be 'int32' or 'int64', got '" + dtype + "'");
+  o.id_type = dtype == "int32" ? ref::IdType::kI32 : ref::IdType::kI64;
+  const std::string dev = c.get_string("ids_device", "cpu");
+  if (dev != "cpu" && dev != "cuda") c.fail("ids_device", "must be 'cpu' or 'cuda', got '" + dev + "'");
+  o.ids_on_cuda = dev == "cuda";
+  if (o.ids_on_cuda && !s.requires_cuda) c.fail("ids_device", "ids_device = 'cuda' needs [requires] cuda = true");
+  o.init_scale = c.get_double("init_scale", o.init_scale);
+  if (!(o.init_scale > 0 && o.init_scale <= 1000)) c.fail("init_scale", "must be in (0, 1000]");
+  c.finish();
+  o.mean_instead_of_sum = has_switch_injection(s, "mean_instead_of_sum");
+  o.skip_empty_step = has_switch_injection(s, "skip_empty_step");
+  o.lost_update = has_switch_injection(s, "lost_update");
+  o.global_rank_device = has_switch_injection(s, "global_rank_device");
+  return std::make_unique<Embedding>(std::move(o));
+}
+
+}  // namespace
+
+WorkloadSpec embedding_spec() {
+  return WorkloadSpec{"embedding",
+                      "DistEmbedding pull/step with sparse SGD, Adagrad or Adam over sharded rows, checked against a dense LibTorch nn::Embedding",
+                      make, {"mean_instead_of_sum", "skip_empty_step", "lost_update", "global_rank_device"}};
+}
+
+}  // namespace lockstep::workloads
