@@ -85,6 +85,12 @@ inline constexpr std::uint32_t kRandomPartition = 5;  // c0 = node id, sub = 0
 inline constexpr std::uint32_t kSampleEpoch = 6;      // key = seed, c0 = epoch, sub = 0
 inline constexpr std::uint32_t kSampleBatch = 7;      // key = epoch key, c0 = batch, sub = hop
 inline constexpr std::uint32_t kSampleDraw = 8;       // key = hop key, c0 = node id, sub = draw / 2
+// Training (reference/train), numbered from 20 so other streams can be added below.
+inline constexpr std::uint32_t kTrainFeature = 20;    // key = seed, c0 = node id, sub = feature / 2
+inline constexpr std::uint32_t kTrainLabel = 21;      // key = seed, c0 = class * dim + feature, sub = 0
+inline constexpr std::uint32_t kTrainInit = 22;       // key = seed, c0 = parameter index, sub = 0
+inline constexpr std::uint32_t kTrainSplit = 23;      // key = seed, c0 = node id, sub = 0
+inline constexpr std::uint32_t kTrainOrder = 24;      // key = seed, c0 = node id, sub = epoch
 }  // namespace streams
 
 // Returns stream << 32 | sub, the c1 word for `stream`.
