@@ -13,6 +13,13 @@
 namespace lockstep::report {
 
 enum class Status { kPass, kFail, kSkip, kError };
+
+// A per-step curve a workload reports (e.g. the training loss). Invariant [matrix] variants
+// must agree on every point within `rtol`, relative to the larger magnitude.
+struct Series {
+  std::vector<double> values;
+  double rtol = 0;
+};
 std::string_view to_string(Status status);
 
 struct ScenarioResult {
@@ -29,6 +36,7 @@ struct ScenarioResult {
   int world_size = 1;
   std::string digest;    // hex digest of the canonical outputs, "" when none
   std::map<std::string, double> metrics;
+  std::map<std::string, Series> series;  // per-step curves, from rank 0
   std::string artifacts; // report-relative folder with this scenario's logs and traces
 };
 

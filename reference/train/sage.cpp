@@ -221,7 +221,8 @@ Activations<T> forward(const SageConfig& config, const std::vector<T>& params, c
     if (l < L - 1) {
       next.resize(z.size());
       for (std::size_t i = 0; i < z.size(); ++i) {
-        const T r = z[i] > T(0) ? z[i] : T(0);
+        const T r = config.activation == SageConfig::Activation::kRelu ? (z[i] > T(0) ? z[i] : T(0))
+                                                                       : z[i] / (T(1) + std::exp(-z[i]));
         next[i] = round_bf16_hidden ? round_hidden(r) : r;
       }
     } else {
@@ -276,7 +277,12 @@ void backward(const SageConfig& config, const std::vector<T>& params, const Samp
     std::vector<T> dz = dout;
     if (l < L - 1) {
       for (std::size_t i = 0; i < dz.size(); ++i) {
-        if (!(z[i] > T(0))) dz[i] = T(0);
+        if (config.activation == SageConfig::Activation::kRelu) {
+          if (!(z[i] > T(0))) dz[i] = T(0);
+        } else {
+          const T sig = T(1) / (T(1) + std::exp(-z[i]));
+          dz[i] *= sig * (T(1) + z[i] * (T(1) - sig));
+        }
       }
     }
     T* gs = grads.data() + s.w_self;

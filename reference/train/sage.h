@@ -11,7 +11,7 @@
 // from the input inwards, as DGL's blocks reversed) with input H (one row per src node):
 //   agg[d] = mean over the block's edges e with edge_dst[e] = d of H[edge_src[e]]  (0 if none)
 //   z[d]   = H[d] W_self + agg[d] W_neigh + b        (dst node d is src node d)
-//   out[d] = relu(z[d]) for l < L-1, z[d] for the last layer (the logits)
+//   out[d] = act(z[d]) for l < L-1 (ReLU or SiLU, SageConfig), z[d] for the last layer (logits)
 // Weights are row-major [in][out]; sums run over the input index in increasing order, edges in
 // block order.
 #include <cstdint>
@@ -90,6 +90,10 @@ struct SageConfig {
   std::int64_t hidden = 32;
   std::int64_t num_classes = 4;
   int num_layers = 2;  // 1 .. 3 (layers beyond the first have in_dim = hidden)
+  // Between layers. kRelu: max(z, 0). kSilu: z * sigmoid(z), whose gradient is continuous, so
+  // a rounding-sized change of the weights never flips a unit's gradient on or off (with ReLU
+  // it can: a z within rounding of 0 changes the gradient by a finite amount).
+  enum class Activation { kRelu, kSilu } activation = Activation::kRelu;
 };
 
 // Offsets of one layer's tensors in the flat parameter vector: w_self [in][out], then
