@@ -11,12 +11,25 @@
 // over a cache-resident 128 x 128 pair of matrices, vectorised by the compiler): `limit_ratio`
 // is the step's dense FLOP rate (2 FLOPs per multiply-add of the layers' matmuls, forward and
 // backward) over that rate, a bound no scalar-loop implementation can exceed.
+//
+// BM_TrainRanks/<ranks>/<mode> runs the `training` workload (same model and batch, 20 steps,
+// verify off) as real rank processes through the launcher, and in the same iteration the same
+// scenario at world size 1: counters samples_per_s (the workload's metric, global samples over
+// training wall time), samples_per_s_1rank and `scaling` = their ratio (ideal: ranks, on a
+// machine with a free core per rank; gradient all-reduces over Gloo cost milliseconds here).
 #include <benchmark/benchmark.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
+
+#include "harness/launch/launcher.h"
+#include "harness/scenario/scenario.h"
 
 #include "reference/common/philox.h"
 #include "reference/graph/graph.h"
@@ -132,6 +145,59 @@ void BM_TrainStep(benchmark::State& state) {
   state.counters["limit_ratio"] = ratios.empty() ? 0 : ratios[ratios.size() / 2];
   state.SetLabel(tr::to_string(precision));
 }
+
+std::string temp_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "lockstep-train-bench-XXXXXX").string();
+  return mkdtemp(tmpl.data());
+}
+
+// Runs the training scenario at `ranks` and returns its samples_per_s metric, or -1.
+double scenario_samples_per_s(const std::string& dir, int ranks, const std::string& precision) {
+  const std::string file = dir + "/train_" + precision + "_" + std::to_string(ranks) + ".toml";
+  std::ofstream(file) << "name = \"bench.train_" << precision << "_" << ranks << "\"\n"
+                      << "[run]\nworld_size = " << ranks << "\nverify = \"off\"\ntimeout_s = 300\n"
+                      << "[workload]\nkind = \"training\"\ngraph = \"erdos_renyi\"\nnodes = " << kNodes << "\nedges = " << kEdges
+                      << "\nfeature_dim = " << kDim << "\nhidden = 128\nnum_classes = 16\nfanouts = [10, 5]\nbatch_size = " << kBatch
+                      << "\nnum_train = 10240\nnum_eval = 0\nsteps = 20\nbucket_bytes = 262144\nprecision = \"" << precision
+                      << "\"\n[expect]\noutcome = \"pass\"\n";
+  auto scenarios = lockstep::scenario::load_file(file);
+  lockstep::launch::LaunchOptions opts;
+  opts.binary = LOCKSTEP_BINARY;
+  opts.report_dir = dir + "/report";
+  const auto res = lockstep::launch::run_scenario(scenarios.at(0), opts);
+  if (res.status != lockstep::report::Status::kPass) return -1;
+  return res.metrics.at("samples_per_s");
+}
+
+void BM_TrainRanks(benchmark::State& state) {
+  const int ranks = static_cast<int>(state.range(0));
+  const std::string precision = tr::to_string(static_cast<tr::Precision>(state.range(1)));
+  const std::string dir = temp_dir();
+  std::vector<double> multi, single, scaling;
+  for (auto _ : state) {
+    const double m = scenario_samples_per_s(dir, ranks, precision);
+    const double s = scenario_samples_per_s(dir, 1, precision);
+    if (m <= 0 || s <= 0) {
+      state.SkipWithError("a training scenario did not pass");
+      break;
+    }
+    multi.push_back(m);
+    single.push_back(s);
+    scaling.push_back(m / s);
+    state.SetIterationTime(static_cast<double>(kBatch) * 20 / m);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  state.counters["samples_per_s"] = median(multi);
+  state.counters["samples_per_s_1rank"] = median(single);
+  state.counters["scaling"] = median(scaling);
+  state.SetLabel(precision);
+  std::filesystem::remove_all(dir);
+}
+
+BENCHMARK(BM_TrainRanks)->Args({2, 0})->Args({2, 1})->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_TrainStep)->Arg(0)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
 

@@ -143,10 +143,6 @@ class Training final : public Workload {
     const int me = ctx.rank;
     const std::uint64_t seed = ctx.scenario.seed;
     const auto graph = build_graph(o_.graph);
-    if (o_.num_train + o_.num_eval > graph.num_nodes) {
-      fail_with(DiagnosisKind::kResultMismatch, -1, "num_train " + std::to_string(o_.num_train) + " + num_eval " + std::to_string(o_.num_eval) +
-                                                        " exceed the graph's " + std::to_string(graph.num_nodes) + " nodes");
-    }
     rows_ = ref::sampling_graph(graph, /*in_edges=*/true);
     part_of_ = ref::partition_graph(graph, ws, o_.method, o_.graph.seed).part_of;
     labels_ = tr::node_labels(rows_, seed, o_.model.in_dim, static_cast<int>(o_.model.num_classes));
@@ -434,6 +430,13 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   if (o.num_train < 1) c.fail("num_train", "must be >= 1, got " + std::to_string(o.num_train));
   o.num_eval = c.get_int("num_eval", o.num_eval);
   if (o.num_eval < 0) c.fail("num_eval", "must be >= 0, got " + std::to_string(o.num_eval));
+  const std::int64_t nodes = o.graph.kind == "rmat" ? std::int64_t{1} << o.graph.scale
+                             : o.graph.kind.rfind("tiny:", 0) == 0 ? build_graph(o.graph).num_nodes
+                                                                   : o.graph.nodes;
+  if (o.num_train + o.num_eval > nodes) {
+    c.fail(c.has("num_eval") ? "num_eval" : "num_train", "num_train " + std::to_string(o.num_train) + " + num_eval " + std::to_string(o.num_eval) +
+                                                             " exceed the graph's " + std::to_string(nodes) + " nodes");
+  }
   const std::string precision = c.get_string("precision", "fp32");
   try {
     o.precision = tr::precision_from_string(precision);
