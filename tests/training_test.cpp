@@ -3,9 +3,12 @@
 // and, summed, the same gradient), label learnability, bf16 rounding in collate, the optimizer
 // in closed form; and the suite's tolerance-based comparison of per-step series.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -13,7 +16,9 @@
 #include <vector>
 
 #include "harness/comm/dtype.h"
+#include "harness/core/error.h"
 #include "harness/launch/suite.h"
+#include "harness/scenario/scenario.h"
 #include "reference/common/philox.h"
 #include "reference/graph/graph.h"
 #include "reference/sampling/neighbor.h"
@@ -390,3 +395,68 @@ TEST(SuiteSeriesTest, TheLargerToleranceAppliesAndLengthsMustMatch) {
 
 }  // namespace
 }  // namespace lockstep::launch
+
+// ---- the training workload's keys: errors name file:line and the key -------------------------
+namespace lockstep::workloads {
+namespace {
+
+class TrainingConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "lockstep-training-test-XXXXXX").string();
+    dir_ = mkdtemp(tmpl.data());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Writes a training scenario whose [workload] gets `extra` appended (line 7 on) and whose
+  // file ends with `tail`; returns its path.
+  std::string write(const std::string& extra, const std::string& tail = "") {
+    const std::string path = dir_ + "/t.toml";
+    std::ofstream(path) << "name = \"t.training\"\n[run]\nworld_size = 2\n[workload]\nkind = \"training\"\ngraph = \"erdos_renyi\"\n"
+                        << extra << "[expect]\noutcome = \"pass\"\n" << tail;
+    return path;
+  }
+
+  static std::string error_of(const std::string& path) {
+    try {
+      (void)scenario::load_file(path);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected an InputError for " << path;
+    return "";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(TrainingConfigTest, EmbeddingInputsAreRejectedAsNotAvailableYet) {
+  const std::string path = write("embedding_dim = 8\n");
+  const std::string m = error_of(path);
+  EXPECT_NE(m.find(path + ":7: workload.embedding_dim"), std::string::npos) << m;
+  EXPECT_NE(m.find("not available yet"), std::string::npos) << m;
+}
+
+TEST_F(TrainingConfigTest, BadValuesNameTheKey) {
+  EXPECT_NE(error_of(write("fanouts = [5, 5, 5]\n")).find("workload.fanouts: needs one fanout per layer (2), got 3"), std::string::npos);
+  EXPECT_NE(error_of(write("precision = \"fp16\"\n")).find("unknown precision 'fp16'"), std::string::npos);
+  EXPECT_NE(error_of(write("feature_device = \"cuda\"\n")).find("needs [requires] cuda = true"), std::string::npos);
+  EXPECT_NE(error_of(write("nodes = 100\nnum_train = 90\nnum_eval = 20\n")).find("exceed the graph's 100 nodes"), std::string::npos);
+  EXPECT_NE(error_of(write("bucket_bytes = 2\n")).find("workload.bucket_bytes"), std::string::npos);
+}
+
+TEST_F(TrainingConfigTest, CastInjectionNeedsARankOutsideCollateAndNoneInCollate) {
+  EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\n")).find("rank"), std::string::npos);
+  EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nwhere = \"collate\"\nrank = 1\n")).find("casts on every rank"), std::string::npos);
+  EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nrank = 2\n")).find("must be in [0, world_size)"), std::string::npos);
+  EXPECT_NO_THROW(scenario::load_file(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nrank = 1\nstep = 3\n")));
+}
+
+TEST(TrainingScenariosTest, ShippedScenariosLoad) {
+  const auto all = scenario::load_paths({std::string(LOCKSTEP_SOURCE_DIR) + "/scenarios/training"});
+  EXPECT_GE(all.size(), 20u);
+  for (const auto& s : all) EXPECT_EQ(s.workload, "training") << s.id();
+}
+
+}  // namespace
+}  // namespace lockstep::workloads

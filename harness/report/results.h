@@ -13,6 +13,7 @@
 namespace lockstep::report {
 
 enum class Status { kPass, kFail, kSkip, kError };
+std::string_view to_string(Status status);
 
 // A per-step curve a workload reports (e.g. the training loss). Invariant [matrix] variants
 // must agree on every point within `rtol`, relative to the larger magnitude.
@@ -20,7 +21,6 @@ struct Series {
   std::vector<double> values;
   double rtol = 0;
 };
-std::string_view to_string(Status status);
 
 struct ScenarioResult {
   std::string name;      // scenario name
