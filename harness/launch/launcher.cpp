@@ -424,6 +424,11 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     if (auto st = read_status(dir, 0); st && st->value("outcome", "") == "ok") {
       for (auto& [k, v] : (*st)["metrics"].items()) res.metrics[k] = v.get<double>();
       res.digest = st->value("digest", "");
+      if (st->contains("series")) {
+        for (auto& [k, v] : (*st)["series"].items()) {
+          res.series[k] = report::Series{v.at("values").get<std::vector<double>>(), v.value("rtol", 0.0)};
+        }
+      }
     }
     fs::remove(board_path);
 

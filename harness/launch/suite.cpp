@@ -1,10 +1,13 @@
 #include "harness/launch/suite.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -38,22 +41,49 @@ const char* label(report::Status s) {
 void check_invariance(const std::vector<scenario::Scenario>& scenarios,
                       std::vector<report::ScenarioResult>& results) {
   std::map<std::string, std::size_t> first_of_file;
+  std::map<std::pair<std::string, std::string>, std::size_t> first_with_series;  // (file, series)
   for (std::size_t i = 0; i < scenarios.size(); ++i) {
     const auto& s = scenarios[i];
     auto& r = results[i];
-    if (!s.matrix_invariant || s.variant.empty() || r.digest.empty()) continue;
-    auto [it, inserted] = first_of_file.emplace(s.file, i);
-    if (inserted) continue;
-    const auto& ref = results[it->second];
-    if (ref.digest == r.digest) continue;
-    Diagnosis d{DiagnosisKind::kNondeterminism,
-                s.name + ": variant [" + s.variant + "] gives digest " + r.digest + ", variant [" +
-                    scenarios[it->second].variant + "] gives " + ref.digest,
-                -1, -1};
+    if (!s.matrix_invariant || s.variant.empty()) continue;
+    std::optional<Diagnosis> d;
+    if (!r.digest.empty()) {
+      auto [it, inserted] = first_of_file.emplace(s.file, i);
+      const auto& ref = results[it->second];
+      if (!inserted && ref.digest != r.digest) {
+        d = Diagnosis{DiagnosisKind::kNondeterminism,
+                      s.name + ": variant [" + s.variant + "] gives digest " + r.digest + ", variant [" +
+                          scenarios[it->second].variant + "] gives " + ref.digest,
+                      -1, -1};
+      }
+    }
+    for (const auto& [name, curve] : r.series) {
+      if (d) break;
+      auto [it, inserted] = first_with_series.emplace(std::make_pair(s.file, name), i);
+      if (inserted) continue;
+      const auto& other = results[it->second].series.at(name);
+      const double rtol = std::max(curve.rtol, other.rtol);
+      const std::size_t n = std::min(curve.values.size(), other.values.size());
+      std::ostringstream os;
+      os << s.name << ": " << name << " of variant [" << s.variant << "] and variant [" << scenarios[it->second].variant << "] ";
+      for (std::size_t k = 0; k < n && !d; ++k) {
+        const double a = curve.values[k], b = other.values[k];
+        const double diff = std::fabs(a - b), scale = std::max(std::fabs(a), std::fabs(b));
+        if (diff <= rtol * scale || (std::isnan(a) && std::isnan(b))) continue;
+        os << std::setprecision(9) << "first differ at step " << k << ": " << a << " vs " << b << " (relative difference "
+           << std::setprecision(3) << (scale > 0 ? diff / scale : diff) << " > rtol " << rtol << ")";
+        d = Diagnosis{DiagnosisKind::kNondeterminism, os.str(), -1, -1};
+      }
+      if (!d && curve.values.size() != other.values.size()) {
+        os << "have " << curve.values.size() << " vs " << other.values.size() << " steps";
+        d = Diagnosis{DiagnosisKind::kNondeterminism, os.str(), -1, -1};
+      }
+    }
+    if (!d) continue;
     const bool expected = s.expect.kind && *s.expect.kind == DiagnosisKind::kNondeterminism;
     r.diagnosis = d;
     r.status = expected ? report::Status::kPass : report::Status::kFail;
-    r.reason = expected ? "" : "expected " + s.expect.expected_label() + ", got nondeterminism: " + d.message;
+    r.reason = expected ? "" : "expected " + s.expect.expected_label() + ", got nondeterminism: " + d->message;
   }
 }
 

@@ -12,7 +12,10 @@
 namespace lockstep::launch {
 
 // Marks variants whose digest differs from the first passing variant of the same file as
-// failed with diagnosis `nondeterminism` (unless that is what they expect).
+// failed with diagnosis `nondeterminism` (unless that is what they expect), and likewise
+// variants whose per-step series (ScenarioResult::series) differ from the first variant of the
+// file with that series at some step by more than the larger of the two rtols (relative), or
+// in length; the message names the series, both variants and the first step that differs.
 void check_invariance(const std::vector<scenario::Scenario>& scenarios,
                       std::vector<report::ScenarioResult>& results);
 

@@ -182,7 +182,7 @@ int rank_main(const RankOptions& options) {
                             rank);
     const workloads::WorkloadSpec* spec = workloads::find(s.workload);
     auto workload = spec->make(s);
-    workloads::RankContext ctx{s, rank, world_size, local_rank, communicator, dump, {}, ""};
+    workloads::RankContext ctx{s, rank, world_size, local_rank, communicator, dump, {}, "", {}};
     ctx.local_world_size = env_int("LOCAL_WORLD_SIZE", world_size);
     workload->run(ctx);
 
@@ -195,6 +195,7 @@ int rank_main(const RankOptions& options) {
     status["outcome"] = "ok";
     status["metrics"] = ctx.metrics;
     status["digest"] = ctx.digest;
+    for (const auto& [name, curve] : ctx.series) status["series"][name] = {{"values", curve.values}, {"rtol", curve.rtol}};
     status["collectives"] = monitor_ptr->collectives_issued();
     finish(kExitClean);
   } catch (const DiagnosisError& e) {

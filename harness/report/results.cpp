@@ -204,6 +204,11 @@ void write_results_json(const RunSummary& run, const std::string& path) {
     Json metrics = Json::object();
     for (const auto& [k, v] : r.metrics) metrics[k] = v;
     s["metrics"] = std::move(metrics);
+    if (!r.series.empty()) {
+      Json series = Json::object();
+      for (const auto& [k, v] : r.series) series[k] = {{"values", v.values}, {"rtol", v.rtol}};
+      s["series"] = std::move(series);
+    }
     s["artifacts"] = r.artifacts;
     scenarios.push_back(std::move(s));
   }

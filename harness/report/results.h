@@ -15,6 +15,13 @@ namespace lockstep::report {
 enum class Status { kPass, kFail, kSkip, kError };
 std::string_view to_string(Status status);
 
+// A per-step curve a workload reports (e.g. the training loss). Invariant [matrix] variants
+// must agree on every point within `rtol`, relative to the larger magnitude.
+struct Series {
+  std::vector<double> values;
+  double rtol = 0;
+};
+
 struct ScenarioResult {
   std::string name;      // scenario name
   std::string id;        // name[variant]
@@ -29,6 +36,7 @@ struct ScenarioResult {
   int world_size = 1;
   std::string digest;    // hex digest of the canonical outputs, "" when none
   std::map<std::string, double> metrics;
+  std::map<std::string, Series> series;  // per-step curves, from rank 0
   std::string artifacts; // report-relative folder with this scenario's logs and traces
 };
 

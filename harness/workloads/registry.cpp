@@ -13,11 +13,12 @@ WorkloadSpec split_spec();
 WorkloadSpec lookup_spec();
 WorkloadSpec sampling_spec();
 WorkloadSpec embedding_spec();
+WorkloadSpec training_spec();
 
 const std::vector<WorkloadSpec>& all() {
   static const std::vector<WorkloadSpec> specs = [] {
     std::vector<WorkloadSpec> v = {collectives_spec(), latency_spec(), split_spec(), lookup_spec(), sampling_spec(),
-                                     embedding_spec()};
+                                     embedding_spec(), training_spec()};
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     return v;
   }();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/core/diagnosis.h"
+#include "harness/report/results.h"
 #include "harness/scenario/scenario.h"
 
 namespace lockstep::comm {
@@ -31,6 +32,7 @@ struct RankContext {
   std::map<std::string, double> metrics;  // reported from rank 0
   std::string digest;  // hex digest of the canonical output; set on rank 0, "" if none
   int local_world_size = 1;  // ranks on this rank's node (LOCAL_WORLD_SIZE)
+  std::map<std::string, report::Series> series;  // per-step curves; reported from rank 0
 };
 
 // Ends the rank with a diagnosis blaming `rank` (-1: none). Checks in workloads call this.

@@ -88,6 +88,12 @@ inline constexpr std::uint32_t kSampleDraw = 8;       // key = hop key, c0 = nod
 inline constexpr std::uint32_t kEmbeddingInit = 9;    // key = seed, c0 = row, sub = column
 inline constexpr std::uint32_t kEmbeddingIds = 10;    // key = seed, c0 = batch position, sub = step
 inline constexpr std::uint32_t kEmbeddingGrads = 11;  // key = seed, c0 = position << 16 | column, sub = step
+// Training (reference/train), numbered from 20 so other streams can be added below.
+inline constexpr std::uint32_t kTrainFeature = 20;    // key = seed, c0 = node id, sub = feature / 2
+inline constexpr std::uint32_t kTrainLabel = 21;      // key = seed, c0 = class * dim + feature, sub = 0
+inline constexpr std::uint32_t kTrainInit = 22;       // key = seed, c0 = parameter index, sub = 0
+inline constexpr std::uint32_t kTrainSplit = 23;      // key = seed, c0 = node id, sub = 0
+inline constexpr std::uint32_t kTrainOrder = 24;      // key = seed, c0 = node id, sub = epoch
 }  // namespace streams
 
 // Returns stream << 32 | sub, the c1 word for `stream`.

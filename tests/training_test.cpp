@@ -1,0 +1,462 @@
+// reference/train: the hand-written backward against central finite differences (double),
+// world-size invariance at the reference level (a batch split over ranks gives the same logits
+// and, summed, the same gradient), label learnability, bf16 rounding in collate, the optimizer
+// in closed form; and the suite's tolerance-based comparison of per-step series.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "harness/comm/dtype.h"
+#include "harness/core/error.h"
+#include "harness/launch/suite.h"
+#include "harness/scenario/scenario.h"
+#include "reference/common/philox.h"
+#include "reference/graph/graph.h"
+#include "reference/sampling/neighbor.h"
+#include "reference/split/split.h"
+#include "reference/train/sage.h"
+
+namespace lockstep::ref::train {
+namespace {
+
+using Ids = std::vector<std::int64_t>;
+
+struct Fixture {
+  CsrGraph rows;
+  std::vector<std::int32_t> labels;
+  Ids train, eval;
+};
+
+Fixture make_fixture(std::int64_t nodes, std::int64_t edges, std::int64_t dim, int classes, std::uint64_t seed) {
+  Fixture f;
+  f.rows = sampling_graph(erdos_renyi(nodes, edges, seed), /*in_edges=*/true);
+  f.labels = node_labels(f.rows, seed, dim, classes);
+  train_eval_split(nodes, seed, nodes / 2, nodes / 4, f.train, f.eval);
+  return f;
+}
+
+SampledBlocks sample(const Fixture& f, const Ids& seeds, const Ids& fanouts, std::int64_t batch) {
+  SampleOptions so;
+  so.fanouts = fanouts;
+  so.num_threads = 1;
+  return sample_neighbors(f.rows, seeds, so, SampleKey{7, 0, batch, 0});
+}
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+double loss_of(const SageConfig& c, const std::vector<double>& p, const SampledBlocks& b, const std::vector<double>& x,
+               const std::vector<std::int32_t>& y) {
+  const auto acts = forward(c, p, b, x);
+  std::vector<double> dl;
+  double s = 0;
+  for (double l : cross_entropy(c, b, acts.logits, y, dl)) s += l;
+  return s;
+}
+
+// ---- gradient check -------------------------------------------------------------------------
+
+class GradientCheckTest : public ::testing::TestWithParam<std::tuple<int, SageConfig::Activation>> {};
+
+TEST_P(GradientCheckTest, BackwardMatchesCentralDifferences) {
+  const auto [layers, act] = GetParam();
+  SageConfig c;
+  c.in_dim = 5;
+  c.hidden = 6;
+  c.num_classes = 3;
+  c.num_layers = layers;
+  c.activation = act;
+  const Fixture f = make_fixture(60, 240, c.in_dim, 3, 11);
+  const Ids seeds(f.train.begin(), f.train.begin() + 6);
+  const auto blocks = sample(f, seeds, Ids(static_cast<std::size_t>(layers), 3), 0);
+  std::vector<float> xf;
+  node_features(11, c.in_dim, blocks.blocks.back().src_nodes, xf);
+  const auto x = to_double(xf);
+  std::vector<std::int32_t> y;
+  for (auto v : seeds) y.push_back(f.labels[static_cast<std::size_t>(v)]);
+  // Non-zero biases, so every parameter's gradient is exercised away from symmetric points.
+  auto p = to_double(init_params(c, 3));
+  for (std::size_t i = 0; i < p.size(); ++i) p[i] += 0.05 * std::sin(static_cast<double>(i));
+
+  const auto acts = forward(c, p, blocks, x);
+  std::vector<double> dlogits;
+  (void)cross_entropy(c, blocks, acts.logits, y, dlogits);
+  std::vector<double> grads(p.size(), 0.0);
+  backward(c, p, blocks, acts, dlogits, grads);
+
+  const double h = 1e-6;
+  int nonzero = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    auto plus = p, minus = p;
+    plus[i] += h;
+    minus[i] -= h;
+    const double numeric = (loss_of(c, plus, blocks, x, y) - loss_of(c, minus, blocks, x, y)) / (2 * h);
+    EXPECT_NEAR(grads[i], numeric, 1e-6 + 1e-5 * std::fabs(numeric)) << "parameter " << i << " of " << p.size();
+    nonzero += std::fabs(numeric) > 1e-6;
+  }
+  EXPECT_GT(nonzero, static_cast<int>(p.size()) / 2) << "too few parameters carry a gradient to make the check meaningful";
+}
+
+INSTANTIATE_TEST_SUITE_P(LayersXActivation, GradientCheckTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3),
+                                            ::testing::Values(SageConfig::Activation::kRelu, SageConfig::Activation::kSilu)),
+                         [](const auto& info) {
+                           return "layers" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) == SageConfig::Activation::kRelu ? "_relu" : "_silu");
+                         });
+
+// ---- world-size invariance at the reference level -------------------------------------------
+
+class SplitInvarianceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SplitInvarianceTest, SharesGiveTheSameLogitsAndSummedGradient) {
+  const int ws = GetParam();
+  SageConfig c;
+  c.activation = SageConfig::Activation::kSilu;
+  const Fixture f = make_fixture(1000, 8000, c.in_dim, 4, 5);
+  const Ids global(f.train.begin(), f.train.begin() + 61);  // does not divide by 2, 3 or 4
+  const auto params = init_params(c, 5);
+
+  auto run = [&](const Ids& seeds, std::vector<float>& grads, std::vector<float>& logits) {
+    const auto blocks = sample(f, seeds, {5, 5}, 3);
+    std::vector<float> x;
+    node_features(5, c.in_dim, blocks.blocks.back().src_nodes, x);
+    std::vector<std::int32_t> y;
+    for (auto v : seeds) y.push_back(f.labels[static_cast<std::size_t>(v)]);
+    const Batch b = collate(blocks, x, c.in_dim, y, Precision::kF32);
+    const double loss = train_step_grads(c, params, b, grads);
+    if (seeds.empty()) return loss;
+    const auto acts = forward(c, params, b.blocks, b.inputs);
+    for (auto row : b.blocks.seed_to_output) {
+      for (std::int64_t k = 0; k < c.num_classes; ++k) logits.push_back(acts.logits[static_cast<std::size_t>(row * c.num_classes + k)]);
+    }
+    return loss;
+  };
+  std::vector<float> whole(params.size(), 0.0f), whole_logits;
+  const double whole_loss = run(global, whole, whole_logits);
+
+  std::vector<float> summed(params.size(), 0.0f), split_logits;
+  double split_loss = 0;
+  for (const auto& share : rank_split(global, ws)) {
+    std::vector<float> g(params.size(), 0.0f);
+    split_loss += run(share, g, split_logits);
+    for (std::size_t i = 0; i < g.size(); ++i) summed[i] += g[i];
+  }
+  // A sample's computation never depends on the other samples of its batch: bit-identical.
+  EXPECT_EQ(split_logits, whole_logits);
+  EXPECT_NEAR(split_loss, whole_loss, 1e-9 * std::fabs(whole_loss));
+  double scale = 0;
+  for (float g : whole) scale = std::max(scale, static_cast<double>(std::fabs(g)));
+  ASSERT_GT(scale, 0.0);
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    EXPECT_NEAR(summed[i], whole[i], 1e-5 * scale) << "parameter " << i << " with world size " << ws;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, SplitInvarianceTest, ::testing::Values(1, 2, 3, 4, 61, 64));
+
+// ---- data and learnability -------------------------------------------------------------------
+
+TEST(TrainDataTest, FeatureFollowsThePhiloxDefinition) {
+  // Re-derived from sage.h's text: stream 20, c0 = node, sub = j / 2, word j % 2.
+  for (std::int64_t v : {0, 1, 977}) {
+    for (std::int64_t j : {0, 1, 2, 7}) {
+      const auto w = philox_u64x2(42, static_cast<std::uint64_t>(v), (std::uint64_t{20} << 32) | static_cast<std::uint64_t>(j / 2));
+      const double expect = 2.0 * (static_cast<double>(w[static_cast<std::size_t>(j % 2)] >> 11) * 0x1.0p-53) - 1.0;
+      EXPECT_EQ(node_feature(42, v, j), static_cast<float>(expect)) << v << ' ' << j;
+    }
+  }
+}
+
+TEST(TrainDataTest, LabelsOnATinyGraphFollowTheDefinition) {
+  // path4 reversed: node 0 has no in-neighbor, node k has in-neighbor k-1.
+  const CsrGraph rows = sampling_graph(tiny("path4"), true);
+  const std::int64_t dim = 3;
+  const int classes = 2;
+  const auto labels = node_labels(rows, 9, dim, classes);
+  for (std::int64_t v = 0; v < 4; ++v) {
+    double score[2] = {0, 0};
+    for (int cl = 0; cl < classes; ++cl) {
+      for (std::int64_t j = 0; j < dim; ++j) {
+        const double pj = 2.0 * uniform01(philox_u64(9, static_cast<std::uint64_t>(cl * dim + j), std::uint64_t{21} << 32)) - 1.0;
+        const double x = node_feature(9, v, j) + (v > 0 ? static_cast<double>(node_feature(9, v - 1, j)) : 0.0);
+        score[cl] += pj * x;
+      }
+    }
+    EXPECT_EQ(labels[static_cast<std::size_t>(v)], score[1] > score[0] ? 1 : 0) << "node " << v;
+  }
+}
+
+TEST(TrainDataTest, SplitIsDisjointAndSeedFixed) {
+  Ids a, b, a2, b2;
+  train_eval_split(100, 3, 60, 30, a, b);
+  train_eval_split(100, 3, 60, 30, a2, b2);
+  EXPECT_EQ(a, a2);
+  EXPECT_EQ(b, b2);
+  std::vector<int> seen(100, 0);
+  for (auto v : a) ++seen[static_cast<std::size_t>(v)];
+  for (auto v : b) ++seen[static_cast<std::size_t>(v)];
+  int total = 0;
+  for (int s : seen) {
+    EXPECT_LE(s, 1);
+    total += s;
+  }
+  EXPECT_EQ(total, 90);
+  EXPECT_THROW(train_eval_split(100, 3, 80, 30, a, b), std::invalid_argument);
+}
+
+TEST(TrainLearnabilityTest, AccuracyRisesWellAboveChance) {
+  SageConfig c;  // 16 features, hidden 32, 4 classes, 2 layers
+  c.activation = SageConfig::Activation::kSilu;
+  const Fixture f = make_fixture(2000, 16000, c.in_dim, 4, 0);
+  std::vector<int> count(4, 0);
+  for (auto l : f.labels) ++count[static_cast<std::size_t>(l)];
+  for (int n : count) EXPECT_GT(n, 2000 / 10) << "classes should be roughly balanced";
+  auto params = init_params(c, 0);
+  auto accuracy = [&] {
+    const auto blocks = sample(f, f.eval, {5, 5}, 999);
+    std::vector<float> x;
+    node_features(0, c.in_dim, blocks.blocks.back().src_nodes, x);
+    const auto pred = predictions(c, blocks, forward(c, params, blocks, x).logits);
+    int ok = 0;
+    for (std::size_t i = 0; i < pred.size(); ++i) ok += pred[i] == f.labels[static_cast<std::size_t>(f.eval[i])];
+    return static_cast<double>(ok) / static_cast<double>(pred.size());
+  };
+  const double before = accuracy();
+  Optimizer opt;
+  opt.lr = 0.1f;
+  const std::int64_t batch = 64;
+  for (std::int64_t s = 0; s < 40; ++s) {
+    Ids seeds;
+    for (std::int64_t i = 0; i < batch; ++i) seeds.push_back(f.train[static_cast<std::size_t>((s * batch + i) % static_cast<std::int64_t>(f.train.size()))]);
+    const auto blocks = sample(f, seeds, {5, 5}, s);
+    std::vector<float> x;
+    node_features(0, c.in_dim, blocks.blocks.back().src_nodes, x);
+    std::vector<std::int32_t> y;
+    for (auto v : seeds) y.push_back(f.labels[static_cast<std::size_t>(v)]);
+    std::vector<float> g(params.size(), 0.0f);
+    train_step_grads(c, params, collate(blocks, x, c.in_dim, y, Precision::kF32), g);
+    for (auto& v : g) v /= static_cast<float>(batch);
+    opt.step(params, g);
+  }
+  const double after = accuracy();
+  EXPECT_LT(before, 0.4);
+  EXPECT_GT(after, 0.25 + 0.35) << "chance is 0.25; before training " << before;
+}
+
+// ---- precision and collate -------------------------------------------------------------------
+
+TEST(Bf16RoundingTest, ClosedFormCases) {
+  EXPECT_EQ(round_bf16(1.0f), 1.0f);
+  EXPECT_EQ(round_bf16(1.0f + 0x1.0p-8f), 1.0f);                            // tie, even stays
+  EXPECT_EQ(round_bf16(1.0f + 0x1.0p-7f + 0x1.0p-8f), 1.0f + 0x1.0p-6f);     // tie, odd rounds up
+  EXPECT_EQ(round_bf16(1.0f + 0x1.0p-8f + 0x1.0p-20f), 1.0f + 0x1.0p-7f);   // above the tie
+  EXPECT_EQ(round_bf16(-(1.0f + 0x1.0p-8f + 0x1.0p-20f)), -(1.0f + 0x1.0p-7f));
+  EXPECT_EQ(round_bf16(0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(round_bf16(-0.0f)));
+  EXPECT_EQ(round_bf16(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(round_bf16(std::numeric_limits<float>::max()), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(round_bf16(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST(Bf16RoundingTest, AgreesWithTheHarnessConversion) {
+  for (std::uint64_t i = 0; i < 20000; ++i) {
+    const float v = static_cast<float>((uniform01(philox_u64(1, i, 0)) - 0.5) * std::ldexp(1.0, static_cast<int>(i % 40) - 20));
+    EXPECT_EQ(round_bf16(v), comm::to_float(comm::to_bfloat16(v))) << v;
+  }
+}
+
+TEST(CollateTest, OnlyTheBf16ModesRoundAndTheyDecideTheGradientDtype) {
+  const Fixture f = make_fixture(200, 800, 4, 3, 2);
+  const Ids seeds(f.train.begin(), f.train.begin() + 5);
+  const auto blocks = sample(f, seeds, {3, 3}, 0);
+  std::vector<float> x;
+  node_features(2, 4, blocks.blocks.back().src_nodes, x);
+  const std::vector<std::int32_t> y(seeds.size(), 1);
+  const Batch f32 = collate(blocks, x, 4, y, Precision::kF32);
+  EXPECT_EQ(f32.inputs, x);
+  EXPECT_EQ(f32.compute, BatchDType::kF32);
+  EXPECT_EQ(f32.grad_sync, BatchDType::kF32);
+  int changed = 0;
+  for (Precision p : {Precision::kBF16, Precision::kBF16Reduce}) {
+    const Batch b = collate(blocks, x, 4, y, p);
+    ASSERT_EQ(b.inputs.size(), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      EXPECT_EQ(b.inputs[i], comm::to_float(comm::to_bfloat16(x[i])));
+      changed += b.inputs[i] != x[i];
+    }
+    EXPECT_EQ(b.compute, BatchDType::kBF16);
+    EXPECT_EQ(b.grad_sync, p == Precision::kBF16Reduce ? BatchDType::kBF16 : BatchDType::kF32);
+  }
+  EXPECT_GT(changed, 0);
+  EXPECT_THROW(collate(blocks, std::vector<float>(3), 4, y, Precision::kF32), std::invalid_argument);
+  EXPECT_EQ(precision_from_string("bf16_reduce"), Precision::kBF16Reduce);
+  EXPECT_EQ(to_string(Precision::kBF16), "bf16");
+  EXPECT_THROW(precision_from_string("fp16"), std::invalid_argument);
+}
+
+// ---- parameters and optimizer -----------------------------------------------------------------
+
+TEST(ParamsTest, InitIsSeedFixedGlorotAndChecksummed) {
+  SageConfig c;
+  EXPECT_EQ(num_params(c), 2 * 16 * 32 + 32 + 2 * 32 * 4 + 4);
+  const auto a = init_params(c, 1), b = init_params(c, 1), d = init_params(c, 2);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, d);
+  EXPECT_EQ(param_checksum(a), param_checksum(b));
+  EXPECT_NE(param_checksum(a), param_checksum(d));
+  const double limit0 = std::sqrt(6.0 / (16 + 32));
+  for (std::size_t i = 0; i < 2 * 16 * 32; ++i) EXPECT_LE(std::fabs(a[i]), limit0);
+  for (std::size_t i = 2 * 16 * 32; i < 2 * 16 * 32 + 32; ++i) EXPECT_EQ(a[i], 0.0f);  // bias
+}
+
+TEST(OptimizerTest, SgdMomentumAndAdamInClosedForm) {
+  Optimizer sgd;
+  sgd.lr = 0.5f;
+  sgd.momentum = 0.5f;
+  std::vector<float> p{1.0f, -2.0f};
+  sgd.step(p, {0.25f, 1.0f});  // v = g
+  EXPECT_EQ(p, (std::vector<float>{0.875f, -2.5f}));
+  sgd.step(p, {0.25f, 1.0f});  // v = 0.5 g + g = 1.5 g
+  EXPECT_EQ(p, (std::vector<float>{0.6875f, -3.25f}));
+  Optimizer adam;
+  adam.kind = Optimizer::Kind::kAdam;
+  adam.lr = 0.01f;
+  std::vector<float> q{1.0f, 1.0f};
+  adam.step(q, {4.0f, -0.001f});  // first bias-corrected step: lr * g / (|g| + eps)
+  EXPECT_NEAR(q[0], 1.0f - 0.01f, 1e-6f);
+  EXPECT_NEAR(q[1], 1.0f + 0.01f, 1e-5f);
+  EXPECT_THROW(adam.step(q, {1.0f}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace lockstep::ref::train
+
+// ---- suite: per-step series compared within a tolerance --------------------------------------
+namespace lockstep::launch {
+namespace {
+
+scenario::Scenario curve_variant(const std::string& v) {
+  scenario::Scenario s;
+  s.name = "t.curve";
+  s.file = "t.toml";
+  s.variant = v;
+  s.matrix_invariant = true;
+  return s;
+}
+
+report::ScenarioResult with_curve(std::vector<double> values, double rtol) {
+  report::ScenarioResult r;
+  r.status = report::Status::kPass;
+  r.series["loss_curve"] = report::Series{std::move(values), rtol};
+  return r;
+}
+
+TEST(SuiteSeriesTest, WithinToleranceStaysPassing) {
+  std::vector<scenario::Scenario> s = {curve_variant("world_size=1"), curve_variant("world_size=2")};
+  std::vector<report::ScenarioResult> r = {with_curve({1.0, 0.5}, 1e-5), with_curve({1.000009, 0.500004}, 1e-5)};
+  check_invariance(s, r);
+  EXPECT_EQ(r[1].status, report::Status::kPass);
+  EXPECT_FALSE(r[1].diagnosis.has_value());
+}
+
+TEST(SuiteSeriesTest, BeyondToleranceNamesTheFirstStepAndBothVariants) {
+  std::vector<scenario::Scenario> s = {curve_variant("world_size=1"), curve_variant("world_size=2"), curve_variant("world_size=4")};
+  std::vector<report::ScenarioResult> r = {with_curve({1.0, 0.5, 0.25, 0.2}, 1e-5), with_curve({1.0, 0.5, 0.25, 0.2}, 1e-5),
+                                           with_curve({1.0, 0.5, 0.2501, 0.3}, 1e-5)};
+  check_invariance(s, r);
+  EXPECT_EQ(r[1].status, report::Status::kPass);
+  ASSERT_EQ(r[2].status, report::Status::kFail);
+  ASSERT_TRUE(r[2].diagnosis.has_value());
+  EXPECT_EQ(r[2].diagnosis->kind, DiagnosisKind::kNondeterminism);
+  const std::string& m = r[2].diagnosis->message;
+  EXPECT_NE(m.find("loss_curve"), std::string::npos) << m;
+  EXPECT_NE(m.find("step 2:"), std::string::npos) << m;
+  EXPECT_NE(m.find("world_size=4"), std::string::npos) << m;
+  EXPECT_NE(m.find("world_size=1"), std::string::npos) << m;
+}
+
+TEST(SuiteSeriesTest, TheLargerToleranceAppliesAndLengthsMustMatch) {
+  std::vector<scenario::Scenario> s = {curve_variant("a=1"), curve_variant("a=2"), curve_variant("a=3")};
+  std::vector<report::ScenarioResult> r = {with_curve({1.0, 1.0}, 1e-5), with_curve({1.0, 1.001}, 1e-2), with_curve({1.0}, 1e-5)};
+  check_invariance(s, r);
+  EXPECT_EQ(r[1].status, report::Status::kPass);
+  ASSERT_EQ(r[2].status, report::Status::kFail);
+  EXPECT_NE(r[2].diagnosis->message.find("1 vs 2 steps"), std::string::npos) << r[2].diagnosis->message;
+}
+
+}  // namespace
+}  // namespace lockstep::launch
+
+// ---- the training workload's keys: errors name file:line and the key -------------------------
+namespace lockstep::workloads {
+namespace {
+
+class TrainingConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "lockstep-training-test-XXXXXX").string();
+    dir_ = mkdtemp(tmpl.data());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Writes a training scenario whose [workload] gets `extra` appended (line 7 on) and whose
+  // file ends with `tail`; returns its path.
+  std::string write(const std::string& extra, const std::string& tail = "") {
+    const std::string path = dir_ + "/t.toml";
+    std::ofstream(path) << "name = \"t.training\"\n[run]\nworld_size = 2\n[workload]\nkind = \"training\"\ngraph = \"erdos_renyi\"\n"
+                        << extra << "[expect]\noutcome = \"pass\"\n" << tail;
+    return path;
+  }
+
+  static std::string error_of(const std::string& path) {
+    try {
+      (void)scenario::load_file(path);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected an InputError for " << path;
+    return "";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(TrainingConfigTest, EmbeddingInputsAreRejectedAsNotAvailableYet) {
+  const std::string path = write("embedding_dim = 8\n");
+  const std::string m = error_of(path);
+  EXPECT_NE(m.find(path + ":7: workload.embedding_dim"), std::string::npos) << m;
+  EXPECT_NE(m.find("not available yet"), std::string::npos) << m;
+}
+
+TEST_F(TrainingConfigTest, BadValuesNameTheKey) {
+  EXPECT_NE(error_of(write("fanouts = [5, 5, 5]\n")).find("workload.fanouts: needs one fanout per layer (2), got 3"), std::string::npos);
+  EXPECT_NE(error_of(write("precision = \"fp16\"\n")).find("unknown precision 'fp16'"), std::string::npos);
+  EXPECT_NE(error_of(write("feature_device = \"cuda\"\n")).find("needs [requires] cuda = true"), std::string::npos);
+  EXPECT_NE(error_of(write("nodes = 100\nnum_train = 90\nnum_eval = 20\n")).find("exceed the graph's 100 nodes"), std::string::npos);
+  EXPECT_NE(error_of(write("bucket_bytes = 2\n")).find("workload.bucket_bytes"), std::string::npos);
+}
+
+TEST_F(TrainingConfigTest, CastInjectionNeedsARankOutsideCollateAndNoneInCollate) {
+  EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\n")).find("rank"), std::string::npos);
+  EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nwhere = \"collate\"\nrank = 1\n")).find("casts on every rank"), std::string::npos);
+  EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nrank = 2\n")).find("must be in [0, world_size)"), std::string::npos);
+  EXPECT_NO_THROW(scenario::load_file(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nrank = 1\nstep = 3\n")));
+}
+
+TEST(TrainingScenariosTest, ShippedScenariosLoad) {
+  const auto all = scenario::load_paths({std::string(LOCKSTEP_SOURCE_DIR) + "/scenarios/training"});
+  EXPECT_GE(all.size(), 20u);
+  for (const auto& s : all) EXPECT_EQ(s.workload, "training") << s.id();
+}
+
+}  // namespace
+}  // namespace lockstep::workloads
