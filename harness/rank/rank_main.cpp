@@ -182,8 +182,8 @@ int rank_main(const RankOptions& options) {
                             rank);
     const workloads::WorkloadSpec* spec = workloads::find(s.workload);
     auto workload = spec->make(s);
-    workloads::RankContext ctx{s, rank, world_size, local_rank, communicator, dump, {}, "", {}};
-    ctx.local_world_size = env_int("LOCAL_WORLD_SIZE", world_size);
+    workloads::RankContext ctx{s, rank, world_size, local_rank, communicator, dump, {}, "",
+                               env_int("LOCAL_WORLD_SIZE", world_size), {}};
     workload->run(ctx);
 
     // Every rank ends with one verified barrier: a rank that issued fewer collectives than
