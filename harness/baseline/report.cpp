@@ -176,7 +176,7 @@ void write_report(Store& store, const std::string& out_dir) {
         series[r.scenario][m][runs[i].environment].push_back({static_cast<int>(i), v});
         if (m.rfind("step_time_", 0) == 0) step_times[r.scenario][runs[i].environment][m].push_back(v);
       }
-      series[r.scenario]["duration_s (wall, whole scenario)"][runs[i].environment].push_back({static_cast<int>(i), r.duration_s});
+      series[r.scenario]["scenario_wall_s"][runs[i].environment].push_back({static_cast<int>(i), r.duration_s});
       if (!r.timeline.empty()) timeline[r.scenario][runs[i].environment] = r.timeline;
     }
   }
@@ -187,7 +187,7 @@ void write_report(Store& store, const std::string& out_dir) {
   md << "# lockstep performance baselines\n\n";
   h << "<p>" << runs.size() << " recorded runs, " << series.size() << " scenarios with results. Charts: each metric over the "
     << "recorded runs (oldest to newest), one line per environment. Direction: <code>*_per_s</code> higher is better; "
-    << "<code>*_s</code>, <code>us_per_*</code>, <code>step_time_*</code> lower is better.</p>";
+    << "<code>*_s</code>, <code>us_per_*</code>, <code>step_time_*</code> lower is better. <code>scenario_wall_s</code> is the whole scenario including process start. Charts are inline SVG: no script, so the file works where scripts are blocked.</p>";
   md << runs.size() << " recorded runs, " << series.size() << " scenarios with results.\n\n";
 
   h << "<h2>Environments</h2><table><tr><th>name</th><th>LibTorch</th><th>CUDA</th><th>NCCL</th><th>compiler</th><th>CPU</th>"
@@ -282,7 +282,7 @@ void write_report(Store& store, const std::string& out_dir) {
     auto tl = timeline.find(scenario);
     if (tl != timeline.end()) {
       h << "<h4>Per-rank collective timeline (latest recorded run; first " << kTimelineCallsShown << " calls per rank)</h4>";
-      md << "\nCollective timeline (latest recorded run):\n\n| environment | rank | calls stored | busy ms | span ms |\n|---|---|---|---|---|\n";
+      md << "\nCollective timeline (latest recorded run):\n\n| environment | rank | calls stored | in calls ms | span ms |\n|---|---|---|---|---|\n";
       for (const auto& [env, text] : tl->second) {
         const auto t = nlohmann::json::parse(text);
         h << timeline_svg(env, t);

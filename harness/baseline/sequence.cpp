@@ -74,7 +74,8 @@ std::optional<Sequence> read_sequence(const std::string& dir, int world_size) {
 }
 
 std::string sequence_hash(const Sequence& sequence) {
-  // FNV-1a 64 over a canonical text of the compared fields, twice with different offsets.
+  // FNV-1a 64 over a canonical text of every stored field (wire included, so sequences that
+  // differ only in how an engine carried them are stored apart), twice with different offsets.
   std::uint64_t h1 = 14695981039346656037ull, h2 = 1099511628211ull * 31;
   auto feed = [&](const std::string& s) {
     for (unsigned char ch : s) {
@@ -90,7 +91,7 @@ std::string sequence_hash(const Sequence& sequence) {
       feed(std::to_string(c.seq) + "|" + c.kind + "|" + c.op + "|" + c.dtype + "|" + std::to_string(c.count) + "|" +
            c.device + "|" + c.reduce + "|" + std::to_string(c.root) + "|" + std::to_string(c.peer) + "|" +
            std::to_string(c.tag) + "|" + c.send_counts + "|" + c.recv_counts + "|" + c.phase + "|" +
-           std::to_string(c.step) + "|" + std::to_string(c.index));
+           std::to_string(c.step) + "|" + std::to_string(c.index) + "|" + c.wire);
     }
   }
   char buf[40];

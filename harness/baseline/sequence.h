@@ -41,7 +41,9 @@ using Sequence = std::vector<std::vector<CallRecord>>;  // [rank][position]
 // that is not a trace record.
 std::optional<Sequence> read_sequence(const std::string& dir, int world_size);
 
-// A stable hex hash of the fingerprint fields of every call of every rank.
+// A stable hex hash of every stored field (fingerprint fields and wire) of every call of every
+// rank. Equal hashes mean equal sequences; different hashes may still have no divergence
+// (first_divergence ignores wire).
 std::string sequence_hash(const Sequence& sequence);
 
 struct Divergence {

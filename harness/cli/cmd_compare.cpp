@@ -21,6 +21,9 @@ void add_compare(CLI::App& app, int& exit_code) {
     baseline::RuleOptions rule;
   };
   auto a = std::make_shared<Args>();
+  // Show ratios from 2 samples a side (a change still needs the test to reject at alpha,
+  // which 2 against 2 never does).
+  a->rule.min_samples = 2;
   cmd->add_option("--baseline", a->baseline, "the SQLite baseline database")->required();
   cmd->add_option("--from", a->from, "the environment upgraded from")->required();
   cmd->add_option("--to", a->to, "the environment upgraded to")->required();
