@@ -530,5 +530,23 @@ TEST_F(BaselineTest, ReportEscapesUserSuppliedStrings) {
   EXPECT_EQ(slurp(path("rep/report.md")).find("<script>"), std::string::npos);
 }
 
+TEST_F(BaselineTest, ReportStacksStepTimeBreakdownsPerEnvironment) {
+  Store store(path("b.db"), true);
+  auto run = summary(1, 1.0);
+  run.results[0].id = "train.gcn";
+  run.results[0].metrics = {{"step_time_sampling_s", 0.25}, {"step_time_forward_s", 0.5}, {"step_time_backward_s", 0.25}};
+  store.record(test_env("a"), run, dir_, 0);
+  run.results[0].metrics["step_time_forward_s"] = 1.5;
+  store.record(test_env("b"), run, dir_, 0);
+  write_report(store, path("rep"));
+  const std::string md = slurp(path("rep/report.md"));
+  // Shares within environment a: 0.25 / 1.0 and 0.5 / 1.0.
+  EXPECT_CONTAINS(md, "| a | step\\_time\\_forward\\_s | 0.5 | 50% |");
+  EXPECT_CONTAINS(md, "| a | step\\_time\\_sampling\\_s | 0.25 | 25% |");
+  EXPECT_CONTAINS(md, "| b | step\\_time\\_forward\\_s | 1.5 | 75% |");
+  const std::string html = slurp(path("rep/index.html"));
+  EXPECT_CONTAINS(html, "<title>step_time_forward_s: 1.5 s</title>");
+}
+
 }  // namespace
 }  // namespace lockstep::baseline
