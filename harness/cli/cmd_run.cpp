@@ -1,8 +1,11 @@
+#include <unistd.h>
+
 #include <iostream>
-#include <regex>
 
 #include <CLI/CLI.hpp>
 
+#include "harness/baseline/environment.h"
+#include "harness/baseline/session.h"
 #include "harness/cli/commands.h"
 #include "harness/core/error.h"
 #include "harness/launch/suite.h"
@@ -17,6 +20,10 @@ void add_run(CLI::App& app, int& exit_code) {
     std::string filter;
     bool dump = false;
     int max_ranks = 16;
+    std::string baseline;
+    std::string env;
+    int repeat = 5;
+    baseline::RuleOptions rule;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("paths", a->paths, "scenario files or directories (searched for *.toml)")->required();
@@ -28,30 +35,39 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-ranks", a->max_ranks, "skip scenarios that need more rank processes than this")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--baseline", a->baseline,
+                  "check against the runs recorded in this SQLite file (lockstep record): digests exactly\n"
+                  "(result_mismatch), collective sequences (sequence_changed), throughput (throughput_regression)");
+  cmd->add_option("--env", a->env, "with --baseline: the recorded environment to check against (default: torch-<major>.<minor>)");
+  cmd->add_option("--repeat", a->repeat, "with --baseline: run the suite this many times for the throughput rule")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--tolerance", a->rule.tolerance, "with --baseline: relative slowdown always tolerated")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  cmd->add_option("--alpha", a->rule.alpha, "with --baseline: significance level of the one-sided Mann-Whitney test")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-9, 0.5));
   cmd->callback([a, &exit_code] {
-    auto scenarios = scenario::load_paths(a->paths);
-    if (!a->filter.empty()) {
-      std::regex re;
-      try {
-        re = std::regex(a->filter);
-      } catch (const std::regex_error& e) {
-        throw InputError("--filter: invalid regex '" + a->filter + "': " + e.what());
-      }
-      std::vector<scenario::Scenario> kept;
-      for (auto& s : scenarios) {
-        bool hit = std::regex_search(s.id(), re);
-        for (const auto& t : s.tags) hit = hit || std::regex_search(t, re);
-        if (hit) kept.push_back(std::move(s));
-      }
-      scenarios = std::move(kept);
-    }
+    const auto scenarios = launch::filter_scenarios(scenario::load_paths(a->paths), a->filter);
     launch::LaunchOptions opts;
     opts.binary = launch::self_executable();
     opts.report_dir = a->report_dir;
     opts.dump = a->dump;
     opts.max_ranks = a->max_ranks;
-    const auto run = launch::run_suite(scenarios, opts, std::cout);
-    exit_code = launch::all_met(run) ? 0 : 1;
+    opts.progress = isatty(STDOUT_FILENO);
+    if (a->baseline.empty()) {
+      const auto run = launch::run_suite(scenarios, opts, std::cout);
+      exit_code = launch::all_met(run) ? 0 : 1;
+      return;
+    }
+    // Open (and validate) the store before spending time on the suite.
+    baseline::Store store(a->baseline, /*create=*/false);
+    const std::string env = a->env.empty() ? baseline::default_environment_name() : a->env;
+    if (!store.environment(env)) throw InputError("--env: no environment named '" + env + "' in " + a->baseline);
+    auto session = baseline::run_repeated(scenarios, opts, a->repeat, std::cout);
+    const int failed = baseline::check_session(store, env, scenarios, session, opts, a->repeat, a->rule, std::cout);
+    exit_code = failed == 0 && launch::all_met(session.runs.front()) ? 0 : 1;
   });
 }
 

@@ -11,5 +11,10 @@ void add_run(CLI::App& app, int& exit_code);
 void add_validate(CLI::App& app, int& exit_code);
 void add_list(CLI::App& app, int& exit_code);
 void add_rank(CLI::App& app, int& exit_code);
+// Baselines (harness/baseline/): record, baseline check|import|export, compare, report.
+void add_record(CLI::App& app, int& exit_code);
+void add_baseline(CLI::App& app, int& exit_code);
+void add_compare(CLI::App& app, int& exit_code);
+void add_report(CLI::App& app, int& exit_code);
 
 }  // namespace lockstep::cli

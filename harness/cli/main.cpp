@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
   lockstep::cli::add_validate(app, exit_code);
   lockstep::cli::add_list(app, exit_code);
   lockstep::cli::add_rank(app, exit_code);
+  lockstep::cli::add_record(app, exit_code);
+  lockstep::cli::add_baseline(app, exit_code);
+  lockstep::cli::add_compare(app, exit_code);
+  lockstep::cli::add_report(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,7 +9,10 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <regex>
 #include <sstream>
+
+#include "harness/core/error.h"
 
 #include "harness/comm/engines.h"
 #include "lockstep/config.h"
@@ -97,7 +100,19 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
   std::filesystem::create_directories(options.report_dir);
   const std::size_t n = scenarios.size();
   for (std::size_t i = 0; i < n; ++i) {
+    if (options.progress) {
+      // One redrawn line: position, bar, elapsed time and an estimate of what is left.
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      constexpr int kBar = 24;
+      const int filled = static_cast<int>(kBar * i / (n ? n : 1));
+      out << "\r\033[K" << (options.label.empty() ? "" : options.label + " ") << '[' << std::string(static_cast<std::size_t>(filled), '#')
+          << std::string(static_cast<std::size_t>(kBar - filled), '.') << "] " << i << '/' << n << ' ' << std::fixed
+          << std::setprecision(0) << elapsed << " s";
+      if (i > 0) out << ", ~" << elapsed / static_cast<double>(i) * static_cast<double>(n - i) << " s left";
+      out << "  " << scenarios[i].id() << std::flush;
+    }
     auto r = run_scenario(scenarios[i], options);
+    if (options.progress) out << "\r\033[K";
     out << '[' << std::setw(3) << i + 1 << '/' << n << "] " << label(r.status) << ' ' << r.id << "  ("
         << std::fixed << std::setprecision(2) << r.duration_s << " s)";
     if (r.status == report::Status::kPass && r.diagnosis) out << "  " << to_string(r.diagnosis->kind);
@@ -113,10 +128,49 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
 
   std::map<report::Status, int> counts;
   for (const auto& r : run.results) ++counts[r.status];
+  // Summary table: one row per scenario directory.
+  struct Row {
+    int pass = 0, fail = 0, skip = 0, error = 0;
+    double seconds = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (const auto& r : run.results) {
+    auto& row = rows[std::filesystem::path(r.file).parent_path().string()];
+    row.pass += r.status == report::Status::kPass;
+    row.fail += r.status == report::Status::kFail;
+    row.skip += r.status == report::Status::kSkip;
+    row.error += r.status == report::Status::kError;
+    row.seconds += r.duration_s;
+  }
+  std::size_t width = 9;
+  for (const auto& [dir, _] : rows) width = std::max(width, dir.size());
+  out << '\n' << std::left << std::setw(static_cast<int>(width)) << "directory" << std::right << "  pass  fail  skip error   time s\n";
+  for (const auto& [dir, row] : rows) {
+    out << std::left << std::setw(static_cast<int>(width)) << dir << std::right << std::setw(6) << row.pass << std::setw(6)
+        << row.fail << std::setw(6) << row.skip << std::setw(6) << row.error << std::setw(9) << std::fixed
+        << std::setprecision(1) << row.seconds << '\n';
+  }
   out << "\n" << counts[report::Status::kPass] << " passed, " << counts[report::Status::kFail] << " failed, "
       << counts[report::Status::kSkip] << " skipped, " << counts[report::Status::kError] << " errors in "
       << std::fixed << std::setprecision(1) << run.duration_s << " s; report: " << options.report_dir << '\n';
   return run;
+}
+
+std::vector<scenario::Scenario> filter_scenarios(std::vector<scenario::Scenario> scenarios, const std::string& filter) {
+  if (filter.empty()) return scenarios;
+  std::regex re;
+  try {
+    re = std::regex(filter);
+  } catch (const std::regex_error& e) {
+    throw InputError("--filter: invalid regex '" + filter + "': " + e.what());
+  }
+  std::vector<scenario::Scenario> kept;
+  for (auto& s : scenarios) {
+    bool hit = std::regex_search(s.id(), re);
+    for (const auto& t : s.tags) hit = hit || std::regex_search(t, re);
+    if (hit) kept.push_back(std::move(s));
+  }
+  return kept;
 }
 
 bool all_met(const report::RunSummary& run) {

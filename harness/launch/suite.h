@@ -19,10 +19,15 @@ namespace lockstep::launch {
 void check_invariance(const std::vector<scenario::Scenario>& scenarios,
                       std::vector<report::ScenarioResult>& results);
 
-// Runs every scenario, printing one line per variant to `out`, then writes
-// report_dir/results.json and report_dir/junit.xml. Returns the summary.
+// Runs every scenario, printing one line per variant to `out` (with options.progress, a
+// progress line that is redrawn while a scenario runs), then a summary table per scenario
+// directory, and writes report_dir/results.json and report_dir/junit.xml. Returns the summary.
 report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
                              const LaunchOptions& options, std::ostream& out);
+
+// Keeps the scenarios whose id or a tag matches `filter` (ECMAScript regex, searched); all when
+// empty. Throws InputError for an invalid regex.
+std::vector<scenario::Scenario> filter_scenarios(std::vector<scenario::Scenario> scenarios, const std::string& filter);
 
 // True when every result is pass or skip.
 bool all_met(const report::RunSummary& run);

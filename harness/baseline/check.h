@@ -1,0 +1,65 @@
+#pragma once
+// Checking observed runs against an environment's recorded baseline, and comparing two
+// environments (the pre-upgrade compatibility report).
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "harness/baseline/stats.h"
+#include "harness/baseline/store.h"
+#include "harness/core/diagnosis.h"
+
+namespace lockstep::baseline {
+
+// What one environment recorded for one scenario: the latest recorded status, digest and
+// sequence, and every recorded sample of each metric (oldest first).
+struct ScenarioBaseline {
+  std::string status, expected, diagnosis, digest, sequence;
+  std::map<std::string, std::vector<double>> samples;
+  int runs = 0;
+};
+// Keyed by scenario id. Empty when the environment recorded nothing.
+std::map<std::string, ScenarioBaseline> load_baseline(Store& store, const std::string& environment);
+
+// One scenario as observed in this invocation (k repeats).
+struct Observation {
+  std::string scenario;
+  bool clean = false;  // passed with no diagnosis in every repeat: only these are checked
+  std::vector<std::string> digests;          // per repeat
+  std::vector<std::optional<Sequence>> sequences;  // per repeat
+  std::map<std::string, std::vector<double>> samples;
+};
+
+// The baseline checks of one scenario, in order: digest (result_mismatch), collective sequence
+// (sequence_changed), throughput (throughput_regression). Returns the first failing check's
+// diagnosis, or nullopt. `suspects` receives the metrics whose throughput rule fired (the
+// caller confirms them with fresh samples before declaring a regression).
+std::optional<Diagnosis> check_exact(Store& store, const ScenarioBaseline& base, const Observation& obs);
+std::vector<std::pair<std::string, Judgement>> throughput_suspects(const ScenarioBaseline& base,
+                                                                   const std::map<std::string, std::vector<double>>& samples,
+                                                                   const RuleOptions& rule);
+
+enum class Verdict { kSame, kResultsChanged, kSequenceChanged, kThroughputChanged, kOnlyInFrom, kOnlyInTo };
+std::string_view to_string(Verdict verdict);
+
+struct ScenarioComparison {
+  std::string scenario;
+  Verdict verdict = Verdict::kSame;
+  std::string detail;  // what changed; for sequences the first divergence
+  std::map<std::string, Judgement> metrics;  // every judged metric
+};
+struct Comparison {
+  Environment from, to;
+  int from_runs = 0, to_runs = 0;
+  std::vector<ScenarioComparison> scenarios;  // sorted by scenario id
+};
+// Compares the two environments' latest recorded results and all their metric samples.
+// Throws InputError when either environment is not in the store.
+Comparison compare(Store& store, const std::string& from, const std::string& to, const RuleOptions& rule);
+nlohmann::ordered_json comparison_json(const Comparison& c);
+std::string comparison_markdown(const Comparison& c);
+
+}  // namespace lockstep::baseline

@@ -1,0 +1,129 @@
+#include "harness/baseline/sequence.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/core/error.h"
+
+namespace lockstep::baseline {
+
+bool CallRecord::same_call(const CallRecord& o) const {
+  return seq == o.seq && kind == o.kind && op == o.op && dtype == o.dtype && count == o.count &&
+         device == o.device && reduce == o.reduce && root == o.root && peer == o.peer && tag == o.tag &&
+         send_counts == o.send_counts && recv_counts == o.recv_counts && phase == o.phase && step == o.step &&
+         index == o.index;
+}
+
+std::string CallRecord::describe() const {
+  std::string s = "#" + std::to_string(seq) + " " + op;
+  if (!dtype.empty()) s += " " + dtype + "[" + std::to_string(count) + "]";
+  if (device != "cpu" && !device.empty()) s += " on " + device;
+  if (!reduce.empty()) s += " " + reduce;
+  if (root >= 0) s += " root " + std::to_string(root);
+  if (peer >= 0) s += " peer " + std::to_string(peer) + " tag " + std::to_string(tag);
+  if (!send_counts.empty()) s += " send " + send_counts + " recv " + recv_counts;
+  s += " (" + (phase.empty() ? std::string("-") : phase) + " step " + std::to_string(step) + " call " +
+       std::to_string(index) + ")";
+  return s;
+}
+
+std::optional<Sequence> read_sequence(const std::string& dir, int world_size) {
+  Sequence out(static_cast<std::size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) {
+    const std::string path = (std::filesystem::path(dir) / ("rank" + std::to_string(r) + ".trace.jsonl")).string();
+    std::ifstream in(path);
+    if (!in) return std::nullopt;
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (line.empty()) continue;
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const std::exception& e) {
+        throw InputError(path + ":" + std::to_string(lineno) + ": not a trace record: " + e.what());
+      }
+      if (j.contains("error")) return std::nullopt;
+      CallRecord c;
+      c.seq = j.value("seq", std::int64_t{-1});
+      c.kind = j.value("kind", "");
+      c.op = j.value("op", "");
+      c.dtype = j.value("dtype", "");
+      c.count = j.value("count", std::int64_t{0});
+      c.device = j.value("device", "");
+      c.reduce = j.value("reduce", "");
+      c.root = j.value("root", -1);
+      c.peer = j.value("peer", -1);
+      c.tag = j.value("tag", 0);
+      if (j.contains("send_counts")) c.send_counts = j["send_counts"].dump();
+      if (j.contains("recv_counts")) c.recv_counts = j["recv_counts"].dump();
+      c.phase = j.value("phase", "");
+      c.step = j.value("step", std::int64_t{-1});
+      c.index = j.value("index", std::int64_t{0});
+      c.wire = j.value("wire", "");
+      c.t_start_us = j.value("t_start_us", std::int64_t{0});
+      c.t_end_us = j.value("t_end_us", std::int64_t{0});
+      out[static_cast<std::size_t>(r)].push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+std::string sequence_hash(const Sequence& sequence) {
+  // FNV-1a 64 over a canonical text of every stored field (wire included, so sequences that
+  // differ only in how an engine carried them are stored apart), twice with different offsets.
+  std::uint64_t h1 = 14695981039346656037ull, h2 = 1099511628211ull * 31;
+  auto feed = [&](const std::string& s) {
+    for (unsigned char ch : s) {
+      h1 = (h1 ^ ch) * 1099511628211ull;
+      h2 = (h2 ^ ch) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+    }
+    h1 = (h1 ^ 0x1f) * 1099511628211ull;
+    h2 = (h2 ^ 0x1f) * 0x100000001b3ull;
+  };
+  for (std::size_t r = 0; r < sequence.size(); ++r) {
+    feed("rank" + std::to_string(r));
+    for (const auto& c : sequence[r]) {
+      feed(std::to_string(c.seq) + "|" + c.kind + "|" + c.op + "|" + c.dtype + "|" + std::to_string(c.count) + "|" +
+           c.device + "|" + c.reduce + "|" + std::to_string(c.root) + "|" + std::to_string(c.peer) + "|" +
+           std::to_string(c.tag) + "|" + c.send_counts + "|" + c.recv_counts + "|" + c.phase + "|" +
+           std::to_string(c.step) + "|" + std::to_string(c.index) + "|" + c.wire);
+    }
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h1),
+                static_cast<unsigned long long>(h2));
+  return buf;
+}
+
+std::string Divergence::message() const {
+  return "rank " + std::to_string(rank) + ", call " + std::to_string(position) + ": recorded " + recorded +
+         ", observed " + observed;
+}
+
+std::optional<Divergence> first_divergence(const Sequence& recorded, const Sequence& observed) {
+  const std::size_t ranks = std::max(recorded.size(), observed.size());
+  static const std::vector<CallRecord> kEmpty;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    const auto& a = r < recorded.size() ? recorded[r] : kEmpty;
+    const auto& b = r < observed.size() ? observed[r] : kEmpty;
+    const std::size_t n = std::max(a.size(), b.size());
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool ha = i < a.size(), hb = i < b.size();
+      if (ha && hb && a[i].same_call(b[i])) continue;
+      Divergence d;
+      d.rank = static_cast<int>(r);
+      d.position = static_cast<std::int64_t>(i);
+      d.recorded = ha ? a[i].describe() : "(end of sequence)";
+      d.observed = hb ? b[i].describe() : "(end of sequence)";
+      return d;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace lockstep::baseline

@@ -1,0 +1,59 @@
+#pragma once
+// Golden collective sequences: the calls each rank issued, in order, with the fingerprint
+// fields (op, dtype, count, device, reduce, root, peer/tag, all_to_all splits, call site).
+// Read from the per-rank JSON Lines traces the recorder writes; timings are not part of a
+// sequence (they go to the timeline), and neither is `wire` (how an engine carried a call).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep::baseline {
+
+struct CallRecord {
+  std::int64_t seq = -1;
+  std::string kind;         // "collective" or "p2p"
+  std::string op;
+  std::string dtype;        // "" for barrier
+  std::int64_t count = 0;
+  std::string device;
+  std::string reduce;       // all_reduce only
+  int root = -1;            // broadcast only
+  int peer = -1, tag = 0;   // send/recv only
+  std::string send_counts;  // all_to_all: JSON array text, "" otherwise
+  std::string recv_counts;
+  std::string phase;
+  std::int64_t step = -1;
+  std::int64_t index = 0;
+  std::string wire;         // informational, not compared
+  std::int64_t t_start_us = 0, t_end_us = 0;  // timing, not compared
+
+  // Equal fingerprint fields (not wire, not timings).
+  bool same_call(const CallRecord& other) const;
+  // "#12 all_reduce f32[256] sum (train step 3 call 0)".
+  std::string describe() const;
+};
+
+using Sequence = std::vector<std::vector<CallRecord>>;  // [rank][position]
+
+// Reads rank<r>.trace.jsonl for r in [0, world_size) under `dir`. Returns nullopt when a trace
+// is missing (verify mode off) or a call failed. Throws InputError naming file:line for a line
+// that is not a trace record.
+std::optional<Sequence> read_sequence(const std::string& dir, int world_size);
+
+// A stable hex hash of every stored field (fingerprint fields and wire) of every call of every
+// rank. Equal hashes mean equal sequences; different hashes may still have no divergence
+// (first_divergence ignores wire).
+std::string sequence_hash(const Sequence& sequence);
+
+struct Divergence {
+  int rank = -1;
+  std::int64_t position = -1;  // index into the rank's sequence
+  std::string recorded;        // CallRecord::describe(), or "(end of sequence)"
+  std::string observed;
+  std::string message() const;
+};
+// The first divergence (lowest rank, then position), or nullopt when the sequences agree.
+std::optional<Divergence> first_divergence(const Sequence& recorded, const Sequence& observed);
+
+}  // namespace lockstep::baseline

@@ -1,0 +1,135 @@
+#include "harness/baseline/sqlite.h"
+
+#include <sqlite3.h>
+
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "harness/core/error.h"
+
+namespace lockstep::baseline {
+
+static_assert(SQLITE_ROW == 100 && SQLITE_DONE == 101, "LOCKSTEP_SQLITE assumes these codes");
+
+namespace detail {
+void throw_sqlite(sqlite3* db, int rc, const char* what, const char* file, int line) {
+  const char* base = std::strrchr(file, '/');
+  std::string msg = lockstep::detail::concat(base ? base + 1 : file, ":", line, ": ", what, ": ",
+                                             db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), " (",
+                                             sqlite3_errstr(rc), ")");
+  const int primary = rc & 0xff;
+  if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
+    const char* name = db ? sqlite3_db_filename(db, "main") : nullptr;
+    throw InputError(std::string(name ? name : "database") + ": not a valid lockstep baseline database: " + msg);
+  }
+  throw Error(msg);
+}
+}  // namespace detail
+
+Db::Db(const std::string& path, bool create) : path_(path) {
+  if (!create && !std::filesystem::exists(path)) throw InputError(path + ": no such baseline database");
+  const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
+  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw InputError(path + ": cannot open baseline database: " + msg);
+  }
+  sqlite3_extended_result_codes(db_, 1);
+  LOCKSTEP_SQLITE(db_, sqlite3_busy_timeout(db_, 60000));
+}
+
+Db::~Db() {
+  if (db_) sqlite3_close_v2(db_);
+}
+
+Db::Db(Db&& other) noexcept : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+
+Db& Db::operator=(Db&& other) noexcept {
+  if (this != &other) {
+    if (db_) sqlite3_close_v2(db_);
+    db_ = std::exchange(other.db_, nullptr);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+void Db::exec(const std::string& sql) {
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(err);
+    detail::throw_sqlite(db_, rc, sql.substr(0, 60).c_str(), __FILE__, __LINE__);
+  }
+}
+
+std::int64_t Db::last_insert_id() const { return sqlite3_last_insert_rowid(db_); }
+
+Statement::Statement(const Db& db, std::string_view sql) : db_(&db) {
+  LOCKSTEP_SQLITE(db.handle(), sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr));
+}
+
+Statement::~Statement() {
+  if (stmt_) sqlite3_finalize(stmt_);
+}
+
+Statement::Statement(Statement&& other) noexcept : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)) {}
+
+Statement& Statement::bind(int index, std::int64_t value) {
+  LOCKSTEP_SQLITE(db_->handle(), sqlite3_bind_int64(stmt_, index, value));
+  return *this;
+}
+Statement& Statement::bind(int index, double value) {
+  LOCKSTEP_SQLITE(db_->handle(), sqlite3_bind_double(stmt_, index, value));
+  return *this;
+}
+Statement& Statement::bind(int index, std::string_view value) {
+  LOCKSTEP_SQLITE(db_->handle(), sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT));
+  return *this;
+}
+Statement& Statement::bind_null(int index) {
+  LOCKSTEP_SQLITE(db_->handle(), sqlite3_bind_null(stmt_, index));
+  return *this;
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  detail::throw_sqlite(db_->handle(), rc, sqlite3_sql(stmt_), __FILE__, __LINE__);
+}
+
+void Statement::run() {
+  while (step()) {
+  }
+  reset();
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+std::int64_t Statement::int64(int column) const { return sqlite3_column_int64(stmt_, column); }
+double Statement::real(int column) const { return sqlite3_column_double(stmt_, column); }
+std::string Statement::text(int column) const {
+  const auto* p = sqlite3_column_text(stmt_, column);
+  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)))
+           : std::string();
+}
+bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+
+Transaction::Transaction(Db& db) : db_(&db) { db.exec("BEGIN IMMEDIATE"); }
+
+Transaction::~Transaction() {
+  if (!done_) sqlite3_exec(db_->handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+void Transaction::commit() {
+  db_->exec("COMMIT");
+  done_ = true;
+}
+
+}  // namespace lockstep::baseline

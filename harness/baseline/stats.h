@@ -1,0 +1,54 @@
+#pragma once
+// The noise-aware throughput rule (documented in reports/README.md#the-throughput-rule).
+// Pure functions over samples; no I/O.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::baseline {
+
+// Which way a metric improves, from its name: `*_per_s`, `*_bw`, `*bandwidth*` are higher-is-
+// better; `*_s`, `*_ms`, `*_us`, `us_per_*`, `*latency*`, `step_time_*` are lower-is-better;
+// anything else (counts such as `steps`) is neutral and never judged.
+enum class Direction { kHigherIsBetter, kLowerIsBetter, kNeutral };
+Direction direction_of(std::string_view metric);
+std::string_view to_string(Direction direction);
+
+double median(std::vector<double> values);
+
+// One-sided Mann-Whitney U test. Returns P(U >= observed U of x over y) under H0 (x and y from
+// one distribution): small when x tends to be larger than y. Exact (ties count 1/2 and are
+// then approximated) when both samples have at most 30 values, normal with tie correction
+// otherwise. Returns 1 when either sample is empty.
+double mann_whitney_greater(const std::vector<double>& x, const std::vector<double>& y);
+
+// The rule's constants.
+struct RuleOptions {
+  double alpha = 0.01;        // one-sided significance level of each test
+  double tolerance = 0.10;    // relative slowdown of the medians that is always tolerated
+  double noise_factor = 3.0;  // the tolerated slowdown grows to noise_factor standard errors of
+                              // the difference of the log medians (robust, pooled spread)
+  int min_samples = 3;        // fewer samples on either side: not judged
+};
+
+// The comparison of one metric's observed samples with its baseline samples, in "cost" terms
+// (the metric itself when lower is better, its reciprocal when higher is better), so that a
+// slowdown is always cost ratio > 1.
+struct Judgement {
+  bool judged = false;        // false: neutral metric or too few samples
+  double ratio = 1;           // median(observed) / median(baseline) of the metric itself
+  double slowdown = 1;        // median cost ratio: > 1 means slower
+  double ci_low = 0, ci_high = 0;  // 95% confidence interval of `ratio` (Hodges-Lehmann on logs)
+  double p_slower = 1;        // one-sided MWU p-value that observed is slower
+  double p_faster = 1;        // one-sided MWU p-value that observed is faster
+  double threshold = 0;       // the tolerated relative slowdown after the noise adjustment
+  bool slower = false;        // p_slower < alpha and slowdown > 1 + threshold
+  bool faster = false;        // p_faster < alpha and 1/slowdown > 1 + threshold
+};
+Judgement judge(std::string_view metric, const std::vector<double>& baseline,
+                const std::vector<double>& observed, const RuleOptions& options = {});
+
+// "0.78x (95% CI 0.74-0.81, p=0.004)".
+std::string describe(const Judgement& j);
+
+}  // namespace lockstep::baseline

@@ -1,0 +1,569 @@
+#include "harness/baseline/store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/core/error.h"
+
+namespace lockstep::baseline {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+// Version 1: environments, runs, results, sequences, metric samples.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE environments(
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, torch TEXT NOT NULL, torch_line TEXT NOT NULL,
+  cuda TEXT NOT NULL, nccl TEXT NOT NULL, compiler TEXT NOT NULL, cpu TEXT NOT NULL, gpu TEXT NOT NULL,
+  driver TEXT NOT NULL, lockstep_rev TEXT NOT NULL);
+CREATE TABLE runs(
+  id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE, env_id INTEGER NOT NULL REFERENCES environments(id),
+  started_at TEXT NOT NULL, kind TEXT NOT NULL, repeat INTEGER NOT NULL, lockstep_rev TEXT NOT NULL);
+CREATE TABLE sequences(id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, ranks INTEGER NOT NULL);
+CREATE TABLE sequence_calls(
+  sequence_id INTEGER NOT NULL REFERENCES sequences(id), rank INTEGER NOT NULL, pos INTEGER NOT NULL,
+  seq INTEGER NOT NULL, kind TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL, count INTEGER NOT NULL,
+  device TEXT NOT NULL, reduce TEXT NOT NULL, root INTEGER NOT NULL, peer INTEGER NOT NULL,
+  tag INTEGER NOT NULL, send_counts TEXT NOT NULL, recv_counts TEXT NOT NULL, phase TEXT NOT NULL,
+  step INTEGER NOT NULL, call_index INTEGER NOT NULL, wire TEXT NOT NULL,
+  PRIMARY KEY(sequence_id, rank, pos)) WITHOUT ROWID;
+CREATE TABLE results(
+  id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id), scenario TEXT NOT NULL,
+  name TEXT NOT NULL, file TEXT NOT NULL, variant TEXT NOT NULL, status TEXT NOT NULL,
+  expected TEXT NOT NULL, diagnosis TEXT NOT NULL, digest TEXT NOT NULL, duration_s REAL NOT NULL,
+  world_size INTEGER NOT NULL, sequence_id INTEGER REFERENCES sequences(id), UNIQUE(run_id, scenario));
+CREATE TABLE metric_samples(
+  result_id INTEGER NOT NULL REFERENCES results(id), name TEXT NOT NULL, value REAL NOT NULL,
+  PRIMARY KEY(result_id, name)) WITHOUT ROWID;
+)sql";
+
+// Version 2: the host a run was recorded on, per-rank collective timelines, a scenario index.
+constexpr const char* kMigrateV2 = R"sql(
+ALTER TABLE runs ADD COLUMN host TEXT NOT NULL DEFAULT '';
+CREATE TABLE timelines(result_id INTEGER PRIMARY KEY REFERENCES results(id), spans TEXT NOT NULL);
+CREATE INDEX results_scenario ON results(scenario);
+)sql";
+
+std::string new_uid() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+                      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                      (static_cast<std::uint64_t>(getpid()) << 17));
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(gen()),
+                static_cast<unsigned long long>(gen()));
+  return buf;
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+std::string timeline_json(const Sequence& s) {
+  std::int64_t t0 = 0;
+  bool first = true;
+  for (const auto& rank : s)
+    for (const auto& c : rank)
+      if (first || c.t_start_us < t0) {
+        t0 = c.t_start_us;
+        first = false;
+      }
+  Json j;
+  j["t0_us"] = t0;
+  Json ranks = Json::array();
+  for (const auto& rank : s) {
+    Json spans = Json::array();
+    for (std::size_t i = 0; i < rank.size() && i < static_cast<std::size_t>(kTimelineCallsPerRank); ++i) {
+      spans.push_back(Json::array({rank[i].op, rank[i].t_start_us - t0, rank[i].t_end_us - t0}));
+    }
+    ranks.push_back(std::move(spans));
+  }
+  j["ranks"] = std::move(ranks);
+  return j.dump();
+}
+
+Json call_json(const CallRecord& c) {
+  Json j;
+  j["seq"] = c.seq;
+  j["kind"] = c.kind;
+  j["op"] = c.op;
+  if (!c.dtype.empty()) j["dtype"] = c.dtype;
+  if (c.count != 0) j["count"] = c.count;
+  if (!c.device.empty()) j["device"] = c.device;
+  if (!c.reduce.empty()) j["reduce"] = c.reduce;
+  if (c.root != -1) j["root"] = c.root;
+  if (c.peer != -1) j["peer"] = c.peer;
+  if (c.tag != 0) j["tag"] = c.tag;
+  if (!c.send_counts.empty()) j["send_counts"] = c.send_counts;
+  if (!c.recv_counts.empty()) j["recv_counts"] = c.recv_counts;
+  j["phase"] = c.phase;
+  j["step"] = c.step;
+  j["index"] = c.index;
+  if (!c.wire.empty()) j["wire"] = c.wire;
+  return j;
+}
+
+CallRecord call_from_json(const Json& j) {
+  CallRecord c;
+  c.seq = j.at("seq").get<std::int64_t>();
+  c.kind = j.at("kind").get<std::string>();
+  c.op = j.at("op").get<std::string>();
+  c.dtype = j.value("dtype", "");
+  c.count = j.value("count", std::int64_t{0});
+  c.device = j.value("device", "");
+  c.reduce = j.value("reduce", "");
+  c.root = j.value("root", -1);
+  c.peer = j.value("peer", -1);
+  c.tag = j.value("tag", 0);
+  c.send_counts = j.value("send_counts", "");
+  c.recv_counts = j.value("recv_counts", "");
+  c.phase = j.value("phase", "");
+  c.step = j.value("step", std::int64_t{-1});
+  c.index = j.value("index", std::int64_t{0});
+  c.wire = j.value("wire", "");
+  return c;
+}
+
+Json env_json(const Environment& e) {
+  return Json{{"name", e.name},         {"torch", e.torch}, {"torch_line", e.torch_line}, {"cuda", e.cuda},
+              {"nccl", e.nccl},         {"compiler", e.compiler}, {"cpu", e.cpu},       {"gpu", e.gpu},
+              {"driver", e.driver},     {"lockstep_rev", e.lockstep_rev}};
+}
+
+}  // namespace
+
+Store::Store(const std::string& path, bool create) : db_(path, create) {
+  // The first statement that reads the file detects a file that is not a database.
+  db_.exec("PRAGMA foreign_keys = ON");
+  {
+    Statement mode(db_, "PRAGMA journal_mode = WAL");
+    mode.step();
+  }
+  migrate();
+}
+
+int Store::schema_version() {
+  Statement st(db_, "PRAGMA user_version");
+  st.step();
+  return static_cast<int>(st.int64(0));
+}
+
+void Store::migrate() {
+  const int version = schema_version();
+  if (version > kSchemaVersion) {
+    throw InputError(db_.path() + ": baseline schema version " + std::to_string(version) +
+                     " is newer than this lockstep supports (" + std::to_string(kSchemaVersion) +
+                     "); use a newer lockstep");
+  }
+  if (version == kSchemaVersion) return;
+  Transaction tx(db_);
+  // Re-read under the write lock: another process may have migrated meanwhile.
+  int v = schema_version();
+  if (v == 0) {
+    Statement count(db_, "SELECT count(*) FROM sqlite_master");
+    count.step();
+    if (count.int64(0) != 0) throw InputError(db_.path() + ": not a lockstep baseline database (user_version 0 with tables)");
+    db_.exec(kSchemaV1);
+    v = 1;
+  }
+  if (v == 1) {
+    db_.exec(kMigrateV2);
+    v = 2;
+  }
+  db_.exec("PRAGMA user_version = " + std::to_string(v));
+  tx.commit();
+}
+
+std::vector<std::string> Store::integrity_problems() {
+  std::vector<std::string> out;
+  Statement st(db_, "PRAGMA integrity_check");
+  while (st.step()) {
+    const std::string line = st.text(0);
+    if (line != "ok") out.push_back(line);
+  }
+  Statement fk(db_, "PRAGMA foreign_key_check");
+  while (fk.step()) out.push_back("foreign key violation in table " + fk.text(0) + " row " + std::to_string(fk.int64(1)));
+  return out;
+}
+
+void Store::put_environment(const Environment& e) {
+  Transaction tx(db_);
+  if (auto have = environment(e.name)) {
+    auto differ = [&](const char* what, const std::string& a, const std::string& b) {
+      if (a != b)
+        throw InputError("environment '" + e.name + "' was recorded with " + what + " " + a + ", this run has " + b +
+                         "; choose another name with --env");
+    };
+    differ("LibTorch", have->torch, e.torch);
+    differ("CUDA", have->cuda, e.cuda);
+    differ("NCCL", have->nccl, e.nccl);
+    differ("compiler", have->compiler, e.compiler);
+    differ("CPU", have->cpu, e.cpu);
+    differ("GPU", have->gpu, e.gpu);
+    differ("driver", have->driver, e.driver);
+    return;
+  }
+  Statement ins(db_,
+                "INSERT INTO environments(name, torch, torch_line, cuda, nccl, compiler, cpu, gpu, driver, lockstep_rev)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?)");
+  ins.bind(1, e.name).bind(2, e.torch).bind(3, e.torch_line).bind(4, e.cuda).bind(5, e.nccl).bind(6, e.compiler);
+  ins.bind(7, e.cpu).bind(8, e.gpu).bind(9, e.driver).bind(10, e.lockstep_rev);
+  ins.run();
+  tx.commit();
+}
+
+std::vector<Environment> Store::environments() {
+  std::vector<Environment> out;
+  Statement st(db_, "SELECT name, torch, torch_line, cuda, nccl, compiler, cpu, gpu, driver, lockstep_rev"
+                    " FROM environments ORDER BY name");
+  while (st.step()) {
+    out.push_back(Environment{st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.text(5), st.text(6),
+                              st.text(7), st.text(8), st.text(9)});
+  }
+  return out;
+}
+
+std::optional<Environment> Store::environment(const std::string& name) {
+  for (auto& e : environments())
+    if (e.name == name) return e;
+  return std::nullopt;
+}
+
+std::int64_t Store::env_id(const std::string& name) {
+  Statement st(db_, "SELECT id FROM environments WHERE name = ?");
+  st.bind(1, name);
+  if (!st.step()) throw InputError("no environment named '" + name + "' in " + db_.path());
+  return st.int64(0);
+}
+
+std::int64_t Store::put_sequence(const std::string& hash, const Sequence& s) {
+  {
+    Statement find(db_, "SELECT id FROM sequences WHERE hash = ?");
+    find.bind(1, hash);
+    if (find.step()) return find.int64(0);
+  }
+  Statement ins(db_, "INSERT INTO sequences(hash, ranks) VALUES(?, ?)");
+  ins.bind(1, hash).bind(2, static_cast<std::int64_t>(s.size()));
+  ins.run();
+  const std::int64_t id = db_.last_insert_id();
+  Statement call(db_,
+                 "INSERT INTO sequence_calls(sequence_id, rank, pos, seq, kind, op, dtype, count, device, reduce, root,"
+                 " peer, tag, send_counts, recv_counts, phase, step, call_index, wire)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  for (std::size_t r = 0; r < s.size(); ++r) {
+    for (std::size_t i = 0; i < s[r].size(); ++i) {
+      const auto& c = s[r][i];
+      call.bind(1, id).bind(2, static_cast<std::int64_t>(r)).bind(3, static_cast<std::int64_t>(i)).bind(4, c.seq);
+      call.bind(5, c.kind).bind(6, c.op).bind(7, c.dtype).bind(8, c.count).bind(9, c.device).bind(10, c.reduce);
+      call.bind(11, c.root).bind(12, c.peer).bind(13, c.tag).bind(14, c.send_counts).bind(15, c.recv_counts);
+      call.bind(16, c.phase).bind(17, c.step).bind(18, c.index).bind(19, c.wire);
+      call.run();
+    }
+  }
+  return id;
+}
+
+Sequence Store::sequence(const std::string& hash) {
+  Statement st(db_,
+               "SELECT s.ranks, c.rank, c.seq, c.kind, c.op, c.dtype, c.count, c.device, c.reduce, c.root, c.peer,"
+               " c.tag, c.send_counts, c.recv_counts, c.phase, c.step, c.call_index, c.wire"
+               " FROM sequences s LEFT JOIN sequence_calls c ON c.sequence_id = s.id WHERE s.hash = ?"
+               " ORDER BY c.rank, c.pos");
+  st.bind(1, hash);
+  Sequence out;
+  bool found = false;
+  while (st.step()) {
+    if (!found) out.resize(static_cast<std::size_t>(st.int64(0)));
+    found = true;
+    if (st.is_null(1)) continue;
+    CallRecord c;
+    c.seq = st.int64(2);
+    c.kind = st.text(3);
+    c.op = st.text(4);
+    c.dtype = st.text(5);
+    c.count = st.int64(6);
+    c.device = st.text(7);
+    c.reduce = st.text(8);
+    c.root = static_cast<int>(st.int64(9));
+    c.peer = static_cast<int>(st.int64(10));
+    c.tag = static_cast<int>(st.int64(11));
+    c.send_counts = st.text(12);
+    c.recv_counts = st.text(13);
+    c.phase = st.text(14);
+    c.step = st.int64(15);
+    c.index = st.int64(16);
+    c.wire = st.text(17);
+    const auto r = static_cast<std::size_t>(st.int64(1));
+    LOCKSTEP_CHECK(r < out.size(), "sequence ", hash, ": call on rank ", r, " of ", out.size());
+    out[r].push_back(std::move(c));
+  }
+  LOCKSTEP_CHECK(found, "no sequence with hash ", hash, " in ", db_.path());
+  return out;
+}
+
+void Store::insert_run(const StoredRun& run) {
+  const std::int64_t env = env_id(run.environment);
+  Statement ins(db_, "INSERT INTO runs(uid, env_id, started_at, kind, repeat, lockstep_rev, host) VALUES(?,?,?,?,?,?,?)");
+  ins.bind(1, run.uid).bind(2, env).bind(3, run.started_at).bind(4, run.kind).bind(5, run.repeat);
+  ins.bind(6, run.lockstep_rev).bind(7, run.host);
+  ins.run();
+  const std::int64_t run_id = db_.last_insert_id();
+  Statement res(db_,
+                "INSERT INTO results(run_id, scenario, name, file, variant, status, expected, diagnosis, digest,"
+                " duration_s, world_size, sequence_id)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,(SELECT id FROM sequences WHERE hash = ?))");
+  Statement met(db_, "INSERT INTO metric_samples(result_id, name, value) VALUES(?,?,?)");
+  Statement tl(db_, "INSERT INTO timelines(result_id, spans) VALUES(?,?)");
+  for (const auto& r : run.results) {
+    res.bind(1, run_id).bind(2, r.scenario).bind(3, r.name).bind(4, r.file).bind(5, r.variant).bind(6, r.status);
+    res.bind(7, r.expected).bind(8, r.diagnosis).bind(9, r.digest).bind(10, r.duration_s).bind(11, r.world_size);
+    if (r.sequence.empty()) res.bind_null(12);
+    else res.bind(12, r.sequence);
+    res.run();
+    const std::int64_t result_id = db_.last_insert_id();
+    for (const auto& [k, v] : r.metrics) {
+      met.bind(1, result_id).bind(2, k).bind(3, v);
+      met.run();
+    }
+    if (!r.timeline.empty()) {
+      tl.bind(1, result_id).bind(2, r.timeline);
+      tl.run();
+    }
+  }
+}
+
+std::string Store::record(const Environment& env, const report::RunSummary& summary, const std::string& report_dir,
+                          int repeat) {
+  put_environment(env);
+  StoredRun run;
+  run.uid = new_uid();
+  run.environment = env.name;
+  run.started_at = summary.started_at;
+  run.kind = "record";
+  run.repeat = repeat;
+  run.lockstep_rev = env.lockstep_rev;
+  run.host = hostname();
+  std::map<std::string, Sequence> sequences;
+  for (const auto& r : summary.results) {
+    StoredResult s;
+    s.scenario = r.id;
+    s.name = r.name;
+    s.file = r.file;
+    s.variant = r.variant;
+    s.status = std::string(report::to_string(r.status));
+    s.expected = r.expected;
+    s.diagnosis = r.diagnosis ? std::string(to_string(r.diagnosis->kind)) : "";
+    s.digest = r.digest;
+    s.duration_s = r.duration_s;
+    s.world_size = r.world_size;
+    s.metrics = r.metrics;
+    if (r.status == report::Status::kPass && !r.diagnosis && !r.artifacts.empty()) {
+      if (auto seq = read_sequence((fs::path(report_dir) / r.artifacts).string(), r.world_size)) {
+        s.sequence = sequence_hash(*seq);
+        s.timeline = timeline_json(*seq);
+        sequences.emplace(s.sequence, std::move(*seq));
+      }
+    }
+    run.results.push_back(std::move(s));
+  }
+  Transaction tx(db_);
+  for (const auto& [hash, seq] : sequences) put_sequence(hash, seq);
+  insert_run(run);
+  tx.commit();
+  return run.uid;
+}
+
+std::vector<StoredRun> Store::runs(const std::string& environment) {
+  std::vector<StoredRun> out;
+  std::map<std::int64_t, std::size_t> by_id;
+  {
+    Statement st(db_,
+                 "SELECT r.id, r.uid, e.name, r.started_at, r.kind, r.repeat, r.lockstep_rev, r.host FROM runs r"
+                 " JOIN environments e ON e.id = r.env_id WHERE ?1 = '' OR e.name = ?1"
+                 " ORDER BY r.started_at, r.repeat, r.uid");
+    st.bind(1, environment);
+    while (st.step()) {
+      by_id[st.int64(0)] = out.size();
+      out.push_back(StoredRun{st.text(1), st.text(2), st.text(3), st.text(4), static_cast<int>(st.int64(5)),
+                              st.text(6), st.text(7), {}});
+    }
+  }
+  std::map<std::int64_t, std::pair<std::size_t, std::size_t>> result_at;
+  {
+    Statement st(db_,
+                 "SELECT x.id, x.run_id, x.scenario, x.name, x.file, x.variant, x.status, x.expected, x.diagnosis,"
+                 " x.digest, x.duration_s, x.world_size, s.hash, t.spans FROM results x"
+                 " LEFT JOIN sequences s ON s.id = x.sequence_id LEFT JOIN timelines t ON t.result_id = x.id"
+                 " ORDER BY x.run_id, x.scenario");
+    while (st.step()) {
+      auto it = by_id.find(st.int64(1));
+      if (it == by_id.end()) continue;
+      StoredResult r;
+      r.scenario = st.text(2);
+      r.name = st.text(3);
+      r.file = st.text(4);
+      r.variant = st.text(5);
+      r.status = st.text(6);
+      r.expected = st.text(7);
+      r.diagnosis = st.text(8);
+      r.digest = st.text(9);
+      r.duration_s = st.real(10);
+      r.world_size = static_cast<int>(st.int64(11));
+      r.sequence = st.text(12);
+      r.timeline = st.text(13);
+      auto& results = out[it->second].results;
+      result_at[st.int64(0)] = {it->second, results.size()};
+      results.push_back(std::move(r));
+    }
+  }
+  {
+    Statement st(db_, "SELECT result_id, name, value FROM metric_samples");
+    while (st.step()) {
+      auto it = result_at.find(st.int64(0));
+      if (it == result_at.end()) continue;
+      out[it->second.first].results[it->second.second].metrics[st.text(1)] = st.real(2);
+    }
+  }
+  return out;
+}
+
+std::string Store::export_text(const std::string& environment) {
+  // Read everything inside one read transaction so the export is a consistent snapshot.
+  db_.exec("BEGIN");
+  std::ostringstream os;
+  try {
+    const auto all_runs = runs(environment);
+    std::set<std::string> used_envs, used_sequences;
+    for (const auto& r : all_runs) {
+      used_envs.insert(r.environment);
+      for (const auto& x : r.results)
+        if (!x.sequence.empty()) used_sequences.insert(x.sequence);
+    }
+    if (!environment.empty()) {
+      env_id(environment);  // throws for an unknown name
+      used_envs.insert(environment);
+    }
+    os << "{\n\"format\": \"lockstep-baseline\",\n\"schema_version\": " << kSchemaVersion << ",\n\"environments\": [";
+    bool first = true;
+    for (const auto& e : environments()) {
+      if (!environment.empty() && !used_envs.count(e.name)) continue;
+      os << (first ? "\n" : ",\n") << env_json(e).dump();
+      first = false;
+    }
+    os << "\n],\n\"sequences\": [";
+    first = true;
+    for (const auto& hash : used_sequences) {
+      const Sequence s = sequence(hash);
+      os << (first ? "\n" : ",\n") << "{\"hash\": " << Json(hash).dump() << ", \"ranks\": [";
+      for (std::size_t r = 0; r < s.size(); ++r) {
+        os << (r ? ",\n[" : "\n[");
+        for (std::size_t i = 0; i < s[r].size(); ++i) os << (i ? ",\n " : "\n ") << call_json(s[r][i]).dump();
+        os << "\n]";
+      }
+      os << "]}";
+      first = false;
+    }
+    os << "\n],\n\"runs\": [";
+    first = true;
+    for (const auto& r : all_runs) {
+      Json head{{"uid", r.uid},       {"environment", r.environment}, {"started_at", r.started_at},
+                {"kind", r.kind},     {"repeat", r.repeat},           {"lockstep_rev", r.lockstep_rev},
+                {"host", r.host}};
+      std::string h = head.dump();
+      h.pop_back();
+      os << (first ? "\n" : ",\n") << h << ", \"results\": [";
+      for (std::size_t i = 0; i < r.results.size(); ++i) {
+        const auto& x = r.results[i];
+        Json j{{"scenario", x.scenario}, {"name", x.name},         {"file", x.file},
+               {"variant", x.variant},   {"status", x.status},     {"expected", x.expected},
+               {"diagnosis", x.diagnosis}, {"digest", x.digest},   {"duration_s", x.duration_s},
+               {"world_size", x.world_size}, {"sequence", x.sequence}, {"metrics", x.metrics}};
+        j["timeline"] = x.timeline.empty() ? Json(nullptr) : Json::parse(x.timeline);
+        os << (i ? ",\n " : "\n ") << j.dump();
+      }
+      os << "\n]}";
+      first = false;
+    }
+    os << "\n]\n}\n";
+  } catch (...) {
+    db_.exec("ROLLBACK");
+    throw;
+  }
+  db_.exec("COMMIT");
+  return os.str();
+}
+
+int Store::import_text(const std::string& text, const std::string& source) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const std::exception& e) {
+    throw InputError(source + ": not JSON: " + e.what());
+  }
+  if (!j.is_object() || j.value("format", "") != "lockstep-baseline")
+    throw InputError(source + ": not a lockstep baseline export (format must be \"lockstep-baseline\")");
+  const int version = j.value("schema_version", 0);
+  if (version < 1 || version > kSchemaVersion)
+    throw InputError(source + ": export schema_version " + std::to_string(version) + " is not supported (this lockstep: 1.." +
+                     std::to_string(kSchemaVersion) + ")");
+  int added = 0;
+  try {
+    for (const auto& e : j.at("environments")) {
+      put_environment(Environment{e.at("name"), e.at("torch"), e.at("torch_line"), e.at("cuda"), e.at("nccl"),
+                                  e.at("compiler"), e.at("cpu"), e.at("gpu"), e.at("driver"), e.at("lockstep_rev")});
+    }
+    Transaction tx(db_);
+    for (const auto& s : j.at("sequences")) {
+      Sequence seq;
+      for (const auto& rank : s.at("ranks")) {
+        seq.emplace_back();
+        for (const auto& c : rank) seq.back().push_back(call_from_json(c));
+      }
+      put_sequence(s.at("hash").get<std::string>(), seq);
+    }
+    for (const auto& r : j.at("runs")) {
+      const std::string uid = r.at("uid");
+      Statement have(db_, "SELECT 1 FROM runs WHERE uid = ?");
+      have.bind(1, uid);
+      if (have.step()) continue;
+      StoredRun run{uid, r.at("environment"), r.at("started_at"), r.at("kind"), r.at("repeat").get<int>(),
+                    r.at("lockstep_rev"), r.value("host", ""), {}};
+      for (const auto& x : r.at("results")) {
+        StoredResult s;
+        s.scenario = x.at("scenario");
+        s.name = x.at("name");
+        s.file = x.at("file");
+        s.variant = x.at("variant");
+        s.status = x.at("status");
+        s.expected = x.at("expected");
+        s.diagnosis = x.at("diagnosis");
+        s.digest = x.at("digest");
+        s.duration_s = x.at("duration_s").get<double>();
+        s.world_size = x.at("world_size").get<int>();
+        s.sequence = x.at("sequence");
+        for (const auto& [k, v] : x.at("metrics").items()) s.metrics[k] = v.get<double>();
+        if (x.contains("timeline") && !x["timeline"].is_null()) s.timeline = x["timeline"].dump();
+        run.results.push_back(std::move(s));
+      }
+      insert_run(run);
+      ++added;
+    }
+    tx.commit();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(source + ": malformed baseline export: " + e.what());
+  }
+  return added;
+}
+
+}  // namespace lockstep::baseline

@@ -1,0 +1,67 @@
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "harness/baseline/store.h"
+#include "harness/cli/commands.h"
+#include "harness/core/error.h"
+#include "harness/core/fs.h"
+
+namespace lockstep::cli {
+
+void add_baseline(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("baseline", "Maintain a baseline database: check, import, export");
+  cmd->require_subcommand(1);
+  auto db = std::make_shared<std::string>();
+
+  auto* check = cmd->add_subcommand("check", "Run PRAGMA integrity_check and foreign_key_check; exit 2 when damaged");
+  check->add_option("--baseline", *db, "the SQLite baseline database")->required();
+  check->callback([db, &exit_code] {
+    baseline::Store store(*db, /*create=*/false);
+    const auto problems = store.integrity_problems();
+    if (!problems.empty()) {
+      std::string msg = *db + ": database is damaged:";
+      for (const auto& p : problems) msg += "\n  " + p;
+      throw InputError(msg);
+    }
+    int runs = static_cast<int>(store.runs().size());
+    std::cout << *db << ": ok (schema version " << store.schema_version() << ", " << store.environments().size()
+              << " environments, " << runs << " runs)\n";
+    exit_code = 0;
+  });
+
+  auto import_files = std::make_shared<std::vector<std::string>>();
+  auto* imp = cmd->add_subcommand("import", "Merge text exports (JSON) into the database (created when missing)");
+  imp->add_option("--baseline", *db, "the SQLite baseline database")->required();
+  imp->add_option("files", *import_files, "exports written by `lockstep baseline export`")->required();
+  imp->callback([db, import_files, &exit_code] {
+    baseline::Store store(*db, /*create=*/true);
+    for (const auto& f : *import_files) {
+      std::ifstream in(f, std::ios::binary);
+      if (!in) throw InputError(f + ": cannot read");
+      std::ostringstream text;
+      text << in.rdbuf();
+      const int added = store.import_text(text.str(), f);
+      std::cout << f << ": " << added << " run(s) added\n";
+    }
+    exit_code = 0;
+  });
+
+  auto out = std::make_shared<std::string>();
+  auto env = std::make_shared<std::string>();
+  auto* exp = cmd->add_subcommand("export", "Write the database (or one environment) as reviewable JSON text");
+  exp->add_option("--baseline", *db, "the SQLite baseline database")->required();
+  exp->add_option("--out", *out, "output file (default: standard output)");
+  exp->add_option("--env", *env, "export only this environment's runs");
+  exp->callback([db, out, env, &exit_code] {
+    baseline::Store store(*db, /*create=*/false);
+    const std::string text = store.export_text(*env);
+    if (out->empty()) std::cout << text;
+    else write_file_atomically(*out, text);
+    exit_code = 0;
+  });
+}
+
+}  // namespace lockstep::cli

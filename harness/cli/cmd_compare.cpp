@@ -1,0 +1,50 @@
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "harness/baseline/check.h"
+#include "harness/cli/commands.h"
+#include "harness/core/fs.h"
+
+namespace lockstep::cli {
+
+void add_compare(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand(
+      "compare",
+      "Pre-upgrade compatibility report: one verdict per scenario between two recorded environments\n"
+      "(same, results_changed, sequence_changed, throughput_changed, only_in_from, only_in_to).\n"
+      "Exit 0 when every scenario is the same, 1 otherwise");
+  struct Args {
+    std::string baseline, from, to, out;
+    bool json = false;
+    baseline::RuleOptions rule;
+  };
+  auto a = std::make_shared<Args>();
+  // Show ratios from 2 samples a side (a change still needs the test to reject at alpha,
+  // which 2 against 2 never does).
+  a->rule.min_samples = 2;
+  cmd->add_option("--baseline", a->baseline, "the SQLite baseline database")->required();
+  cmd->add_option("--from", a->from, "the environment upgraded from")->required();
+  cmd->add_option("--to", a->to, "the environment upgraded to")->required();
+  cmd->add_flag("--json", a->json, "print JSON instead of Markdown");
+  cmd->add_option("--out", a->out, "also write the report here (Markdown, or JSON with --json)");
+  cmd->add_option("--tolerance", a->rule.tolerance, "relative throughput change always tolerated")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  cmd->add_option("--alpha", a->rule.alpha, "significance level of the one-sided Mann-Whitney tests")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-9, 0.5));
+  cmd->callback([a, &exit_code] {
+    baseline::Store store(a->baseline, /*create=*/false);
+    const auto c = baseline::compare(store, a->from, a->to, a->rule);
+    const std::string text = a->json ? baseline::comparison_json(c).dump(2) + "\n" : baseline::comparison_markdown(c);
+    std::cout << text;
+    if (!a->out.empty()) write_file_atomically(a->out, text);
+    bool same = true;
+    for (const auto& s : c.scenarios) same = same && s.verdict == baseline::Verdict::kSame;
+    exit_code = same ? 0 : 1;
+  });
+}
+
+}  // namespace lockstep::cli

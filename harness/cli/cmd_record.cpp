@@ -1,0 +1,72 @@
+#include <unistd.h>
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "harness/baseline/environment.h"
+#include "harness/baseline/store.h"
+#include "harness/cli/commands.h"
+#include "harness/launch/suite.h"
+
+namespace lockstep::cli {
+
+void add_record(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand(
+      "record",
+      "Run scenarios --repeat times and record results, digests, collective sequences and metric samples\n"
+      "into a baseline database (SQLite), under an environment name");
+  struct Args {
+    std::vector<std::string> paths;
+    std::string baseline;
+    std::string env;
+    int repeat = 5;
+    std::string report_dir = "lockstep-report";
+    std::string filter;
+    int max_ranks = 16;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("paths", a->paths, "scenario files or directories (searched for *.toml)")->required();
+  cmd->add_option("--baseline", a->baseline, "the SQLite baseline database (created when missing)")->required();
+  cmd->add_option("--env", a->env,
+                  "environment name (default: torch-<major>.<minor> of this build); a name is bound to one\n"
+                  "engine stack and machine");
+  cmd->add_option("--repeat", a->repeat, "record the suite this many times (samples for the throughput rule)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--report-dir", a->report_dir, "where each run's report goes (overwritten by the next repeat once recorded)")
+      ->capture_default_str();
+  cmd->add_option("--filter", a->filter, "record only scenarios whose id or a tag matches this regex");
+  cmd->add_option("--max-ranks", a->max_ranks, "skip scenarios that need more rank processes than this")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->callback([a, &exit_code] {
+    const auto scenarios = launch::filter_scenarios(scenario::load_paths(a->paths), a->filter);
+    baseline::Store store(a->baseline, /*create=*/true);
+    const auto env = baseline::detect_environment(a->env);
+    store.put_environment(env);  // refuses a name bound to another stack before running anything
+    launch::LaunchOptions opts;
+    opts.binary = launch::self_executable();
+    opts.report_dir = a->report_dir;
+    opts.max_ranks = a->max_ranks;
+    opts.progress = isatty(STDOUT_FILENO);
+    bool met = true;
+    for (int i = 0; i < a->repeat; ++i) {
+      // Each repeat is recorded as soon as it ends (an interrupted session keeps what it
+      // measured); its artifacts are read now, so every repeat can reuse REPORT_DIR.
+      launch::LaunchOptions o = opts;
+      if (a->repeat > 1) {
+        o.label = "repeat " + std::to_string(i + 1) + "/" + std::to_string(a->repeat);
+        std::cout << "== " << o.label << " ==\n";
+      }
+      const auto run = launch::run_suite(scenarios, o, std::cout);
+      const std::string uid = store.record(env, run, o.report_dir, i);
+      met = met && launch::all_met(run);
+      std::cout << "recorded run " << uid << " (" << env.name << ", repeat " << i + 1 << "/" << a->repeat << ") in "
+                << a->baseline << '\n';
+    }
+    exit_code = met ? 0 : 1;
+  });
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,552 @@
+// Tests of the baseline store (harness/baseline/): schema migration, concurrent writers,
+// damaged and newer databases (through the CLI binary: exit 2 and a clear message), the
+// throughput rule on synthetic samples, the text export round trip, and the sequence and
+// digest checks of `lockstep run --baseline` end to end.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/baseline/check.h"
+#include "harness/baseline/report.h"
+#include "harness/baseline/stats.h"
+#include "harness/baseline/store.h"
+#include "harness/core/error.h"
+
+namespace lockstep::baseline {
+namespace {
+
+namespace fs = std::filesystem;
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "text: " << (haystack)
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+class BaselineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "lockstep_baseline_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
+  std::string write(const std::string& name, const std::string& text) {
+    fs::create_directories(fs::path(path(name)).parent_path());
+    std::ofstream(path(name), std::ios::binary) << text;
+    return path(name);
+  }
+  CliResult lockstep(const std::string& args) {
+    const std::string out = path("cli.stdout"), err = path("cli.stderr");
+    const int status = std::system((quote(LOCKSTEP_BINARY) + " " + args + " >" + quote(out) + " 2>" + quote(err)).c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+  std::string dir_;
+};
+
+Environment test_env(const std::string& name) {
+  return Environment{name, "9.9.9", "test", "none", "none", "GNU test", "test cpu", "none", "none", "abc123"};
+}
+
+// A hand-written two-rank trace: step s issues an all_reduce of `dtype` and a barrier.
+void write_trace(const std::string& dir, const std::string& rank1_dtype_at_step1 = "f32") {
+  fs::create_directories(dir);
+  for (int r = 0; r < 2; ++r) {
+    std::ofstream out(dir + "/rank" + std::to_string(r) + ".trace.jsonl");
+    int seq = 0;
+    for (int step = 0; step < 3; ++step) {
+      const std::string dtype = (r == 1 && step == 1) ? rank1_dtype_at_step1 : "f32";
+      out << "{\"rank\":" << r << ",\"seq\":" << seq++ << ",\"kind\":\"collective\",\"op\":\"all_reduce\",\"dtype\":\""
+          << dtype << "\",\"count\":64,\"device\":\"cpu\",\"bytes\":256,\"reduce\":\"sum\",\"phase\":\"train\",\"step\":"
+          << step << ",\"index\":0,\"t_start_us\":" << 1000 * step << ",\"t_end_us\":" << 1000 * step + 400 << "}\n";
+      out << "{\"rank\":" << r << ",\"seq\":" << seq++
+          << ",\"kind\":\"collective\",\"op\":\"barrier\",\"bytes\":0,\"phase\":\"train\",\"step\":" << step
+          << ",\"index\":1,\"t_start_us\":" << 1000 * step + 500 << ",\"t_end_us\":" << 1000 * step + 600 << "}\n";
+    }
+  }
+}
+
+report::RunSummary summary(int scenarios, double metric_scale, const std::string& artifacts = "") {
+  report::RunSummary run;
+  run.started_at = "2026-01-01T00:00:00Z";
+  for (int i = 0; i < scenarios; ++i) {
+    report::ScenarioResult r;
+    r.name = "t.s" + std::to_string(i);
+    r.id = r.name;
+    r.file = "t/s" + std::to_string(i) + ".toml";
+    r.status = report::Status::kPass;
+    r.expected = "pass";
+    r.world_size = 2;
+    r.digest = "d" + std::to_string(i);
+    r.duration_s = 0.1 * (i + 1);
+    r.metrics = {{"items_per_s", 1e6 * metric_scale}, {"steps", 3}, {"odd", 0.1 + 1e-17 * i}};
+    r.artifacts = i == 0 ? artifacts : "";
+    run.results.push_back(r);
+  }
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The throughput rule
+
+TEST(ThroughputRuleTest, DirectionFollowsTheDocumentedNames) {
+  EXPECT_EQ(direction_of("sampled_edges_per_s"), Direction::kHigherIsBetter);
+  EXPECT_EQ(direction_of("bus_bw"), Direction::kHigherIsBetter);
+  EXPECT_EQ(direction_of("us_per_op"), Direction::kLowerIsBetter);
+  EXPECT_EQ(direction_of("step_time_forward_s"), Direction::kLowerIsBetter);
+  EXPECT_EQ(direction_of("latency_p50_us"), Direction::kLowerIsBetter);
+  EXPECT_EQ(direction_of("steps"), Direction::kNeutral);
+  EXPECT_EQ(direction_of("sampled_edges"), Direction::kNeutral);
+}
+
+TEST(ThroughputRuleTest, ExactMannWhitneyMatchesClosedForms) {
+  // Complete separation of 5 and 5: one ordering of C(10,5) = 252 is at least as extreme.
+  EXPECT_NEAR(mann_whitney_greater({6, 7, 8, 9, 10}, {1, 2, 3, 4, 5}), 1.0 / 252, 1e-12);
+  EXPECT_NEAR(mann_whitney_greater({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}), 1.0, 1e-12);
+  // U = 2 of 2x2 (x above both): 1 of C(4,2) = 6; U >= 1 (x = {2, 4} over y = {1, 3} gives U = 3):
+  // orderings with U >= 3 are U = 3 (1) and U = 4 (1): 2/6.
+  EXPECT_NEAR(mann_whitney_greater({2, 4}, {1, 3}), 2.0 / 6, 1e-12);
+  // 3 and 4: C(7,3) = 35 orderings; complete separation has probability 1/35.
+  EXPECT_NEAR(mann_whitney_greater({10, 11, 12}, {1, 2, 3, 4}), 1.0 / 35, 1e-12);
+}
+
+struct Trials {
+  int declared = 0, first_stage = 0;
+};
+
+// `trials` seeded draws of a baseline of `baseline_n` samples, and an observation and a
+// confirmation of 5 samples each, lognormal with coefficient of variation `cv`; the
+// observation and confirmation are `slowdown` times slower. Declared = the rule fired on both
+// (what `run --baseline --repeat 5` does).
+Trials simulate(const std::string& metric, double slowdown, double cv, int trials, std::uint64_t seed,
+                int baseline_n) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> noise(0.0, cv);
+  const bool higher = direction_of(metric) == Direction::kHigherIsBetter;
+  auto draw = [&](double slow, int n = 5) {
+    std::vector<double> v;
+    for (int i = 0; i < n; ++i) {
+      const double cost = 100.0 * slow * std::exp(noise(gen));
+      v.push_back(higher ? 1e6 / cost : cost);
+    }
+    return v;
+  };
+  Trials t;
+  for (int i = 0; i < trials; ++i) {
+    const auto base = draw(1.0, baseline_n);
+    const auto first = judge(metric, base, draw(slowdown));
+    if (!first.judged) ADD_FAILURE() << "5 vs 5 samples must be judged";
+    if (!first.slower) continue;
+    ++t.first_stage;
+    if (judge(metric, base, draw(slowdown)).slower) ++t.declared;
+  }
+  return t;
+}
+
+TEST(ThroughputRuleTest, NoFalseAlarmOnIdenticalDistributions) {
+  // Two recording sessions of 5 (reports/README.md recommends at least 10 baseline samples).
+  for (const char* metric : {"items_per_s", "us_per_op"}) {
+    for (double cv : {0.02, 0.05, 0.15, 0.30}) {
+      const Trials t = simulate(metric, 1.0, cv, 2000, 1234, /*baseline_n=*/10);
+      EXPECT_EQ(t.declared, 0) << metric << " cv " << cv;
+      // Each stage alone stays below its alpha (0.01) as well.
+      EXPECT_LE(t.first_stage, 20) << metric << " cv " << cv;
+    }
+  }
+  // One session of 5: each stage still stays below alpha.
+  const Trials five = simulate("us_per_op", 1.0, 0.15, 2000, 77, /*baseline_n=*/5);
+  EXPECT_LE(five.first_stage, 20);
+  EXPECT_LE(five.declared, 2);
+}
+
+TEST(ThroughputRuleTest, DetectsATwentyPercentSlowdown) {
+  for (const char* metric : {"items_per_s", "us_per_op"}) {
+    const Trials t = simulate(metric, 1.2, 0.03, 500, 99, /*baseline_n=*/5);
+    EXPECT_GE(t.declared, 475) << metric << ": detected " << t.declared << " of 500";
+  }
+}
+
+TEST(ThroughputRuleTest, FasterIsNotARegressionAndReportsAConfidenceInterval) {
+  const std::vector<double> base = {100, 101, 99, 100.5, 99.5};
+  const std::vector<double> fast = {70, 71, 69, 70.5, 69.5};  // lower-is-better metric, 30% less time
+  const Judgement j = judge("us_per_op", base, fast);
+  ASSERT_TRUE(j.judged);
+  EXPECT_FALSE(j.slower);
+  EXPECT_TRUE(j.faster);
+  EXPECT_NEAR(j.ratio, 0.70, 0.01);
+  EXPECT_LE(j.ci_low, j.ratio);
+  EXPECT_GE(j.ci_high, j.ratio);
+  EXPECT_FALSE(judge("steps", base, fast).judged) << "neutral metrics are never judged";
+  EXPECT_FALSE(judge("us_per_op", {1, 2}, fast).judged) << "fewer than 3 baseline samples";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schema and store
+
+// The version-1 schema as it shipped, written here independently of the code under test.
+constexpr const char* kV1 = R"sql(
+CREATE TABLE environments(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, torch TEXT NOT NULL,
+  torch_line TEXT NOT NULL, cuda TEXT NOT NULL, nccl TEXT NOT NULL, compiler TEXT NOT NULL, cpu TEXT NOT NULL,
+  gpu TEXT NOT NULL, driver TEXT NOT NULL, lockstep_rev TEXT NOT NULL);
+CREATE TABLE runs(id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE, env_id INTEGER NOT NULL REFERENCES environments(id),
+  started_at TEXT NOT NULL, kind TEXT NOT NULL, repeat INTEGER NOT NULL, lockstep_rev TEXT NOT NULL);
+CREATE TABLE sequences(id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, ranks INTEGER NOT NULL);
+CREATE TABLE sequence_calls(sequence_id INTEGER NOT NULL REFERENCES sequences(id), rank INTEGER NOT NULL,
+  pos INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL,
+  count INTEGER NOT NULL, device TEXT NOT NULL, reduce TEXT NOT NULL, root INTEGER NOT NULL, peer INTEGER NOT NULL,
+  tag INTEGER NOT NULL, send_counts TEXT NOT NULL, recv_counts TEXT NOT NULL, phase TEXT NOT NULL,
+  step INTEGER NOT NULL, call_index INTEGER NOT NULL, wire TEXT NOT NULL, PRIMARY KEY(sequence_id, rank, pos)) WITHOUT ROWID;
+CREATE TABLE results(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id), scenario TEXT NOT NULL,
+  name TEXT NOT NULL, file TEXT NOT NULL, variant TEXT NOT NULL, status TEXT NOT NULL, expected TEXT NOT NULL,
+  diagnosis TEXT NOT NULL, digest TEXT NOT NULL, duration_s REAL NOT NULL, world_size INTEGER NOT NULL,
+  sequence_id INTEGER REFERENCES sequences(id), UNIQUE(run_id, scenario));
+CREATE TABLE metric_samples(result_id INTEGER NOT NULL REFERENCES results(id), name TEXT NOT NULL,
+  value REAL NOT NULL, PRIMARY KEY(result_id, name)) WITHOUT ROWID;
+INSERT INTO environments VALUES(1, 'old', '1.13.1', 'debian', 'none', 'none', 'GNU 12', 'cpu', 'none', 'none', 'r1');
+INSERT INTO runs VALUES(1, 'u1', 1, '2025-01-01T00:00:00Z', 'record', 0, 'r1');
+INSERT INTO results VALUES(1, 1, 'x.a', 'x.a', 'x.toml', '', 'pass', 'pass', '', 'abc', 1.5, 2, NULL);
+INSERT INTO metric_samples VALUES(1, 'us_per_op', 12.25);
+PRAGMA user_version = 1;
+)sql";
+
+void exec_raw(const std::string& file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+TEST_F(BaselineTest, MigratesAVersionOneDatabaseKeepingItsData) {
+  const std::string file = path("v1.db");
+  exec_raw(file, kV1);
+  {
+    Store store(file, /*create=*/false);
+    EXPECT_EQ(store.schema_version(), 2);
+    EXPECT_TRUE(store.integrity_problems().empty());
+    const auto runs = store.runs();
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].uid, "u1");
+    EXPECT_EQ(runs[0].host, "") << "the column added in version 2 defaults to empty";
+    ASSERT_EQ(runs[0].results.size(), 1u);
+    EXPECT_EQ(runs[0].results[0].digest, "abc");
+    EXPECT_EQ(runs[0].results[0].metrics.at("us_per_op"), 12.25);
+    // Version-2 tables work on the migrated file.
+    write_trace(path("r/x"));
+    auto run = summary(1, 1.0, "x");
+    run.results[0].id = "x.a";
+    store.record(test_env("new"), run, path("r"), 0);
+    EXPECT_FALSE(store.runs("new").at(0).results.at(0).timeline.empty());
+  }
+  // The CLI agrees.
+  const auto r = lockstep("baseline check --baseline " + quote(file));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "schema version 2");
+}
+
+TEST_F(BaselineTest, NewerSchemaIsRefusedWithExitTwo) {
+  const std::string file = path("future.db");
+  exec_raw(file, "CREATE TABLE t(x); PRAGMA user_version = 99;");
+  EXPECT_THROW(Store(file, false), InputError);
+  for (const std::string& cmd : std::vector<std::string>{"baseline check", "report --out " + quote(path("rep")), "baseline export"}) {
+    const auto r = lockstep(cmd + " --baseline " + quote(file));
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.err;
+    EXPECT_CONTAINS(r.err, "schema version 99 is newer than this lockstep supports (2)");
+  }
+}
+
+TEST_F(BaselineTest, CorruptDatabaseGivesAClearErrorAndExitTwo) {
+  // Not a database at all.
+  const std::string junk = write("junk.db", std::string(8192, 'x'));
+  auto r = lockstep("baseline check --baseline " + quote(junk));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_CONTAINS(r.err, "not a valid lockstep baseline database");
+  // A real database with damaged pages.
+  const std::string file = path("damaged.db");
+  {
+    Store store(file, true);
+    for (int i = 0; i < 20; ++i) store.record(test_env("e"), summary(40, 1.0), dir_, i);
+    store.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0, std::ios::end);
+    const auto size = static_cast<long>(f.tellp());
+    ASSERT_GT(size, 8 * 4096);
+    for (long off = 2 * 4096; off + 4096 <= size; off += 3 * 4096) {
+      f.seekp(off + 7);
+      const std::string garbage(300, '\xA5');
+      f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+    }
+  }
+  r = lockstep("baseline check --baseline " + quote(file));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(r.err.find("damaged") != std::string::npos || r.err.find("not a valid") != std::string::npos) << r.err;
+  // A missing file is bad input too.
+  r = lockstep("baseline check --baseline " + quote(path("missing.db")));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "no such baseline database");
+}
+
+TEST_F(BaselineTest, FourConcurrentWritersLoseNothing) {
+  const std::string file = path("shared.db");
+  constexpr int kWriters = 4, kRunsEach = 15, kScenarios = 25;
+  std::vector<pid_t> pids;
+  for (int w = 0; w < kWriters; ++w) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 0;
+      try {
+        Store store(file, /*create=*/true);  // every writer may be the one creating the schema
+        for (int i = 0; i < kRunsEach; ++i) store.record(test_env("env" + std::to_string(w % 2)), summary(kScenarios, w + 1), dir_, i);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "writer %d: %s\n", w, e.what());
+        code = 1;
+      }
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a writer failed";
+  }
+  Store store(file, false);
+  EXPECT_TRUE(store.integrity_problems().empty());
+  const auto runs = store.runs();
+  ASSERT_EQ(runs.size(), static_cast<std::size_t>(kWriters * kRunsEach));
+  std::map<double, int> per_writer;
+  for (const auto& r : runs) {
+    ASSERT_EQ(r.results.size(), static_cast<std::size_t>(kScenarios));
+    for (const auto& x : r.results) ASSERT_EQ(x.metrics.size(), 3u);
+    ++per_writer[r.results[0].metrics.at("items_per_s")];
+  }
+  for (int w = 0; w < kWriters; ++w) EXPECT_EQ(per_writer[1e6 * (w + 1)], kRunsEach) << "writer " << w;
+}
+
+TEST_F(BaselineTest, EnvironmentNameIsBoundToOneStack) {
+  Store store(path("b.db"), true);
+  store.put_environment(test_env("e"));
+  auto other = test_env("e");
+  other.torch = "2.11.0";
+  EXPECT_THROW(store.put_environment(other), InputError);
+  other.torch = "9.9.9";
+  other.lockstep_rev = "newer";  // the revision may move on
+  EXPECT_NO_THROW(store.put_environment(other));
+}
+
+TEST_F(BaselineTest, ExportImportRoundTripsByteForByte) {
+  write_trace(path("r/a"));
+  const std::string a = path("a.db");
+  {
+    Store store(a, true);
+    auto run = summary(3, 1.0, "a");
+    run.results[1].status = report::Status::kFail;
+    run.results[1].diagnosis = Diagnosis{DiagnosisKind::kTimeout, "m", 1, 2};
+    run.results[2].metrics["weird \"name\"\n<x>"] = -1.0 / 3.0;
+    store.record(test_env("e1"), run, path("r"), 0);
+    store.record(test_env("e2"), summary(2, 0.5), path("r"), 1);
+  }
+  auto r = lockstep("baseline export --baseline " + quote(a) + " --out " + quote(path("one.json")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = lockstep("baseline import --baseline " + quote(path("b.db")) + " " + quote(path("one.json")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "2 run(s) added");
+  r = lockstep("baseline export --baseline " + quote(path("b.db")) + " --out " + quote(path("two.json")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string one = slurp(path("one.json")), two = slurp(path("two.json"));
+  EXPECT_GT(one.size(), 1000u);
+  EXPECT_EQ(one, two);
+  EXPECT_CONTAINS(one, "\"op\":\"barrier\"");
+  // Importing again adds nothing.
+  r = lockstep("baseline import --baseline " + quote(path("b.db")) + " " + quote(path("one.json")));
+  EXPECT_CONTAINS(r.out, "0 run(s) added");
+  // One environment only.
+  Store b(path("b.db"), false);
+  const std::string e2 = b.export_text("e2");
+  EXPECT_EQ(e2.find("\"e1\""), std::string::npos);
+  EXPECT_NE(e2.find("\"e2\""), std::string::npos);
+  // A malformed export is bad input.
+  write("bad.json", "{\"format\": \"lockstep-baseline\", \"schema_version\": 2, \"runs\": 3}");
+  r = lockstep("baseline import --baseline " + quote(path("b.db")) + " " + quote(path("bad.json")));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "bad.json");
+}
+
+TEST_F(BaselineTest, AlteredTraceIsASequenceChangeNamingRankIndexAndBothRecords) {
+  write_trace(path("r/a"));
+  write_trace(path("obs/a"), /*rank1_dtype_at_step1=*/"bf16");
+  Store store(path("b.db"), true);
+  store.record(test_env("e"), summary(1, 1.0, "a"), path("r"), 0);
+  const auto base = load_baseline(store, "e");
+  Observation obs;
+  obs.scenario = "t.s0";
+  obs.clean = true;
+  obs.digests = {"d0"};
+  obs.sequences = {read_sequence(path("obs/a"), 2)};
+  const auto d = check_exact(store, base.at("t.s0"), obs);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DiagnosisKind::kSequenceChanged);
+  EXPECT_EQ(d->rank, 1);
+  EXPECT_EQ(d->seq, 2);
+  EXPECT_CONTAINS(d->message, "rank 1, call 2: recorded #2 all_reduce f32[64] sum (train step 1 call 0), observed #2 all_reduce bf16[64] sum (train step 1 call 0)");
+  // The same trace is no change; a different digest is result_mismatch, checked first.
+  obs.sequences = {read_sequence(path("r/a"), 2)};
+  EXPECT_FALSE(check_exact(store, base.at("t.s0"), obs).has_value());
+  obs.digests = {"other"};
+  const auto m = check_exact(store, base.at("t.s0"), obs);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->kind, DiagnosisKind::kResultMismatch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// End to end through the CLI: record, run --baseline, compare, report.
+
+constexpr const char* kCollectives = R"(name = "b.mix"
+[run]
+world_size = 2
+[workload]
+kind = "collectives"
+steps = 2
+count = 16
+ops = ["all_reduce", "broadcast"]
+dtypes = ["DTYPE"]
+[expect]
+outcome = "pass"
+)";
+
+constexpr const char* kSplit = R"(name = "b.split"
+[run]
+world_size = 2
+[workload]
+kind = "split"
+num_ids = NUM
+batch_size = 32
+[expect]
+outcome = "pass"
+)";
+
+std::string with(std::string text, const std::string& key, const std::string& value) {
+  text.replace(text.find(key), key.size(), value);
+  return text;
+}
+
+TEST_F(BaselineTest, RunAgainstBaselineReportsSequenceAndDigestChanges) {
+  const std::string db = quote(path("b.db"));
+  write("s/mix.toml", with(kCollectives, "DTYPE", "f32"));
+  write("s/split.toml", with(kSplit, "NUM", "200"));
+  auto r = lockstep("record " + quote(path("s")) + " --baseline " + db + " --repeat 1 --env e --report-dir " + quote(path("rec")));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "recorded run ");
+  // Unchanged: passes.
+  r = lockstep("run " + quote(path("s")) + " --baseline " + db + " --env e --repeat 1 --report-dir " + quote(path("ok")));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "0 scenario(s) failed a baseline check");
+  // The program changes: another dtype (sequence) and other ids (digest).
+  write("s/mix.toml", with(kCollectives, "DTYPE", "f16"));
+  write("s/split.toml", with(kSplit, "NUM", "201"));
+  r = lockstep("run " + quote(path("s")) + " --baseline " + db + " --env e --repeat 1 --report-dir " + quote(path("bad")));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "sequence_changed");
+  EXPECT_CONTAINS(r.out, "rank 0, call 0: recorded #0 all_reduce f32[16] sum");
+  EXPECT_CONTAINS(r.out, "observed #0 all_reduce f16[16] sum");
+  EXPECT_CONTAINS(r.out, "result_mismatch");
+  const std::string results = slurp(path("bad/results.json"));
+  EXPECT_CONTAINS(results, "\"kind\": \"sequence_changed\"");
+  EXPECT_CONTAINS(results, "\"kind\": \"result_mismatch\"");
+  // Unknown environment: bad input.
+  r = lockstep("run " + quote(path("s")) + " --baseline " + db + " --env nope --repeat 1 --report-dir " + quote(path("x")));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "no environment named 'nope'");
+
+  // Record the changed program as another environment, compare, report.
+  r = lockstep("record " + quote(path("s")) + " --baseline " + db + " --repeat 1 --env e2 --report-dir " + quote(path("rec2")));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  r = lockstep("compare --baseline " + db + " --from e --to e2 --json");
+  EXPECT_EQ(r.code, 1) << "something changed: " << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::map<std::string, std::string> verdict;
+  for (const auto& s : j.at("scenarios")) verdict[s.at("scenario")] = s.at("verdict");
+  EXPECT_EQ(verdict["b.mix"], "sequence_changed");
+  EXPECT_EQ(verdict["b.split"], "results_changed");
+  r = lockstep("compare --baseline " + db + " --from e --to e");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = lockstep("report --baseline " + db + " --out " + quote(path("report")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = slurp(path("report/index.html"));
+  EXPECT_CONTAINS(html, "b.mix");
+  EXPECT_CONTAINS(html, "<svg class=\"timeline\"");
+  EXPECT_EQ(html.find("<script"), std::string::npos) << "self-contained and static";
+  EXPECT_CONTAINS(slurp(path("report/report.md")), "## Scenarios");
+}
+
+TEST_F(BaselineTest, ReportEscapesUserSuppliedStrings) {
+  Store store(path("b.db"), true);
+  auto run = summary(1, 1.0);
+  run.results[0].id = "<script>alert(1)</script>";
+  run.results[0].metrics["x<img src=y>_per_s"] = 5;
+  store.record(test_env("env\"&'<b>"), run, dir_, 0);
+  write_report(store, path("rep"));
+  const std::string html = slurp(path("rep/index.html"));
+  EXPECT_EQ(html.find("<script>alert"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_EQ(html.find("<b>"), std::string::npos);
+  EXPECT_CONTAINS(html, "&lt;script&gt;alert(1)&lt;/script&gt;");
+  EXPECT_CONTAINS(html, "env&quot;&amp;&#39;&lt;b&gt;");
+  EXPECT_EQ(slurp(path("rep/report.md")).find("<script>"), std::string::npos);
+}
+
+TEST_F(BaselineTest, ReportStacksStepTimeBreakdownsPerEnvironment) {
+  Store store(path("b.db"), true);
+  auto run = summary(1, 1.0);
+  run.results[0].id = "train.gcn";
+  run.results[0].metrics = {{"step_time_sampling_s", 0.25}, {"step_time_forward_s", 0.5}, {"step_time_backward_s", 0.25}};
+  store.record(test_env("a"), run, dir_, 0);
+  run.results[0].metrics["step_time_forward_s"] = 1.5;
+  store.record(test_env("b"), run, dir_, 0);
+  write_report(store, path("rep"));
+  const std::string md = slurp(path("rep/report.md"));
+  // Shares within environment a: 0.25 / 1.0 and 0.5 / 1.0.
+  EXPECT_CONTAINS(md, "| a | step\\_time\\_forward\\_s | 0.5 | 50% |");
+  EXPECT_CONTAINS(md, "| a | step\\_time\\_sampling\\_s | 0.25 | 25% |");
+  EXPECT_CONTAINS(md, "| b | step\\_time\\_forward\\_s | 1.5 | 75% |");
+  const std::string html = slurp(path("rep/index.html"));
+  EXPECT_CONTAINS(html, "<title>step_time_forward_s: 1.5 s</title>");
+}
+
+}  // namespace
+}  // namespace lockstep::baseline
