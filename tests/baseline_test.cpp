@@ -24,54 +24,23 @@
 #include "harness/baseline/stats.h"
 #include "harness/baseline/store.h"
 #include "harness/core/error.h"
+#include "tests/test_util.h"
 
 namespace lockstep::baseline {
 namespace {
 
 namespace fs = std::filesystem;
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "text: " << (haystack)
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
+using lockstep::test::CliResult;
+using lockstep::test::quote;
 
 class BaselineTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_baseline_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
-  std::string write(const std::string& name, const std::string& text) {
-    fs::create_directories(fs::path(path(name)).parent_path());
-    std::ofstream(path(name), std::ios::binary) << text;
-    return path(name);
-  }
-  CliResult lockstep(const std::string& args) {
-    const std::string out = path("cli.stdout"), err = path("cli.stderr");
-    const int status = std::system((quote(LOCKSTEP_BINARY) + " " + args + " >" + quote(out) + " 2>" + quote(err)).c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-  }
-  std::string dir_;
+  std::string path(const std::string& name) const { return tmp_ / name; }
+  std::string write(const std::string& name, const std::string& text) { return tmp_.write(name, text); }
+  CliResult lockstep(const std::string& args) { return lockstep::test::run_cli(LOCKSTEP_BINARY, args, dir_); }
+  lockstep::test::TempDir tmp_{"lockstep_baseline"};
+  const std::string dir_ = tmp_.path();
 };
 
 Environment test_env(const std::string& name) {
@@ -388,7 +357,7 @@ TEST_F(BaselineTest, ExportImportRoundTripsByteForByte) {
   EXPECT_CONTAINS(r.out, "2 run(s) added");
   r = lockstep("baseline export --baseline " + quote(path("b.db")) + " --out " + quote(path("two.json")));
   ASSERT_EQ(r.code, 0) << r.err;
-  const std::string one = slurp(path("one.json")), two = slurp(path("two.json"));
+  const std::string one = lockstep::test::read_file(path("one.json")), two = lockstep::test::read_file(path("two.json"));
   EXPECT_GT(one.size(), 1000u);
   EXPECT_EQ(one, two);
   EXPECT_CONTAINS(one, "\"op\":\"barrier\"");
@@ -485,7 +454,7 @@ TEST_F(BaselineTest, RunAgainstBaselineReportsSequenceAndDigestChanges) {
   EXPECT_CONTAINS(r.out, "rank 0, call 0: recorded #0 all_reduce f32[16] sum");
   EXPECT_CONTAINS(r.out, "observed #0 all_reduce f16[16] sum");
   EXPECT_CONTAINS(r.out, "result_mismatch");
-  const std::string results = slurp(path("bad/results.json"));
+  const std::string results = lockstep::test::read_file(path("bad/results.json"));
   EXPECT_CONTAINS(results, "\"kind\": \"sequence_changed\"");
   EXPECT_CONTAINS(results, "\"kind\": \"result_mismatch\"");
   // Unknown environment: bad input.
@@ -507,11 +476,11 @@ TEST_F(BaselineTest, RunAgainstBaselineReportsSequenceAndDigestChanges) {
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   r = lockstep("report --baseline " + db + " --out " + quote(path("report")));
   ASSERT_EQ(r.code, 0) << r.err;
-  const std::string html = slurp(path("report/index.html"));
+  const std::string html = lockstep::test::read_file(path("report/index.html"));
   EXPECT_CONTAINS(html, "b.mix");
   EXPECT_CONTAINS(html, "<svg class=\"timeline\"");
   EXPECT_EQ(html.find("<script"), std::string::npos) << "self-contained and static";
-  EXPECT_CONTAINS(slurp(path("report/report.md")), "## Scenarios");
+  EXPECT_CONTAINS(lockstep::test::read_file(path("report/report.md")), "## Scenarios");
 }
 
 TEST_F(BaselineTest, ReportEscapesUserSuppliedStrings) {
@@ -521,13 +490,13 @@ TEST_F(BaselineTest, ReportEscapesUserSuppliedStrings) {
   run.results[0].metrics["x<img src=y>_per_s"] = 5;
   store.record(test_env("env\"&'<b>"), run, dir_, 0);
   write_report(store, path("rep"));
-  const std::string html = slurp(path("rep/index.html"));
+  const std::string html = lockstep::test::read_file(path("rep/index.html"));
   EXPECT_EQ(html.find("<script>alert"), std::string::npos);
   EXPECT_EQ(html.find("<img"), std::string::npos);
   EXPECT_EQ(html.find("<b>"), std::string::npos);
   EXPECT_CONTAINS(html, "&lt;script&gt;alert(1)&lt;/script&gt;");
   EXPECT_CONTAINS(html, "env&quot;&amp;&#39;&lt;b&gt;");
-  EXPECT_EQ(slurp(path("rep/report.md")).find("<script>"), std::string::npos);
+  EXPECT_EQ(lockstep::test::read_file(path("rep/report.md")).find("<script>"), std::string::npos);
 }
 
 TEST_F(BaselineTest, ReportStacksStepTimeBreakdownsPerEnvironment) {
@@ -539,12 +508,12 @@ TEST_F(BaselineTest, ReportStacksStepTimeBreakdownsPerEnvironment) {
   run.results[0].metrics["step_time_forward_s"] = 1.5;
   store.record(test_env("b"), run, dir_, 0);
   write_report(store, path("rep"));
-  const std::string md = slurp(path("rep/report.md"));
+  const std::string md = lockstep::test::read_file(path("rep/report.md"));
   // Shares within environment a: 0.25 / 1.0 and 0.5 / 1.0.
   EXPECT_CONTAINS(md, "| a | step\\_time\\_forward\\_s | 0.5 | 50% |");
   EXPECT_CONTAINS(md, "| a | step\\_time\\_sampling\\_s | 0.25 | 25% |");
   EXPECT_CONTAINS(md, "| b | step\\_time\\_forward\\_s | 1.5 | 75% |");
-  const std::string html = slurp(path("rep/index.html"));
+  const std::string html = lockstep::test::read_file(path("rep/index.html"));
   EXPECT_CONTAINS(html, "<title>step_time_forward_s: 1.5 s</title>");
 }
 

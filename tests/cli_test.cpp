@@ -21,47 +21,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-struct CliResult {
-  int code = -1;  // exit status; -1 when the binary did not exit normally
-  std::string out;
-  std::string err;
-};
+using lockstep::test::CliResult;
+using lockstep::test::quote;
+using lockstep::test::read_file;
 
 class CliTest : public ::testing::Test {
  protected:
 
   // Writes `text` to `name` under the temporary directory and returns its path.
-  std::string write(const std::string& name, const std::string& text) {
-    const fs::path path = fs::path(dir_) / name;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path) << text;
-    return path.string();
-  }
+  std::string write(const std::string& name, const std::string& text) { return tmp_.write(name, text); }
 
   // Runs `lockstep ARGS` (ARGS already shell-quoted) and captures its output.
-  CliResult lockstep(const std::string& args) {
-    const std::string out = dir_ + "/cli.stdout";
-    const std::string err = dir_ + "/cli.stderr";
-    const std::string cmd =
-        quote(LOCKSTEP_BINARY) + " " + args + " >" + quote(out) + " 2>" + quote(err);
-    const int status = std::system(cmd.c_str());
-    CliResult r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_file(out);
-    r.err = read_file(err);
-    return r;
-  }
+  CliResult lockstep(const std::string& args) { return lockstep::test::run_cli(LOCKSTEP_BINARY, args, dir_); }
 
   lockstep::test::TempDir tmp_{"lockstep_cli"};
   const std::string dir_ = tmp_.path();

@@ -2,9 +2,11 @@
 // Helpers shared by the tests.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -37,15 +39,44 @@ class TempDir {
   const std::string& path() const { return path_; }
   // The path of `name` inside the directory.
   std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  // Writes `text` to `name` in the directory and returns its path.
+  // Writes `text` to `name` in the directory (creating its parent folders) and returns its path.
   std::string write(const std::string& name, const std::string& text) const {
     const std::string p = *this / name;
-    std::ofstream(p) << text;
+    std::filesystem::create_directories(std::filesystem::path(p).parent_path());
+    std::ofstream(p, std::ios::binary) << text;
     return p;
   }
 
  private:
   std::string path_;
 };
+
+// `s` quoted for the shell.
+inline std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The whole content of the file at `path` ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+struct CliResult {
+  int code = -1;  // exit status; -1 when the binary did not exit normally
+  std::string out;
+  std::string err;
+};
+
+// Runs `binary ARGS` (ARGS already shell-quoted) through the shell, its stdout and stderr
+// captured in files under `dir`.
+inline CliResult run_cli(const std::string& binary, const std::string& args, const std::string& dir) {
+  const std::string out = dir + "/cli.stdout";
+  const std::string err = dir + "/cli.stderr";
+  const int status = std::system((quote(binary) + " " + args + " >" + quote(out) + " 2>" + quote(err)).c_str());
+  return CliResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
 
 }  // namespace lockstep::test

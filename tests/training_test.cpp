@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "harness/comm/dtype.h"
 #include "harness/core/error.h"
 #include "harness/launch/suite.h"
@@ -402,11 +403,6 @@ namespace {
 
 class TrainingConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "lockstep-training-test-XXXXXX").string();
-    dir_ = mkdtemp(tmpl.data());
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Writes a training scenario whose [workload] gets `extra` appended (line 7 on) and whose
   // file ends with `tail`; returns its path.
@@ -427,7 +423,8 @@ class TrainingConfigTest : public ::testing::Test {
     return "";
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"lockstep-training-test"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(TrainingConfigTest, EmbeddingInputsAreRejectedAsNotAvailableYet) {
