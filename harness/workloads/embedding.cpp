@@ -24,6 +24,7 @@
 #include "harness/report/dump.h"
 #include "harness/torch/dense_embedding.h"
 #include "harness/workloads/digest.h"
+#include "harness/workloads/embedding_transport.h"
 #include "harness/workloads/exchange.h"
 #include "harness/workloads/graph_spec.h"
 #include "harness/workloads/preflight.h"
@@ -93,23 +94,6 @@ float batch_grad(std::uint64_t seed, std::int64_t s, std::int64_t p, std::int64_
   return static_cast<float>(2.0 * ref::uniform01(bits) - 1.0);
 }
 
-// The transport of ref::DistEmbedding over the harness communicator.
-class CommTransport final : public ref::EmbeddingTransport {
- public:
-  explicit CommTransport(comm::Communicator& c) : c_(c) {}
-  int rank() const override { return c_.rank(); }
-  int world_size() const override { return c_.world_size(); }
-  I64 exchange_ids(const I64& data, const I64& send_counts, I64& recv_counts) override {
-    recv_counts = exchange_counts(c_, send_counts);
-    return exchange(c_, data, send_counts, recv_counts);
-  }
-  std::vector<float> exchange_values(const std::vector<float>& data, const I64& send_counts, const I64& recv_counts) override {
-    return exchange(c_, data, send_counts, recv_counts);
-  }
-
- private:
-  comm::Communicator& c_;
-};
 
 std::string describe(float v) {
   std::uint32_t bits;

@@ -21,6 +21,7 @@
 #include "harness/comm/dtype.h"
 #include "harness/report/dump.h"
 #include "harness/workloads/digest.h"
+#include "harness/workloads/embedding_transport.h"
 #include "harness/workloads/exchange.h"
 #include "harness/workloads/graph_spec.h"
 #include "harness/workloads/preflight.h"
@@ -56,6 +57,9 @@ double default_rtol(tr::Precision p) {
 
 struct Options {
   GraphSpec graph;
+  std::int64_t feature_dim = 16;    // fixed features per node (model.in_dim = feature_dim + embedding_dim)
+  std::int64_t embedding_dim = 0;   // learnable DistEmbedding columns appended to them; 0: none
+  double embedding_lr = 0.1;        // sparse SGD on the embedding rows
   ref::PartitionMethod method = ref::PartitionMethod::kRange;
   tr::SageConfig model;
   I64 fanouts;
@@ -145,8 +149,20 @@ class Training final : public Workload {
     const auto graph = build_graph(o_.graph);
     rows_ = ref::sampling_graph(graph, /*in_edges=*/true);
     part_of_ = ref::partition_graph(graph, ws, o_.method, o_.graph.seed).part_of;
-    labels_ = tr::node_labels(rows_, seed, o_.model.in_dim, static_cast<int>(o_.model.num_classes));
-    store_ = std::make_unique<FeatureStore>(part_of_, me, seed, o_.model.in_dim, o_.features_on_cuda);
+    labels_ = tr::node_labels(rows_, seed, o_.feature_dim, static_cast<int>(o_.model.num_classes));
+    store_ = std::make_unique<FeatureStore>(part_of_, me, seed, o_.feature_dim, o_.features_on_cuda);
+    if (o_.embedding_dim > 0) {
+      // Learnable input features: a DistEmbedding over all nodes, sharded in even ranges,
+      // trained with sparse SGD on the input-feature gradient of the first layer.
+      transport_ = std::make_unique<CommTransport>(ctx.comm);
+      ref::EmbeddingOptions eo;
+      eo.dim = o_.embedding_dim;
+      eo.seed = seed;
+      eo.init_scale = 0.1;
+      eo.optimizer.kind = ref::OptimizerKind::kSgd;
+      eo.optimizer.lr = o_.embedding_lr;
+      embedding_ = std::make_unique<ref::DistEmbedding>(ref::even_range_book(graph.num_nodes, ws), eo, *transport_);
+    }
     if (o_.features_on_cuda) ref::mark_cuda_initialised();
     I64 train, eval;
     tr::train_eval_split(graph.num_nodes, seed, o_.num_train, o_.num_eval, train, eval);
@@ -207,7 +223,8 @@ class Training final : public Workload {
       auto sampled = loader.next();
       if (!sampled) fail_with(DiagnosisKind::kResultMismatch, me, "the loader ended after " + std::to_string(s) + " of " + std::to_string(o_.steps) + " batches");
       t.sampling += since(clock);
-      auto rows = fetch(ctx, sampled->blocks.back().src_nodes);
+      const I64 input_ids = embedding_ ? sampled->blocks.back().src_nodes : I64{};
+      auto rows = inputs(ctx, sampled->blocks.back().src_nodes);
       t.fetch += since(clock);
       std::vector<std::int32_t> labels;
       for (auto v : sampled->seeds) labels.push_back(labels_[static_cast<std::size_t>(v)]);
@@ -219,13 +236,14 @@ class Training final : public Workload {
       clock = Clock::now();
       double loss_sum = 0;
       std::vector<float> grads(params_.size(), 0.0f);
+      std::vector<float> dinputs;
       if (!batch.blocks.seeds.empty()) {
         const auto acts = tr::forward(o_.model, params_, batch.blocks, batch.inputs, batch.compute == tr::BatchDType::kBF16);
         std::vector<float> dlogits;
         const auto losses = tr::cross_entropy(o_.model, batch.blocks, acts.logits, batch.labels, dlogits);
         for (float x : losses) loss_sum += x;
         t.forward += since(clock);
-        tr::backward(o_.model, params_, batch.blocks, acts, dlogits, grads);
+        tr::backward(o_.model, params_, batch.blocks, acts, dlogits, grads, embedding_ ? &dinputs : nullptr);
         t.backward += since(clock);
       }
       sync_gradients(ctx, grads, batch.grad_sync);
@@ -235,6 +253,7 @@ class Training final : public Workload {
       for (auto& g : grads) g /= global_size;
       t.grad_sync += since(clock);
       opt.step(params_, grads);
+      if (embedding_) step_embedding(input_ids, dinputs, global_size);
       t.optimizer += since(clock);
       curve.push_back(loss[0] / static_cast<double>(global_size));
     }
@@ -315,7 +334,7 @@ class Training final : public Workload {
   // Returns the fp32 rows of `nodes`, served by their owners. Three all_to_alls, on every rank.
   std::vector<float> fetch(RankContext& ctx, const I64& nodes) {
     const int ws = ctx.world_size;
-    const auto dim = static_cast<std::size_t>(o_.model.in_dim);
+    const auto dim = static_cast<std::size_t>(o_.feature_dim);
     std::vector<std::vector<std::size_t>> asked(static_cast<std::size_t>(ws));
     for (std::size_t i = 0; i < nodes.size(); ++i) asked[static_cast<std::size_t>(part_of_[static_cast<std::size_t>(nodes[i])])].push_back(i);
     I64 send(static_cast<std::size_t>(ws)), request;
@@ -366,13 +385,43 @@ class Training final : public Workload {
     }
   }
 
+  // The model's input rows for `nodes`: the fixed features from the feature store, then (with
+  // embedding_dim > 0) the nodes' learnable DistEmbedding rows, pulled from their owners.
+  // Collective on every rank.
+  std::vector<float> inputs(RankContext& ctx, const I64& nodes) {
+    std::vector<float> fixed = fetch(ctx, nodes);
+    if (!embedding_) return fixed;
+    const std::vector<float> learned = embedding_->pull(ref::IdSpan{nodes.data(), static_cast<std::int64_t>(nodes.size()), ref::IdType::kI64, ref::Device{}}).to_host();
+    const auto f = static_cast<std::size_t>(o_.feature_dim), e = static_cast<std::size_t>(o_.embedding_dim);
+    std::vector<float> rows(nodes.size() * (f + e));
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      std::copy_n(fixed.begin() + static_cast<std::ptrdiff_t>(i * f), f, rows.begin() + static_cast<std::ptrdiff_t>(i * (f + e)));
+      std::copy_n(learned.begin() + static_cast<std::ptrdiff_t>(i * e), e, rows.begin() + static_cast<std::ptrdiff_t>(i * (f + e) + f));
+    }
+    return rows;
+  }
+
+  // Pushes d(mean loss) / d(embedding rows) of this rank's input nodes to their owners, which
+  // sum the contributions of every rank and apply sparse SGD. Every rank calls it every step.
+  void step_embedding(const I64& ids, const std::vector<float>& dinputs, float global_size) {
+    const auto f = static_cast<std::size_t>(o_.feature_dim), e = static_cast<std::size_t>(o_.embedding_dim);
+    if (!dinputs.empty()) {
+      std::vector<float> g(ids.size() * e);
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        for (std::size_t j = 0; j < e; ++j) g[i * e + j] = dinputs[i * (f + e) + f + j] / global_size;
+      }
+      embedding_->accumulate_grad(ref::IdSpan{ids.data(), static_cast<std::int64_t>(ids.size()), ref::IdType::kI64, ref::Device{}}, g.data());
+    }
+    embedding_->step();
+  }
+
   // Accuracy on the eval nodes (each rank its rank_split share), in the training precision.
   double evaluate(RankContext& ctx, const I64& eval, const std::string& phase) {
     ctx.comm.set_phase(phase);
     ctx.comm.set_step(0);
     const I64 mine = ref::rank_split(eval, ctx.world_size)[static_cast<std::size_t>(ctx.rank)];
     auto sampled = ref::sample_neighbors(rows_, mine, sample_, ref::SampleKey{ctx.scenario.seed, 1, 0, 0});
-    auto rows = fetch(ctx, sampled.blocks.back().src_nodes);
+    auto rows = inputs(ctx, sampled.blocks.back().src_nodes);
     std::vector<std::int32_t> labels;
     for (auto v : mine) labels.push_back(labels_[static_cast<std::size_t>(v)]);
     const tr::Batch batch = tr::collate(std::move(sampled), std::move(rows), o_.model.in_dim, std::move(labels), o_.precision);
@@ -393,6 +442,8 @@ class Training final : public Workload {
   std::unique_ptr<FeatureStore> store_;
   ref::SampleOptions sample_;
   std::vector<float> params_;
+  std::unique_ptr<CommTransport> transport_;
+  std::unique_ptr<ref::DistEmbedding> embedding_;
 };
 
 std::unique_ptr<Workload> make(const scenario::Scenario& s) {
@@ -405,8 +456,13 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   if (o.model.num_layers < 2 || o.model.num_layers > 3) c.fail("layers", "must be 2 or 3, got " + std::to_string(o.model.num_layers));
   o.model.hidden = c.get_int("hidden", 32);
   if (o.model.hidden < 1 || o.model.hidden > 4096) c.fail("hidden", "must be in 1..4096, got " + std::to_string(o.model.hidden));
-  o.model.in_dim = c.get_int("feature_dim", 16);
-  if (o.model.in_dim < 1 || o.model.in_dim > 4096) c.fail("feature_dim", "must be in 1..4096, got " + std::to_string(o.model.in_dim));
+  o.feature_dim = c.get_int("feature_dim", 16);
+  if (o.feature_dim < 1 || o.feature_dim > 4096) c.fail("feature_dim", "must be in 1..4096, got " + std::to_string(o.feature_dim));
+  o.embedding_dim = c.get_int("embedding_dim", 0);
+  if (o.embedding_dim < 0 || o.embedding_dim > 1024) c.fail("embedding_dim", "must be in 0..1024, got " + std::to_string(o.embedding_dim));
+  o.model.in_dim = o.feature_dim + o.embedding_dim;
+  o.embedding_lr = c.get_double("embedding_lr", 0.1);
+  if (!(o.embedding_lr > 0 && o.embedding_lr <= 100)) c.fail("embedding_lr", "must be in (0, 100]");
   o.model.num_classes = c.get_int("num_classes", 4);
   if (o.model.num_classes < 2 || o.model.num_classes > 1024) c.fail("num_classes", "must be in 2..1024, got " + std::to_string(o.model.num_classes));
   const std::string act = c.get_string("activation", "silu");
@@ -418,9 +474,6 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   }
   for (auto f : o.fanouts) {
     if (f < -1 || f == 0 || f > 1000) c.fail("fanouts", "each fanout must be -1 (all) or in 1..1000, got " + std::to_string(f));
-  }
-  if (c.get_int("embedding_dim", 0) != 0) {
-    c.fail("embedding_dim", "DistEmbedding as learnable input features is not available yet (the embedding issue); set embedding_dim = 0");
   }
   o.batch_size = c.get_int("batch_size", o.batch_size);
   if (o.batch_size < 1) c.fail("batch_size", "must be >= 1, got " + std::to_string(o.batch_size));

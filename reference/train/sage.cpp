@@ -261,7 +261,8 @@ std::vector<T> cross_entropy(const SageConfig& config, const SampledBlocks& bloc
 
 template <class T>
 void backward(const SageConfig& config, const std::vector<T>& params, const SampledBlocks& blocks,
-              const Activations<T>& acts, const std::vector<T>& dlogits, std::vector<T>& grads) {
+              const Activations<T>& acts, const std::vector<T>& dlogits, std::vector<T>& grads,
+              std::vector<T>* dinputs) {
   const auto shapes = layer_shapes(config);
   const int L = config.num_layers;
   require(grads.size() == params.size(), "backward: grads must have num_params entries");
@@ -301,7 +302,7 @@ void backward(const SageConfig& config, const std::vector<T>& params, const Samp
       }
       for (std::size_t o = 0; o < out; ++o) gb[o] += dzr[o];
     }
-    if (l == 0) break;
+    if (l == 0 && dinputs == nullptr) break;
     std::vector<T> dh(ns * in, T(0)), dagg(nd * in, T(0));
     for (std::size_t d = 0; d < nd; ++d) {
       const T* dzr = dz.data() + d * out;
@@ -322,6 +323,10 @@ void backward(const SageConfig& config, const std::vector<T>& params, const Samp
       const auto src = static_cast<std::size_t>(blk.edge_src[e]);
       const T inv = T(1) / static_cast<T>(deg[d]);
       for (std::size_t j = 0; j < in; ++j) dh[src * in + j] += dagg[d * in + j] * inv;
+    }
+    if (l == 0) {
+      *dinputs = std::move(dh);
+      break;
     }
     dout = std::move(dh);
   }
@@ -358,8 +363,8 @@ template Activations<float> forward(const SageConfig&, const std::vector<float>&
 template Activations<double> forward(const SageConfig&, const std::vector<double>&, const SampledBlocks&, const std::vector<double>&, bool);
 template std::vector<float> cross_entropy(const SageConfig&, const SampledBlocks&, const std::vector<float>&, const std::vector<std::int32_t>&, std::vector<float>&);
 template std::vector<double> cross_entropy(const SageConfig&, const SampledBlocks&, const std::vector<double>&, const std::vector<std::int32_t>&, std::vector<double>&);
-template void backward(const SageConfig&, const std::vector<float>&, const SampledBlocks&, const Activations<float>&, const std::vector<float>&, std::vector<float>&);
-template void backward(const SageConfig&, const std::vector<double>&, const SampledBlocks&, const Activations<double>&, const std::vector<double>&, std::vector<double>&);
+template void backward(const SageConfig&, const std::vector<float>&, const SampledBlocks&, const Activations<float>&, const std::vector<float>&, std::vector<float>&, std::vector<float>*);
+template void backward(const SageConfig&, const std::vector<double>&, const SampledBlocks&, const Activations<double>&, const std::vector<double>&, std::vector<double>&, std::vector<double>*);
 template std::vector<std::int32_t> predictions(const SageConfig&, const SampledBlocks&, const std::vector<float>&);
 template std::vector<std::int32_t> predictions(const SageConfig&, const SampledBlocks&, const std::vector<double>&);
 

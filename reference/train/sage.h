@@ -139,10 +139,13 @@ std::vector<T> cross_entropy(const SageConfig& config, const SampledBlocks& bloc
                              std::vector<T>& dlogits);
 
 // Accumulates d(sum of losses) / d(params) into grads (num_params entries; not zeroed here).
-// Rounding to bf16 in forward is treated as the identity (straight-through).
+// With dinputs, also writes d(sum of losses) / d(inputs) there (|blocks.back().src_nodes| x
+// in_dim, overwritten): the gradient of learnable input features. Rounding to bf16 in forward
+// is treated as the identity (straight-through).
 template <class T>
 void backward(const SageConfig& config, const std::vector<T>& params, const SampledBlocks& blocks,
-              const Activations<T>& acts, const std::vector<T>& dlogits, std::vector<T>& grads);
+              const Activations<T>& acts, const std::vector<T>& dlogits, std::vector<T>& grads,
+              std::vector<T>* dinputs = nullptr);
 
 // Per seed: argmax of its logits (ties to the lowest class).
 template <class T>
