@@ -94,32 +94,33 @@ TEST_P(GradientCheckTest, BackwardMatchesCentralDifferences) {
   std::vector<double> dx;
   backward(c, p, blocks, acts, dlogits, grads, &dx);
 
-  const double h = 1e-6;
+  // Compares `analytic` with central differences of the loss in each entry of `v` (the
+  // parameters or the inputs, as `loss_at` reads it); returns how many carry a gradient.
+  const auto check = [](std::vector<double> v, const std::vector<double>& analytic, const auto& loss_at, const char* what) {
+    const double h = 1e-6;
+    int nonzero = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double keep = v[i];
+      v[i] = keep + h;
+      const double up = loss_at(v);
+      v[i] = keep - h;
+      const double down = loss_at(v);
+      v[i] = keep;
+      const double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(analytic[i], numeric, 1e-6 + 1e-5 * std::fabs(numeric)) << what << " " << i << " of " << v.size();
+      nonzero += std::fabs(numeric) > 1e-6;
+    }
+    return nonzero;
+  };
   // The input-feature gradient (learnable inputs: DistEmbedding rows).
   ASSERT_EQ(dx.size(), x.size());
-  int dx_nonzero = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    auto plus = x, minus = x;
-    plus[i] += h;
-    minus[i] -= h;
-    const double numeric = (loss_of(c, p, blocks, plus, y) - loss_of(c, p, blocks, minus, y)) / (2 * h);
-    EXPECT_NEAR(dx[i], numeric, 1e-6 + 1e-5 * std::fabs(numeric)) << "input " << i << " of " << x.size();
-    dx_nonzero += std::fabs(numeric) > 1e-6;
-  }
+  const int dx_nonzero = check(x, dx, [&](const std::vector<double>& xv) { return loss_of(c, p, blocks, xv, y); }, "input");
   EXPECT_GT(dx_nonzero, static_cast<int>(x.size()) / 4) << "too few inputs carry a gradient to make the check meaningful";
   std::vector<double> grads_again(p.size(), 0.0);
   backward(c, p, blocks, acts, dlogits, grads_again);
   EXPECT_EQ(grads_again, grads) << "asking for the input gradient must not change the parameter gradient";
 
-  int nonzero = 0;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    auto plus = p, minus = p;
-    plus[i] += h;
-    minus[i] -= h;
-    const double numeric = (loss_of(c, plus, blocks, x, y) - loss_of(c, minus, blocks, x, y)) / (2 * h);
-    EXPECT_NEAR(grads[i], numeric, 1e-6 + 1e-5 * std::fabs(numeric)) << "parameter " << i << " of " << p.size();
-    nonzero += std::fabs(numeric) > 1e-6;
-  }
+  const int nonzero = check(p, grads, [&](const std::vector<double>& pv) { return loss_of(c, pv, blocks, x, y); }, "parameter");
   EXPECT_GT(nonzero, static_cast<int>(p.size()) / 2) << "too few parameters carry a gradient to make the check meaningful";
 }
 
