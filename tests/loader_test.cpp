@@ -221,26 +221,32 @@ TEST(LoaderLifetime, DestroyMidEpochJoinsThreadsPromptly) {
   }
 }
 
+// Once CUDA is initialised: process workers are refused with an error naming CUDA, while
+// thread workers and num_workers == 0 stay allowed. Returns the death-test exit code: 0 when
+// all of that holds, else which check failed (3: no refusal, 4: refusal without CUDA in its
+// message, 5: a permitted loader delivered nothing).
+int refusal_after_cuda() {
+  try {
+    NeighborLoader loader(rows(), make_batches(), sample_options(), kBase,
+                          LoaderOptions{2, 2, Mode::kProcesses});
+    return 3;
+  } catch (const std::runtime_error& e) {
+    if (std::string(e.what()).find("CUDA") == std::string::npos) return 4;
+  }
+  NeighborLoader threads(rows(), make_batches(), sample_options(), kBase,
+                         LoaderOptions{2, 2, Mode::kThreads});
+  NeighborLoader inline_loader(rows(), make_batches(), sample_options(), kBase,
+                               LoaderOptions{0, 2, Mode::kProcesses});
+  return threads.next() && inline_loader.next() ? 0 : 5;
+}
+
 // In a death-test child, so the process-wide flag does not leak into other tests.
 TEST(LoaderDeathTest, ProcessModeRefusesAfterCudaInitialised) {
   EXPECT_EXIT(
       {
         lockstep::ref::mark_cuda_initialised();
         if (!lockstep::ref::cuda_initialised()) std::_Exit(2);
-        try {
-          NeighborLoader loader(rows(), make_batches(), sample_options(), kBase,
-                                LoaderOptions{2, 2, Mode::kProcesses});
-          std::_Exit(3);
-        } catch (const std::runtime_error& e) {
-          if (std::string(e.what()).find("CUDA") == std::string::npos) std::_Exit(4);
-        }
-        // Threads and num_workers == 0 stay allowed.
-        NeighborLoader threads(rows(), make_batches(), sample_options(), kBase,
-                               LoaderOptions{2, 2, Mode::kThreads});
-        NeighborLoader inline_loader(rows(), make_batches(), sample_options(), kBase,
-                                     LoaderOptions{0, 2, Mode::kProcesses});
-        if (!threads.next() || !inline_loader.next()) std::_Exit(5);
-        std::_Exit(0);
+        std::_Exit(refusal_after_cuda());
       },
       ::testing::ExitedWithCode(0), "");
 }
@@ -264,17 +270,7 @@ TEST(LoaderDeathTest, ProcessModeRefusesAfterRealCudaUse) {
         const auto ids = lockstep::ref::IdArray::from_host(values, lockstep::ref::IdType::kI64, gpu);
         if (ids.to_host() != values) std::_Exit(6);
         if (!lockstep::ref::cuda_initialised()) std::_Exit(7);
-        try {
-          NeighborLoader loader(rows(), make_batches(), sample_options(), kBase,
-                                LoaderOptions{2, 2, Mode::kProcesses});
-          std::_Exit(3);
-        } catch (const std::runtime_error& e) {
-          if (std::string(e.what()).find("CUDA") == std::string::npos) std::_Exit(4);
-        }
-        NeighborLoader threads(rows(), make_batches(), sample_options(), kBase,
-                               LoaderOptions{2, 2, Mode::kThreads});
-        if (!threads.next()) std::_Exit(5);
-        std::_Exit(0);
+        std::_Exit(refusal_after_cuda());
       },
       ::testing::ExitedWithCode(0), "");
 }

@@ -23,6 +23,7 @@
 #include "harness/core/error.h"
 #include "harness/report/dump.h"
 #include "harness/workloads/digest.h"
+#include "harness/workloads/exchange.h"
 #include "harness/workloads/graph_spec.h"
 #include "harness/workloads/preflight.h"
 #include "harness/workloads/workload.h"
@@ -196,14 +197,13 @@ class Sampling final : public Workload {
     const int me = ctx.rank;
     std::vector<std::vector<std::size_t>> asked(static_cast<std::size_t>(ws));  // frontier positions per owner
     for (std::size_t i = 0; i < frontier.size(); ++i) asked[static_cast<std::size_t>(part_of_[static_cast<std::size_t>(frontier[i])])].push_back(i);
-    I64 send(static_cast<std::size_t>(ws)), recv(static_cast<std::size_t>(ws)), ones(static_cast<std::size_t>(ws), 1), request;
+    I64 send(static_cast<std::size_t>(ws)), request;
     for (int r = 0; r < ws; ++r) {
       send[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(asked[static_cast<std::size_t>(r)].size());
       for (std::size_t i : asked[static_cast<std::size_t>(r)]) request.push_back(frontier[i]);
     }
-    ctx.comm.all_to_all(comm::view_of(send), ones, comm::view_of(recv), ones);
-    I64 incoming(static_cast<std::size_t>(sum(recv)));
-    ctx.comm.all_to_all(comm::view_of(request), send, comm::view_of(incoming), recv);
+    const I64 recv = exchange_counts(ctx.comm, send);
+    const I64 incoming = workloads::exchange(ctx.comm, std::move(request), send, recv);
 
     // Serve: draw the neighbors of every requested node this rank owns, all at once with the
     // reference's hop kernel (node by node when an injected bug changes the draw).
@@ -222,7 +222,7 @@ class Sampling final : public Workload {
     } else {
       served = ref::sample_hop(rows_, incoming, fanout, o_.sample.replace, key);
     }
-    I64& counts = served.counts;
+    const I64& counts = served.counts;
     I64 pairs(2 * served.nbrs.size()), pair_send(static_cast<std::size_t>(ws), 0);
     for (std::size_t j = 0; j < served.nbrs.size(); ++j) {
       pairs[2 * j] = served.nbrs[j];
@@ -232,15 +232,13 @@ class Sampling final : public Workload {
     for (int r = 0; r < ws; ++r) {
       for (std::int64_t k = 0; k < recv[static_cast<std::size_t>(r)]; ++k, ++at) pair_send[static_cast<std::size_t>(r)] += 2 * counts[at];
     }
-    I64 got_counts(static_cast<std::size_t>(sum(send)));
-    ctx.comm.all_to_all(comm::view_of(counts), recv, comm::view_of(got_counts), send);
+    const I64 got_counts = workloads::exchange(ctx.comm, counts, recv, send);
     I64 pair_recv(static_cast<std::size_t>(ws), 0);
     std::size_t c = 0;
     for (int r = 0; r < ws; ++r) {
       for (std::int64_t k = 0; k < send[static_cast<std::size_t>(r)]; ++k) pair_recv[static_cast<std::size_t>(r)] += 2 * got_counts[c++];
     }
-    I64 got_pairs(static_cast<std::size_t>(sum(pair_recv)));
-    ctx.comm.all_to_all(comm::view_of(pairs), pair_send, comm::view_of(got_pairs), pair_recv);
+    I64 got_pairs = workloads::exchange(ctx.comm, std::move(pairs), pair_send, pair_recv);
 
     // Per-owner segments of the replies, in rank order.
     struct Segment { std::size_t count_at, pair_at, nodes; };
@@ -340,12 +338,6 @@ class Sampling final : public Workload {
     // The injected bug (cuGraph #2761): more samples than the fanout as the world grows.
     const std::int64_t f = o_.fanout_overflow && fanout > 0 ? fanout + ws - 1 : fanout;
     ref::sample_node(rows_.indices.data() + b, rows_.edge_ids.data() + b, degree, f, o_.sample.replace || (o_.fanout_overflow && ws > 1), key, v, nbrs, eids);
-  }
-
-  static std::int64_t sum(const I64& v) {
-    std::int64_t s = 0;
-    for (auto x : v) s += x;
-    return s;
   }
 
   static std::string first_difference(const std::string& what, const ref::SampledBlocks& a, const ref::SampledBlocks& b, int rank) {
