@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/comm/board.h"
+#include "harness/launch/processes.h"
+#include "harness/launch/system_run.h"
 #include "reference/common/device.h"
 #include "harness/comm/engines.h"
 #include "harness/comm/verifier.h"
@@ -30,93 +32,11 @@ namespace lockstep::launch {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 // How long after the first rank ends abnormally the others get to report, so that the root
 // cause (a crash, a diagnosis) is chosen over its consequences (peers' connection errors).
 constexpr auto kSettle = std::chrono::milliseconds(400);
 constexpr auto kPoll = std::chrono::milliseconds(5);
-
-struct Child {
-  pid_t pid = -1;
-  bool exited = false;
-  int status = 0;  // from waitpid
-  Clock::time_point exit_time;
-};
-
-// Owns the rank processes: whatever happens, the destructor kills and reaps every one.
-class RankProcesses {
- public:
-  RankProcesses() = default;
-  RankProcesses(const RankProcesses&) = delete;
-  RankProcesses& operator=(const RankProcesses&) = delete;
-  ~RankProcesses() { kill_all(); }
-
-  void spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-             const std::string& log) {
-    std::vector<char*> args, envp;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    LOCKSTEP_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
-    if (pid == 0) {
-      // Only async-signal-safe calls until exec. A rank never outlives the launcher.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-      }
-      execve(args[0], args.data(), envp.data());
-      _exit(127);
-    }
-    Child child;
-    child.pid = pid;
-    children_.push_back(child);
-  }
-
-  // Reaps whatever has exited; returns true when every child has.
-  bool reap() {
-    bool all = true;
-    for (auto& c : children_) {
-      if (c.exited) continue;
-      int st = 0;
-      const pid_t r = waitpid(c.pid, &st, WNOHANG);
-      if (r == c.pid) {
-        c.exited = true;
-        c.status = st;
-        c.exit_time = Clock::now();
-      } else {
-        all = false;
-      }
-    }
-    return all;
-  }
-
-  void kill_all() {
-    for (auto& c : children_) {
-      if (!c.exited) kill(c.pid, SIGKILL);
-    }
-    for (auto& c : children_) {
-      if (c.exited) continue;
-      int st = 0;
-      waitpid(c.pid, &st, 0);
-      c.exited = true;
-      c.status = st;
-      c.exit_time = Clock::now();
-    }
-  }
-
-  std::vector<Child>& children() { return children_; }
-
- private:
-  std::vector<Child> children_;
-};
 
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -339,10 +259,36 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     return res;
   }
 
+  if (s.system) {
+    if (std::string why = system_skip_reason(s); !why.empty()) {
+      res.status = report::Status::kSkip;
+      res.reason = why;
+      return res;
+    }
+  }
+
   const std::string dir = rank::artifacts_dir(options.report_dir, s.slug());
   try {
     fs::remove_all(dir);
     fs::create_directories(dir);
+    if (s.system) {
+      SystemOutcome sys = run_system(s, options, dir);
+      res.duration_s = elapsed();
+      res.digest = sys.digest;
+      res.metrics = sys.metrics;
+      res.notes = sys.notes;
+      res.system = s.system->name + (sys.system.empty() ? "" : " (" + sys.system + ")");
+      res.diagnosis = sys.diagnosis;
+      if (!sys.error.empty()) {
+        res.status = report::Status::kError;
+        res.reason = sys.error;
+        return res;
+      }
+      std::string why;
+      res.status = meets(s.expect, sys.diagnosis, why) ? report::Status::kPass : report::Status::kFail;
+      res.reason = why;
+      return res;
+    }
     const std::string board_path = dir + "/board.bin";
     comm::Board board = comm::Board::create(board_path, s.world_size, comm::fingerprint_words(s.world_size));
     comm::StoreServer store(s.world_size, s.timeout_s + 30);

@@ -210,6 +210,8 @@ void write_results_json(const RunSummary& run, const std::string& path) {
       s["series"] = std::move(series);
     }
     s["artifacts"] = r.artifacts;
+    if (!r.system.empty()) s["system"] = r.system;
+    if (!r.notes.empty()) s["notes"] = r.notes;
     scenarios.push_back(std::move(s));
   }
   root["scenarios"] = std::move(scenarios);

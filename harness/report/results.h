@@ -38,6 +38,10 @@ struct ScenarioResult {
   std::map<std::string, double> metrics;
   std::map<std::string, Series> series;  // per-step curves, from rank 0
   std::string artifacts; // report-relative folder with this scenario's logs and traces
+  // Systems under test: the system's identity ("dgl 2.1.0, torch 2.2.1"), and notes on what
+  // it does differently by declaration, or remarks; both empty for lockstep's own workloads.
+  std::string system;
+  std::vector<std::string> notes;
 };
 
 struct RunSummary {

@@ -12,6 +12,7 @@
 
 #include "harness/core/error.h"
 #include "harness/scenario/config_internal.h"
+#include "harness/sut/capability.h"
 #include "harness/workloads/workload.h"
 
 namespace lockstep::scenario {
@@ -133,7 +134,7 @@ FileLevel read_file_level(const Config& root) {
   if (!valid_name) root.fail("name", "must match [a-z0-9_.-]+, got \"" + out.name + "\"");
   out.description = root.get_string("description", "");
   out.tags = root.get_string_list("tags", {});
-  for (const char* table : {"requires", "run", "workload"}) root.get_table(table);
+  for (const char* table : {"requires", "run", "workload", "system"}) root.get_table(table);
   internal::get_table_array(root, "inject");
   for (const char* table : {"expect", "matrix"}) root.get_table(table);
   for (const char* required : {"workload", "expect"}) {
@@ -192,6 +193,33 @@ void read_requires(const Config& requires_table, Scenario& s) {
   }
   s.requires_ranks = static_cast<int>(ranks);
   requires_table.finish();
+}
+
+std::optional<SystemSpec> read_system(const Config& root) {
+  if (!root.has("system")) return std::nullopt;
+  const Config t = root.get_table("system");
+  SystemSpec sys;
+  sys.where = t.where();
+  sys.name = t.get_string("name");
+  const bool valid_name = !sys.name.empty() && std::all_of(sys.name.begin(), sys.name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+  });
+  if (!valid_name) t.fail("name", "must match [a-z0-9_.-]+, got \"" + sys.name + "\"");
+  sys.command = t.get_string_list("command", {});
+  if (sys.command.empty() || sys.command[0].empty()) t.fail("command", "must be a non-empty list of strings (the argv of one rank)");
+  sys.python_modules = t.get_string_list("python_modules", {});
+  for (const auto& m : sys.python_modules) {
+    const bool ok = !m.empty() && std::all_of(m.begin(), m.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; });
+    if (!ok) t.fail("python_modules", "not a module name: \"" + m + "\"");
+  }
+  sys.env = t.get_string_list("env", {});
+  for (const auto& kv : sys.env) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) t.fail("env", "expected \"KEY=VALUE\", got \"" + kv + "\"");
+  }
+  sys.profile = t.get_table("profile");
+  t.finish();
+  return sys;
 }
 
 void read_expect(const Config& expect, Scenario& s) {
@@ -303,7 +331,11 @@ std::vector<Scenario> load(const std::string& path, bool validate) {
     }
 
     read_expect(root.get_table("expect"), s);
-    if (validate) workloads::validate(s);
+    s.system = read_system(root);
+    if (validate) {
+      if (s.system) sut::validate(s);
+      else workloads::validate(s);
+    }
     out.push_back(std::move(s));
   }
   return out;

@@ -37,6 +37,17 @@ struct Expectation {
   std::string expected_label() const;  // "pass" or the kind's name
 };
 
+// [system]: a system under test does the scenario's work in place of lockstep's own ranks
+// (scenarios/README.md, "Systems under test").
+struct SystemSpec {
+  std::string name;                         // the system's label, e.g. "dgl"
+  std::vector<std::string> command;         // one rank's argv; {python} and {dir} are substituted
+  std::vector<std::string> python_modules;  // the interpreter must import these, else skip
+  std::vector<std::string> env;             // extra KEY=VALUE for the ranks
+  Config profile;                           // [system.profile]: declared semantics, read by the capability
+  std::string where;                        // file:line of [system]
+};
+
 struct Scenario {
   // Identity.
   std::string name;         // from `name`, e.g. "comm.dtype_mismatch"
@@ -69,6 +80,7 @@ struct Scenario {
 
   std::vector<Injection> injections;
   Expectation expect;
+  std::optional<SystemSpec> system;  // set when [system] names a system under test
 
   // Variants of one file must give identical result digests when true ([matrix] invariant).
   bool matrix_invariant = true;

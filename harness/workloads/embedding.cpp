@@ -80,20 +80,9 @@ std::vector<Table> tables_of(const Options& o, std::uint64_t seed) {
   return out;
 }
 
-// The id at batch position p of step s: half from the hot rows, half uniform.
 std::int64_t batch_id(std::uint64_t seed, std::int64_t s, std::int64_t p, const Options& o) {
-  const auto w = ref::philox_u64x2(seed, static_cast<std::uint64_t>(p), ref::stream_counter(ref::streams::kEmbeddingIds, static_cast<std::uint32_t>(s)));
-  const auto range = (w[0] >> 63) ? std::min(o.hot_rows, o.rows) : o.rows;
-  return static_cast<std::int64_t>(ref::uniform_below(w[1], static_cast<std::uint64_t>(range)));
+  return ref::embedding_batch_id(seed, s, p, o.rows, o.hot_rows);
 }
-
-// The output gradient at batch position p, column c of step s: uniform in [-1, 1).
-float batch_grad(std::uint64_t seed, std::int64_t s, std::int64_t p, std::int64_t c) {
-  const auto bits = ref::philox_u64(seed, (static_cast<std::uint64_t>(p) << 16) | static_cast<std::uint64_t>(c),
-                                    ref::stream_counter(ref::streams::kEmbeddingGrads, static_cast<std::uint32_t>(s)));
-  return static_cast<float>(2.0 * ref::uniform01(bits) - 1.0);
-}
-
 
 std::string describe(float v) {
   std::uint32_t bits;
@@ -148,7 +137,7 @@ class Embedding final : public Workload {
       std::vector<float> grads;
       for (std::int64_t p = lo; p < hi; ++p) {
         mine.push_back(batch_id(ctx.scenario.seed, s, p, o_));
-        for (std::int64_t c = 0; c < d; ++c) grads.push_back(batch_grad(ctx.scenario.seed, s, p, c));
+        for (std::int64_t c = 0; c < d; ++c) grads.push_back(ref::embedding_batch_grad(ctx.scenario.seed, s, p, c));
       }
       const auto ids = ref::IdArray::from_host(mine, o_.id_type, ids_device);
       const std::int64_t max_chunk = (batch + ws - 1) / ws;
@@ -288,7 +277,7 @@ class Embedding final : public Workload {
       std::vector<float> grads;
       for (std::int64_t p = 0; p < batch; ++p) {
         ids.push_back(batch_id(seed, s, p, o_));
-        for (std::int64_t c = 0; c < d; ++c) grads.push_back(batch_grad(seed, s, p, c));
+        for (std::int64_t c = 0; c < d; ++c) grads.push_back(ref::embedding_batch_grad(seed, s, p, c));
       }
       const auto before = dense.step(ids, grads);
       auto pushers = [&](std::int64_t row) {  // the ranks that pushed gradients for `row`
@@ -369,7 +358,7 @@ class Embedding final : public Workload {
       std::vector<float> grads;
       for (std::int64_t p = 0; p < batch_size(s); ++p) {
         ids.push_back(batch_id(batch_seed, s, p, o_));
-        for (std::int64_t c = 0; c < d; ++c) grads.push_back(batch_grad(batch_seed, s, p, c));
+        for (std::int64_t c = 0; c < d; ++c) grads.push_back(ref::embedding_batch_grad(batch_seed, s, p, c));
       }
       alt.step(ids, grads);
     }

@@ -38,6 +38,7 @@
 // gradients: three all_to_alls), which reduce them as above in arrival order (source rank
 // order, then each source's recording order) and update their rows. Every rank must call
 // pull() and step() the same number of times, with empty inputs when it has no ids.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -93,6 +94,25 @@ double unit_roundoff(Storage s);
 // in both computations and each rounding adds at most u * |value| + a, and the f32 update
 // itself at most 2^-24 relative on each side). For kF32 it returns 0: f32 must be exact.
 double storage_tolerance(Storage s, std::int64_t roundings, double max_abs);
+
+// The id at batch position p of step s of the harness's embedding batches: half from the
+// first `hot_rows` rows (duplicates within and across ranks), half uniform over `rows`.
+// w = philox_u64x2(seed, p, stream_counter(kEmbeddingIds, s)); the range is hot_rows when the
+// top bit of w[0] is set, else rows; the id is uniform_below(w[1], range).
+inline std::int64_t embedding_batch_id(std::uint64_t seed, std::int64_t s, std::int64_t p, std::int64_t rows,
+                                       std::int64_t hot_rows) {
+  const auto w = philox_u64x2(seed, static_cast<std::uint64_t>(p), stream_counter(streams::kEmbeddingIds, static_cast<std::uint32_t>(s)));
+  const auto range = (w[0] >> 63) ? std::min(hot_rows, rows) : rows;
+  return static_cast<std::int64_t>(uniform_below(w[1], static_cast<std::uint64_t>(range)));
+}
+
+// The output gradient at batch position p, column c of step s: uniform in [-1, 1), from
+// philox_u64(seed, p << 16 | c, stream_counter(kEmbeddingGrads, s)).
+inline float embedding_batch_grad(std::uint64_t seed, std::int64_t s, std::int64_t p, std::int64_t c) {
+  const auto bits = philox_u64(seed, (static_cast<std::uint64_t>(p) << 16) | static_cast<std::uint64_t>(c),
+                               stream_counter(streams::kEmbeddingGrads, static_cast<std::uint32_t>(s)));
+  return static_cast<float>(2.0 * uniform01(bits) - 1.0);
+}
 
 // Gradient rows reduced by id.
 struct ReducedGrads {

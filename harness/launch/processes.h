@@ -1,0 +1,102 @@
+#pragma once
+// The launcher's child processes: forked and exec'd with PR_SET_PDEATHSIG, their output in a
+// log file, killed and reaped by the destructor whatever happens.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness/core/error.h"
+
+namespace lockstep::launch {
+
+using Clock = std::chrono::steady_clock;
+
+struct Child {
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;  // from waitpid
+  Clock::time_point exit_time;
+};
+
+// Owns the rank processes: whatever happens, the destructor kills and reaps every one.
+class RankProcesses {
+ public:
+  RankProcesses() = default;
+  RankProcesses(const RankProcesses&) = delete;
+  RankProcesses& operator=(const RankProcesses&) = delete;
+  ~RankProcesses() { kill_all(); }
+
+  void spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+             const std::string& log) {
+    std::vector<char*> args, envp;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    LOCKSTEP_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
+    if (pid == 0) {
+      // Only async-signal-safe calls until exec. A rank never outlives the launcher.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+      }
+      execve(args[0], args.data(), envp.data());
+      _exit(127);
+    }
+    Child child;
+    child.pid = pid;
+    children_.push_back(child);
+  }
+
+  // Reaps whatever has exited; returns true when every child has.
+  bool reap() {
+    bool all = true;
+    for (auto& c : children_) {
+      if (c.exited) continue;
+      int st = 0;
+      const pid_t r = waitpid(c.pid, &st, WNOHANG);
+      if (r == c.pid) {
+        c.exited = true;
+        c.status = st;
+        c.exit_time = Clock::now();
+      } else {
+        all = false;
+      }
+    }
+    return all;
+  }
+
+  void kill_all() {
+    for (auto& c : children_) {
+      if (!c.exited) kill(c.pid, SIGKILL);
+    }
+    for (auto& c : children_) {
+      if (c.exited) continue;
+      int st = 0;
+      waitpid(c.pid, &st, 0);
+      c.exited = true;
+      c.status = st;
+      c.exit_time = Clock::now();
+    }
+  }
+
+  std::vector<Child>& children() { return children_; }
+
+ private:
+  std::vector<Child> children_;
+};
+
+}  // namespace lockstep::launch

@@ -1,0 +1,317 @@
+#include "harness/launch/system_run.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/comm/engines.h"
+#include "harness/core/error.h"
+#include "harness/launch/processes.h"
+#include "harness/rank/rank_main.h"
+#include "harness/sut/capability.h"
+#include "harness/sut/io.h"
+#include "lockstep/config.h"
+
+namespace lockstep::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr auto kSettle = std::chrono::milliseconds(400);
+constexpr auto kPoll = std::chrono::milliseconds(5);
+constexpr auto kProgressPoll = std::chrono::milliseconds(100);
+constexpr double kImportTimeoutS = 120;
+
+// `name` as execve takes it: unchanged when it has a '/', else found on $PATH.
+std::string resolve_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string d; std::getline(dirs, d, ':');) {
+    const fs::path candidate = fs::path(d.empty() ? "." : d) / name;
+    if (access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) return candidate.string();
+  }
+  throw InputError("system command '" + name + "' is not on PATH");
+}
+
+std::string last_line(const std::string& file) {
+  std::ifstream in(file);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  if (last.size() > 300) last = last.substr(0, 300) + "...";
+  return last;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
+}
+
+std::vector<std::string> base_env() {
+  static const char* kDropped[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE",
+                                   "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT", "PYTHONPATH",
+                                   "LOCKSTEP_SUT_INPUTS", "LOCKSTEP_SUT_OUTPUTS"};
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    if (std::find(std::begin(kDropped), std::end(kDropped), key) == std::end(kDropped)) env.push_back(kv);
+  }
+  const char* pp = std::getenv("PYTHONPATH");
+  env.push_back(std::string("PYTHONPATH=") + LOCKSTEP_SOURCE_DIR + "/harness/sut/python" + (pp && *pp ? std::string(":") + pp : ""));
+  env.push_back("PYTHONUNBUFFERED=1");
+  return env;
+}
+
+// Runs argv to completion (or kills it after timeout_s); returns its exit code (-1 when
+// killed or signalled) and the last line of its output.
+int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::string& last) {
+  char log[] = "/tmp/lockstep-probe-XXXXXX";
+  const int fd = mkstemp(log);
+  if (fd >= 0) close(fd);
+  int code = -1;
+  {
+    RankProcesses p;
+    p.spawn(argv, base_env(), log);
+    const auto t0 = Clock::now();
+    while (!p.reap() && Clock::now() - t0 < std::chrono::duration<double>(timeout_s)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    p.kill_all();
+    const int st = p.children()[0].status;
+    if (WIFEXITED(st)) code = WEXITSTATUS(st);
+  }
+  last = last_line(log);
+  std::remove(log);
+  return code;
+}
+
+}  // namespace
+
+std::string python_interpreter() {
+  const char* p = std::getenv("LOCKSTEP_PYTHON");
+  return p && *p ? p : "python3";
+}
+
+std::string system_skip_reason(const scenario::Scenario& s) {
+  if (!s.system || s.system->python_modules.empty()) return "";
+  static std::mutex mu;
+  static std::map<std::string, std::string> cache;
+  std::string modules;
+  for (const auto& m : s.system->python_modules) modules += (modules.empty() ? "" : ", ") + m;
+  const std::string python = python_interpreter();
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string key = python + "|" + modules;
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  std::string reason;
+  try {
+    std::string last;
+    const int code = run_quietly({resolve_program(python), "-c", "import " + modules}, kImportTimeoutS, last);
+    if (code != 0) {
+      reason = "requires python modules " + modules + ": " + python + " cannot import them (" + (last.empty() ? "exit " + std::to_string(code) : last) +
+               "); set LOCKSTEP_PYTHON to an interpreter that has them (ci/systems builds them)";
+    }
+  } catch (const InputError& e) {
+    reason = std::string("requires python modules ") + modules + ": " + e.what() + "; set LOCKSTEP_PYTHON";
+  }
+  cache[key] = reason;
+  return reason;
+}
+
+SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& options, const std::string& dir) {
+  SystemOutcome out;
+  const auto& sys = *s.system;
+  const sut::Capability* cap = sut::find_capability(s.workload);
+  LOCKSTEP_CHECK(cap, "no capability '", s.workload, "'");
+  const std::string inputs = dir + "/sut/inputs", outputs = dir + "/sut/outputs";
+  const int ws = s.world_size;
+  try {
+    sut::InputWriter writer(inputs, cap->name, s.id(), sys.name, ws, s.seed);
+    cap->write_inputs(s, writer);
+    writer.finish();
+  } catch (const InputError& e) {
+    out.error = e.what();
+    return out;
+  }
+  std::vector<std::string> argv;
+  const std::string scenario_dir = fs::path(s.file).parent_path().empty() ? "." : fs::path(s.file).parent_path().string();
+  try {
+    for (std::string arg : sys.command) {
+      for (const auto& [token, value] : {std::pair<std::string, std::string>{"{python}", python_interpreter()}, {"{dir}", scenario_dir}}) {
+        for (auto at = arg.find(token); at != std::string::npos; at = arg.find(token, at + value.size())) arg.replace(at, token.size(), value);
+      }
+      argv.push_back(arg);
+    }
+    argv[0] = resolve_program(argv[0]);
+  } catch (const InputError& e) {
+    out.error = sys.where + ": system.command: " + e.what();
+    return out;
+  }
+
+  // The run's store, for systems that use torch.distributed (env:// with the agent's store).
+  comm::StoreServer store(ws, s.timeout_s + 30);
+  RankProcesses procs;
+  const auto t0 = Clock::now();
+  const int per_node = std::max(1, std::min(s.ranks_per_node, ws));
+  for (int r = 0; r < ws; ++r) {
+    const std::string rank_out = outputs + "/rank" + std::to_string(r);
+    fs::create_directories(rank_out);
+    std::vector<std::string> env = base_env();
+    env.push_back("RANK=" + std::to_string(r));
+    env.push_back("WORLD_SIZE=" + std::to_string(ws));
+    env.push_back("LOCAL_RANK=" + std::to_string(r % per_node));
+    env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, ws - r / per_node * per_node)));
+    env.push_back("MASTER_ADDR=127.0.0.1");
+    env.push_back("MASTER_PORT=" + std::to_string(store.port()));
+    env.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
+    env.push_back("TORCHELASTIC_RESTART_COUNT=0");
+    env.push_back("LOCKSTEP_SUT_INPUTS=" + fs::absolute(inputs).string());
+    env.push_back("LOCKSTEP_SUT_OUTPUTS=" + fs::absolute(rank_out).string());
+    for (const auto& kv : sys.env) env.push_back(kv);
+    procs.spawn(argv, env, rank::log_path(dir, r));
+  }
+
+  // Watch: progress is an exit or a change of a rank's progress.json.
+  auto done_file = [&](int r) { return outputs + "/rank" + std::to_string(r) + "/done.json"; };
+  auto progress_of = [&](int r) {
+    std::ifstream in(outputs + "/rank" + std::to_string(r) + "/progress.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text;
+  };
+  std::vector<std::string> progress(static_cast<std::size_t>(ws));
+  int exits = 0;
+  auto last_change = Clock::now(), last_progress_poll = Clock::now();
+  std::optional<Clock::time_point> first_bad;
+  bool timed_out = false;
+  const auto timeout = std::chrono::duration<double>(s.timeout_s);
+  for (;;) {
+    const bool all = procs.reap();
+    int now_exits = 0;
+    for (const auto& c : procs.children()) now_exits += c.exited;
+    if (now_exits != exits) {
+      exits = now_exits;
+      last_change = Clock::now();
+    }
+    if (Clock::now() - last_progress_poll > kProgressPoll) {
+      last_progress_poll = Clock::now();
+      for (int r = 0; r < ws; ++r) {
+        std::string p = progress_of(r);
+        if (p != progress[static_cast<std::size_t>(r)]) {
+          progress[static_cast<std::size_t>(r)] = std::move(p);
+          last_change = Clock::now();
+        }
+      }
+    }
+    if (all) break;
+    if (!first_bad) {
+      for (int r = 0; r < ws; ++r) {
+        const auto& c = procs.children()[static_cast<std::size_t>(r)];
+        const bool clean = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
+        if (c.exited && (!clean || !fs::exists(done_file(r)))) first_bad = Clock::now();
+      }
+    }
+    if (first_bad && Clock::now() - *first_bad > kSettle) break;
+    if (Clock::now() - last_change > timeout) {
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  procs.reap();
+  const double run_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  auto& kids = procs.children();
+  auto what_of = [&](int r) {
+    try {
+      auto j = nlohmann::json::parse(progress[static_cast<std::size_t>(r)]);
+      return j.value("what", std::string());
+    } catch (...) {
+      return std::string();
+    }
+  };
+
+  // 1. The earliest rank that crashed or exited with an error.
+  int first_rank = -1;
+  for (int r = 0; r < ws; ++r) {
+    const auto& c = kids[static_cast<std::size_t>(r)];
+    if (!c.exited || (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) continue;
+    if (first_rank < 0 || c.exit_time < kids[static_cast<std::size_t>(first_rank)].exit_time) first_rank = r;
+  }
+  if (first_rank >= 0) {
+    const auto& c = kids[static_cast<std::size_t>(first_rank)];
+    std::ostringstream os;
+    os << "rank " << first_rank << " (system " << sys.name << ") ";
+    if (WIFSIGNALED(c.status)) os << "was killed by " << signal_name(WTERMSIG(c.status));
+    else os << "exited with code " << WEXITSTATUS(c.status);
+    if (const std::string w = what_of(first_rank); !w.empty()) os << " while " << w;
+    if (const std::string l = last_line(rank::log_path(dir, first_rank)); !l.empty()) os << ": " << l;
+    out.diagnosis = Diagnosis{DiagnosisKind::kRankFailure, os.str(), first_rank, -1};
+  }
+  // 2. A rank that exited cleanly without its outputs.
+  for (int r = 0; r < ws && !out.diagnosis; ++r) {
+    const auto& c = kids[static_cast<std::size_t>(r)];
+    if (c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0 && !fs::exists(done_file(r))) {
+      out.diagnosis = Diagnosis{DiagnosisKind::kMissingParticipant,
+                                "rank " + std::to_string(r) + " (system " + sys.name +
+                                    ") exited (code 0) without finishing its outputs: no done.json (the adapter never called "
+                                    "Outputs.finish())",
+                                r, -1};
+    }
+  }
+  // 3. No progress for timeout_s.
+  if (!out.diagnosis && timed_out) {
+    std::vector<int> running;
+    for (int r = 0; r < ws; ++r) {
+      if (!kids[static_cast<std::size_t>(r)].exited) running.push_back(r);
+    }
+    std::ostringstream os;
+    os << "no progress for " << s.timeout_s << " s: ";
+    for (std::size_t i = 0; i < running.size(); ++i) {
+      const std::string w = what_of(running[i]);
+      os << (i ? "; " : "") << "rank " << running[i] << " still running" << (w.empty() ? " (it reported no progress)" : " (last reported: " + w + ")");
+    }
+    if (exits > 0) os << "; " << exits << " of " << ws << " ranks finished";
+    // Blame the stuck ranks when others finished; with none finished, nobody is singled out.
+    const int blamed = exits > 0 && !running.empty() ? running.front() : -1;
+    out.diagnosis = Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, -1};
+  }
+  procs.kill_all();
+
+  // Judge the outputs.
+  if (!out.diagnosis) {
+    try {
+      const sut::SystemOutputs outs(outputs, ws);
+      for (const auto& [k, v] : outs.metrics()) out.metrics[k] = v;
+      out.notes = outs.notes();
+      std::string ident;
+      const auto system = outs.system();
+      for (const auto& [k, v] : system) ident += (ident.empty() ? "" : ", ") + k + " " + v;
+      out.system = ident;
+      sut::CheckResult res = cap->check(s, outs);
+      out.digest = res.digest;
+      for (const auto& [k, v] : res.metrics) out.metrics[k] = v;
+      out.notes.insert(out.notes.begin(), res.notes.begin(), res.notes.end());
+    } catch (const DiagnosisError& e) {
+      out.diagnosis = e.diagnosis();
+    } catch (const std::exception& e) {
+      out.error = std::string("checking the outputs of system ") + sys.name + ": " + e.what();
+    }
+  }
+  out.metrics["system_run_s"] = run_s;
+  if (options.dump) {
+    const fs::path dump = fs::path(options.report_dir) / "dump" / s.slug();
+    std::error_code ec;
+    fs::remove_all(dump, ec);
+    fs::create_directories(dump, ec);
+    fs::copy(dir + "/sut", dump, fs::copy_options::recursive, ec);
+    if (ec) out.notes.push_back("--dump: could not copy the inputs and outputs: " + ec.message());
+  }
+  return out;
+}
+
+}  // namespace lockstep::launch

@@ -1,0 +1,363 @@
+// Capability "embedding" for systems under test: an N x D embedding table trained with a
+// sparse optimizer. Each step every rank pulls the rows of its share of the global batch,
+// backpropagates loss = sum(rows * grad_out) and steps the optimizer. The outputs (rows
+// pulled, the whole table and optionally the optimizer state after every step) are checked
+// against the reference's update rules (reference/embedding) under the semantics profile the
+// scenario declares ([system.profile]); a declared difference from the reference's own
+// semantics is a note, not a bug. A mismatch is result_mismatch, and the message names the
+// known defect whose replay explains the outputs (stale gradients, mean instead of sum, the
+// Adagrad state holding sqrt(state) + eps, Adam steps counted per row).
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "harness/core/diagnosis.h"
+#include "harness/sut/capability.h"
+#include "harness/scenario/config_internal.h"
+#include "harness/sut/common.h"
+#include "harness/workloads/digest.h"
+#include "reference/embedding/embedding.h"
+
+namespace lockstep::sut {
+namespace {
+
+using I64 = std::vector<std::int64_t>;
+using F32 = std::vector<float>;
+
+// How a system applies the updates. The reference's own semantics are the defaults.
+struct Semantics {
+  ref::DuplicateReduce reduce = ref::DuplicateReduce::kSum;
+  bool adam_per_row = false;   // Adam's t counts the steps that touched the row
+  bool stale = false;          // gradients never cleared: step t applies steps 0..t's (the defect)
+  bool sqrt_state = false;     // Adagrad's stored state becomes sqrt(state) + eps (the defect)
+  bool operator==(const Semantics&) const = default;
+};
+
+struct Options {
+  std::int64_t rows = 1009, dim = 16, steps = 4, hot_rows = 4;
+  I64 batch_sizes = {24, 3, 0, 17};
+  ref::OptimizerOptions optimizer;
+  double init_scale = 0.5;
+  Semantics declared;          // [system.profile]
+  double tolerance_ulps = 0;   // per step
+};
+
+Options read_options(const scenario::Scenario& s) {
+  const auto& c = s.workload_config;
+  Options o;
+  o.rows = read_int(c, "rows", 1009, 1, 1 << 22);
+  o.dim = read_int(c, "dim", 16, 1, 4096);
+  o.steps = read_int(c, "steps", 4, 1, 1000);
+  o.hot_rows = read_int(c, "hot_rows", 4, 1, 1 << 22);
+  o.batch_sizes = c.get_int_list("batch_sizes", o.batch_sizes);
+  if (o.batch_sizes.empty()) c.fail("batch_sizes", "must not be empty");
+  for (auto b : o.batch_sizes) {
+    if (b < 0 || b > (1 << 20)) c.fail("batch_sizes", "each batch size must be in 0..1048576, got " + std::to_string(b));
+  }
+  const std::string kind = c.get_string("optimizer", "adagrad");
+  try {
+    o.optimizer.kind = ref::optimizer_from_string(kind);
+  } catch (const std::exception&) {
+    c.fail("optimizer", "unknown optimizer \"" + kind + "\"; allowed: sgd, adagrad, adam");
+  }
+  o.optimizer.lr = read_double(c, "lr", 0.1, 0, 100);
+  o.optimizer.eps = c.has("eps") ? read_double(c, "eps", 0, 0, 1) : -1;
+  o.optimizer.beta1 = read_double(c, "beta1", 0.9, 0, 0.999999);
+  o.optimizer.beta2 = read_double(c, "beta2", 0.999, 0, 0.999999);
+  o.optimizer.initial_accumulator_value = read_double(c, "initial_accumulator_value", 0, 0, 1e6);
+  o.init_scale = read_double(c, "init_scale", 0.5, 1e-6, 1000);
+  c.finish();
+  const auto& p = s.system->profile;
+  const std::string reduce = p.get_string("reduce", "sum");
+  if (reduce != "sum" && reduce != "mean") p.fail("reduce", "unknown value \"" + reduce + "\"; allowed: sum, mean");
+  o.declared.reduce = reduce == "mean" ? ref::DuplicateReduce::kMean : ref::DuplicateReduce::kSum;
+  const std::string adam = p.get_string("adam_steps", "per_call");
+  if (adam != "per_call" && adam != "per_row") p.fail("adam_steps", "unknown value \"" + adam + "\"; allowed: per_call, per_row");
+  o.declared.adam_per_row = adam == "per_row";
+  o.tolerance_ulps = read_double(p, "tolerance_ulps", 0, 0, 1e6);
+  p.finish();
+  return o;
+}
+
+struct Batches {
+  I64 ids;                // every step's global batch, concatenated
+  F32 grads;              // ids.size() x dim
+  I64 step_begin;         // steps + 1
+};
+
+Batches make_batches(const Options& o, std::uint64_t seed) {
+  Batches b;
+  b.step_begin.push_back(0);
+  for (std::int64_t t = 0; t < o.steps; ++t) {
+    const std::int64_t n = o.batch_sizes[static_cast<std::size_t>(t) % o.batch_sizes.size()];
+    for (std::int64_t p = 0; p < n; ++p) {
+      b.ids.push_back(ref::embedding_batch_id(seed, t, p, o.rows, o.hot_rows));
+      for (std::int64_t c = 0; c < o.dim; ++c) b.grads.push_back(ref::embedding_batch_grad(seed, t, p, c));
+    }
+    b.step_begin.push_back(static_cast<std::int64_t>(b.ids.size()));
+  }
+  return b;
+}
+
+F32 initial_table(const Options& o, std::uint64_t seed) {
+  F32 t(static_cast<std::size_t>(o.rows * o.dim));
+  for (std::int64_t r = 0; r < o.rows; ++r) {
+    for (std::int64_t c = 0; c < o.dim; ++c) t[static_cast<std::size_t>(r * o.dim + c)] = ref::embedding_init(seed, r, c, o.init_scale);
+  }
+  return t;
+}
+
+// The whole trajectory under one semantics: per step, the table before the step (what a pull
+// returns), and the table and optimizer state after it.
+struct Trajectory {
+  std::vector<F32> before, after, s1, s2;
+};
+
+Trajectory simulate(const Options& o, const Batches& b, const F32& init, const Semantics& sem) {
+  Trajectory tr;
+  const auto d = static_cast<std::size_t>(o.dim);
+  F32 w = init;
+  F32 s1(w.size(), o.optimizer.kind == ref::OptimizerKind::kAdagrad ? static_cast<float>(o.optimizer.initial_accumulator_value) : 0.f);
+  F32 s2(w.size(), 0.f);
+  I64 touched(static_cast<std::size_t>(o.rows), 0);
+  const float eps = static_cast<float>(o.optimizer.resolved_eps());
+  for (std::int64_t t = 0; t < o.steps; ++t) {
+    tr.before.push_back(w);
+    const std::int64_t lo = sem.stale ? 0 : b.step_begin[static_cast<std::size_t>(t)];
+    const std::int64_t hi = b.step_begin[static_cast<std::size_t>(t) + 1];
+    if (hi > b.step_begin[static_cast<std::size_t>(t)] || !sem.stale) {
+      const auto red = ref::reduce_duplicates(b.ids.data() + lo, b.grads.data() + lo * o.dim, hi - lo, o.dim, sem.reduce);
+      for (std::size_t i = 0; i < red.ids.size(); ++i) {
+        const auto row = static_cast<std::size_t>(red.ids[i]);
+        const std::int64_t steps_of_row = ++touched[row];
+        const std::int64_t tt = sem.adam_per_row ? steps_of_row : t + 1;
+        ref::apply_update(o.optimizer, tt, o.dim, red.grads.data() + i * d, w.data() + row * d, s1.data() + row * d, s2.data() + row * d);
+        if (sem.sqrt_state && o.optimizer.kind == ref::OptimizerKind::kAdagrad) {
+          for (std::size_t c = 0; c < d; ++c) s1[row * d + c] = std::sqrt(s1[row * d + c]) + eps;
+        }
+      }
+    }
+    tr.after.push_back(w);
+    tr.s1.push_back(s1);
+    tr.s2.push_back(s2);
+  }
+  return tr;
+}
+
+std::string describe(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  std::ostringstream os;
+  os << std::setprecision(9) << v << " (0x" << std::hex << std::setw(8) << std::setfill('0') << bits << ")";
+  return os.str();
+}
+
+// Whether got is within `ulps` units of 2^-23 * max(|want|, 2^-6) of want.
+bool close(float want, float got, double ulps) {
+  if (std::memcmp(&want, &got, 4) == 0) return true;
+  if (ulps <= 0 || !std::isfinite(got)) return false;
+  const double unit = std::ldexp(std::max<double>(std::fabs(want), std::ldexp(1.0, -6)), -23);
+  return std::fabs(static_cast<double>(got) - want) <= ulps * unit;
+}
+
+struct Observed {
+  std::vector<std::vector<F32>> pulled;  // [step][rank]
+  std::vector<F32> table;                // [step], rank 0
+  std::vector<std::optional<F32>> s1, s2;  // [step], rank 0, when written
+};
+
+struct Mismatch {
+  std::string what;  // "table", "pulled", "state_sum", ...
+  std::int64_t step, row, col;
+  int rank;
+  float want, got;
+};
+
+std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const I64& shares, int ws, const Observed& obs,
+                                       const Trajectory& tr, double ulps) {
+  const auto d = static_cast<std::size_t>(o.dim);
+  for (std::int64_t t = 0; t < o.steps; ++t) {
+    const double tol = ulps * static_cast<double>(t + 1);
+    for (int r = 0; r < ws; ++r) {
+      const auto lo = shares[static_cast<std::size_t>(t * (ws + 1) + r)];
+      const auto& got = obs.pulled[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const auto id = static_cast<std::size_t>(b.ids[static_cast<std::size_t>(lo) + i / d]);
+        const float want = tr.before[static_cast<std::size_t>(t)][id * d + i % d];
+        if (!close(want, got[i], tol)) return Mismatch{"pulled", t, static_cast<std::int64_t>(id), static_cast<std::int64_t>(i % d), r, want, got[i]};
+      }
+    }
+    auto cmp = [&](const char* what, const F32& want, const F32& got) -> std::optional<Mismatch> {
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        if (!close(want[i], got[i], tol)) return Mismatch{what, t, static_cast<std::int64_t>(i / d), static_cast<std::int64_t>(i % d), 0, want[i], got[i]};
+      }
+      return std::nullopt;
+    };
+    const bool adam = o.optimizer.kind == ref::OptimizerKind::kAdam;
+    const char* s1_name = adam ? "state_m" : "state_sum";
+    if (obs.s1[static_cast<std::size_t>(t)]) {
+      if (auto m = cmp(s1_name, tr.s1[static_cast<std::size_t>(t)], *obs.s1[static_cast<std::size_t>(t)])) return m;
+    }
+    if (obs.s2[static_cast<std::size_t>(t)]) {
+      if (auto m = cmp("state_v", tr.s2[static_cast<std::size_t>(t)], *obs.s2[static_cast<std::size_t>(t)])) return m;
+    }
+    if (auto m = cmp("table", tr.after[static_cast<std::size_t>(t)], obs.table[static_cast<std::size_t>(t)])) return m;
+  }
+  return std::nullopt;
+}
+
+std::string describe_semantics(const Semantics& s, const Options& o) {
+  std::vector<std::string> parts;
+  parts.push_back(std::string("duplicate ids ") + (s.reduce == ref::DuplicateReduce::kMean ? "averaged (mean)" : "summed"));
+  if (o.optimizer.kind == ref::OptimizerKind::kAdam) parts.push_back(s.adam_per_row ? "Adam steps counted per row" : "Adam steps counted per step() call");
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+void write_inputs(const scenario::Scenario& s, InputWriter& w) {
+  const Options o = read_options(s);
+  const Batches b = make_batches(o, s.seed);
+  I64 shares;
+  for (std::int64_t t = 0; t < o.steps; ++t) {
+    for (auto x : share_offsets(b.step_begin[static_cast<std::size_t>(t) + 1] - b.step_begin[static_cast<std::size_t>(t)], w.world_size(),
+                                b.step_begin[static_cast<std::size_t>(t)])) {
+      shares.push_back(x);
+    }
+  }
+  const auto total = static_cast<std::int64_t>(b.ids.size());
+  w.config("num_embeddings", o.rows);
+  w.config("dim", o.dim);
+  w.config("steps", o.steps);
+  w.config("optimizer", {{"kind", ref::to_string(o.optimizer.kind)}, {"lr", o.optimizer.lr}, {"eps", o.optimizer.resolved_eps()},
+                         {"beta1", o.optimizer.beta1}, {"beta2", o.optimizer.beta2},
+                         {"initial_accumulator_value", o.optimizer.initial_accumulator_value}});
+  w.config("profile", {{"reduce", ref::to_string(o.declared.reduce)}, {"adam_steps", o.declared.adam_per_row ? "per_row" : "per_call"},
+                       {"tolerance_ulps", o.tolerance_ulps}});
+  w.array("init", initial_table(o, s.seed), {o.rows, o.dim}, "the table's initial values (float32)");
+  w.array("ids", b.ids, {total}, "ids of every step's global batch, concatenated (duplicates occur)");
+  w.array("grads", b.grads, {total, o.dim}, "d loss / d row for each id of the batch: loss = sum(rows * grads)");
+  w.array("step_offsets", b.step_begin, {o.steps + 1}, "step t's global batch is ids[step_offsets[t]:step_offsets[t+1]]");
+  w.shares("ids", shares, o.steps);
+  w.shares("grads", shares, o.steps);
+}
+
+CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
+  const Options o = read_options(s);
+  const int ws = out.world_size();
+  const Batches b = make_batches(o, s.seed);
+  const F32 init = initial_table(o, s.seed);
+  I64 shares;
+  for (std::int64_t t = 0; t < o.steps; ++t) {
+    for (auto x : share_offsets(b.step_begin[static_cast<std::size_t>(t) + 1] - b.step_begin[static_cast<std::size_t>(t)], ws,
+                                b.step_begin[static_cast<std::size_t>(t)])) {
+      shares.push_back(x);
+    }
+  }
+  // Read every output, checking shapes.
+  Observed obs;
+  const bool adam = o.optimizer.kind == ref::OptimizerKind::kAdam;
+  const bool adagrad = o.optimizer.kind == ref::OptimizerKind::kAdagrad;
+  auto read = [&](int r, const std::string& name, std::int64_t rows) {
+    std::vector<std::int64_t> shape;
+    F32 v = out.floats(r, name, &shape);
+    const bool ok = (rows == 0 && v.empty()) || (shape.size() == 2 && shape[0] == rows && shape[1] == o.dim);
+    if (!ok) contract_violation(r, name, "expected float32 [" + std::to_string(rows) + ", " + std::to_string(o.dim) + "]");
+    return v;
+  };
+  for (std::int64_t t = 0; t < o.steps; ++t) {
+    const std::string step = ".step" + std::to_string(t);
+    obs.pulled.emplace_back();
+    for (int r = 0; r < ws; ++r) {
+      const auto n = shares[static_cast<std::size_t>(t * (ws + 1) + r + 1)] - shares[static_cast<std::size_t>(t * (ws + 1) + r)];
+      if (auto why = out.rejected(r, "pulled" + step)) {
+        throw DiagnosisError(Diagnosis{DiagnosisKind::kRankFailure, "rank " + std::to_string(r) + ": step " + std::to_string(t) + ": pull raised " + *why, r, -1});
+      }
+      obs.pulled.back().push_back(n == 0 && !out.has(r, "pulled" + step) ? F32{} : read(r, "pulled" + step, n));
+    }
+    obs.table.push_back(read(0, "table" + step, o.rows));
+    const std::string s1 = adam ? "state_m" : "state_sum";
+    obs.s1.push_back((adam || adagrad) && out.has(0, s1 + step) ? std::optional<F32>(read(0, s1 + step, o.rows)) : std::nullopt);
+    obs.s2.push_back(adam && out.has(0, "state_v" + step) ? std::optional<F32>(read(0, "state_v" + step, o.rows)) : std::nullopt);
+  }
+
+  CheckResult res;
+  const Semantics reference{};
+  if (!(o.declared == reference)) {
+    res.notes.push_back("declared semantics differ from the reference (declared, not a bug): " + describe_semantics(o.declared, o) +
+                        "; the reference: " + describe_semantics(reference, o));
+  }
+  if (o.tolerance_ulps > 0) {
+    res.notes.push_back("declared tolerance: " + scenario::internal::format_double(o.tolerance_ulps) +
+                        " units of 2^-23 * max(|value|, 2^-6) per step (another operation order)");
+  }
+  const Trajectory expected = simulate(o, b, init, o.declared);
+  if (auto m = first_mismatch(o, b, shares, ws, obs, expected, o.tolerance_ulps)) {
+    std::ostringstream os;
+    os << "embedding (" << ref::to_string(o.optimizer.kind) << ", " << describe_semantics(o.declared, o) << "): step " << m->step << ", "
+       << (m->what == "pulled" ? "rows pulled by rank " + std::to_string(m->rank) : m->what + " after the update") << ", row " << m->row
+       << ", column " << m->col << ": expected " << describe(m->want) << ", got " << describe(m->got);
+    // Which known defect, replayed, explains every output up to here?
+    struct Candidate {
+      Semantics sem;
+      std::string why;
+    };
+    std::vector<Candidate> candidates;
+    Semantics alt = o.declared;
+    alt.stale = true;
+    candidates.push_back({alt, "stale gradients: the outputs match when every step applies the gradients of all earlier steps again "
+                               "(gradients not cleared between steps, e.g. zero_grad() missing)"});
+    if (adagrad) {
+      alt = o.declared;
+      alt.sqrt_state = true;
+      candidates.push_back({alt, "the Adagrad state holds sqrt(state) + eps after each step instead of the sum of squared gradients "
+                                 "(an in-place sqrt_ on a state tensor that .to() did not copy)"});
+    }
+    alt = o.declared;
+    alt.reduce = alt.reduce == ref::DuplicateReduce::kSum ? ref::DuplicateReduce::kMean : ref::DuplicateReduce::kSum;
+    candidates.push_back({alt, std::string(alt.reduce == ref::DuplicateReduce::kMean ? "mean instead of sum" : "sum instead of mean") +
+                                   ": duplicate ids' gradients are " + (alt.reduce == ref::DuplicateReduce::kMean ? "averaged" : "summed") +
+                                   " (if that is the system's documented semantics, declare reduce = \"" + ref::to_string(alt.reduce) +
+                                   "\" in [system.profile])"});
+    if (adam) {
+      alt = o.declared;
+      alt.adam_per_row = !alt.adam_per_row;
+      candidates.push_back({alt, std::string("Adam's step count is kept ") + (alt.adam_per_row ? "per row" : "per step() call") +
+                                     " (if documented, declare adam_steps = \"" + (alt.adam_per_row ? "per_row" : "per_call") + "\")"});
+    }
+    bool explained = false;
+    for (const auto& c : candidates) {
+      const Trajectory tr = simulate(o, b, init, c.sem);
+      const auto m2 = first_mismatch(o, b, shares, ws, obs, tr, std::max(o.tolerance_ulps, 1.0));
+      if (!m2 || m2->step > m->step) {
+        os << "; explained by " << c.why;
+        explained = true;
+        break;
+      }
+    }
+    if (!explained) os << "; no known defect explains it";
+    throw DiagnosisError(Diagnosis{DiagnosisKind::kResultMismatch, os.str(), m->rank, -1});
+  }
+  I64 stream;
+  for (const auto& t : obs.table) {
+    for (float v : t) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      stream.push_back(bits);
+    }
+  }
+  res.digest = workloads::digest_hex(stream);
+  return res;
+}
+
+}  // namespace
+
+Capability embedding_capability() {
+  return {"embedding", "an embedding table with a sparse optimizer, checked against the reference's update rules under a declared profile",
+          [](const auto& s) { read_options(s); }, write_inputs, check};
+}
+
+}  // namespace lockstep::sut

@@ -1,0 +1,206 @@
+#include "harness/sut/io.h"
+
+#include <filesystem>
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "harness/core/diagnosis.h"
+#include "harness/core/error.h"
+#include "harness/core/fs.h"
+
+namespace lockstep::sut {
+namespace fs = std::filesystem;
+
+InputWriter::InputWriter(std::string dir, std::string capability, std::string scenario_id, std::string system,
+                         int world_size, std::uint64_t seed)
+    : dir_(std::move(dir)), world_size_(world_size) {
+  fs::create_directories(dir_);
+  manifest_ = {{"schema", "lockstep.sut.inputs"}, {"schema_version", kSutSchemaVersion},
+               {"capability", std::move(capability)}, {"scenario", std::move(scenario_id)},
+               {"system", std::move(system)}, {"world_size", world_size}, {"seed", seed},
+               {"arrays", nlohmann::json::object()}};
+}
+
+void InputWriter::raw(const std::string& name, const std::string& descr, std::vector<std::int64_t> shape,
+                      const void* data, std::size_t bytes, const std::string& meaning) {
+  const std::string file = name + ".npy";
+  io::write_npy(dir_ + "/" + file, descr, shape, data, bytes);
+  manifest_["arrays"][name] = {{"file", file}, {"dtype", descr}, {"shape", shape}, {"meaning", meaning}};
+}
+
+void InputWriter::array(const std::string& name, const std::vector<std::int64_t>& v, std::vector<std::int64_t> shape,
+                        const std::string& meaning) {
+  raw(name, "<i8", std::move(shape), v.data(), v.size() * sizeof(std::int64_t), meaning);
+}
+void InputWriter::array(const std::string& name, const std::vector<std::int32_t>& v, std::vector<std::int64_t> shape,
+                        const std::string& meaning) {
+  raw(name, "<i4", std::move(shape), v.data(), v.size() * sizeof(std::int32_t), meaning);
+}
+void InputWriter::array(const std::string& name, const std::vector<float>& v, std::vector<std::int64_t> shape,
+                        const std::string& meaning) {
+  raw(name, "<f4", std::move(shape), v.data(), v.size() * sizeof(float), meaning);
+}
+void InputWriter::array(const std::string& name, const std::vector<double>& v, std::vector<std::int64_t> shape,
+                        const std::string& meaning) {
+  raw(name, "<f8", std::move(shape), v.data(), v.size() * sizeof(double), meaning);
+}
+
+void InputWriter::shares(const std::string& name, const std::vector<std::int64_t>& offsets, std::int64_t splits) {
+  const std::int64_t w1 = world_size_ + 1;
+  LOCKSTEP_CHECK(static_cast<std::int64_t>(offsets.size()) == (splits ? splits : 1) * w1, "shares of ", name,
+                 ": ", offsets.size(), " offsets for ", splits, " splits");
+  std::vector<std::int64_t> shape = splits ? std::vector<std::int64_t>{splits, w1} : std::vector<std::int64_t>{w1};
+  array("shares." + name, offsets, shape,
+        "rows of '" + name + "' per rank: rank r reads [o[r], o[r+1])" + (splits ? " of each split" : ""));
+}
+
+void InputWriter::finish() {
+  manifest_["config"] = config_;
+  write_file_atomically(dir_ + "/manifest.json", manifest_.dump(1) + "\n");
+}
+
+[[noreturn]] void contract_violation(int rank, const std::string& name, const std::string& what) {
+  throw DiagnosisError(Diagnosis{DiagnosisKind::kInvariantViolation,
+                                 "rank " + std::to_string(rank) + ": output '" + name + "': " + what +
+                                     " (see scenarios/README.md, Systems under test)",
+                                 rank, -1});
+}
+
+SystemOutputs::SystemOutputs(std::string dir, int world_size) {
+  for (int r = 0; r < world_size; ++r) {
+    RankOutputs ro;
+    ro.rank = r;
+    ro.dir = dir + "/rank" + std::to_string(r);
+    std::ifstream in(ro.dir + "/done.json");
+    if (!in) contract_violation(r, "done.json", "missing");
+    try {
+      ro.done = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      contract_violation(r, "done.json", std::string("not JSON: ") + e.what());
+    }
+    if (!ro.done.is_object() || ro.done.value("schema_version", -1) != kSutSchemaVersion) {
+      contract_violation(r, "done.json", "schema_version must be " + std::to_string(kSutSchemaVersion));
+    }
+    for (const char* key : {"arrays", "rejected"}) {
+      if (!ro.done.contains(key) || !ro.done[key].is_object()) contract_violation(r, "done.json", std::string("lacks the object '") + key + "'");
+    }
+    ranks_.push_back(std::move(ro));
+  }
+}
+
+bool SystemOutputs::has(int rank, const std::string& name) const {
+  return ranks_.at(static_cast<std::size_t>(rank)).done["arrays"].contains(name);
+}
+
+std::optional<std::string> SystemOutputs::rejected(int rank, const std::string& name) const {
+  const auto& rej = ranks_.at(static_cast<std::size_t>(rank)).done["rejected"];
+  if (!rej.contains(name)) return std::nullopt;
+  return rej[name].is_string() ? rej[name].get<std::string>() : rej[name].dump();
+}
+
+io::NpyArray SystemOutputs::array(int rank, const std::string& name) const {
+  const auto& ro = ranks_.at(static_cast<std::size_t>(rank));
+  if (!has(rank, name)) {
+    if (auto why = rejected(rank, name)) contract_violation(rank, name, "the system raised " + *why);
+    contract_violation(rank, name, "missing (neither written nor rejected)");
+  }
+  const std::string file = ro.done["arrays"][name].value("file", name + ".npy");
+  if (file.find('/') != std::string::npos) contract_violation(rank, name, "file name '" + file + "' has a '/'");
+  try {
+    return io::read_npy(ro.dir + "/" + file);
+  } catch (const std::exception& e) {
+    contract_violation(rank, name, std::string("unreadable: ") + e.what());
+  }
+}
+
+namespace {
+template <typename T>
+void widen(const io::NpyArray& a, std::vector<std::int64_t>& out) {
+  const std::size_t n = a.data.size() / sizeof(T);
+  out.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, a.data.data() + i * sizeof(T), sizeof(T));
+    out[i] = static_cast<std::int64_t>(v);
+  }
+}
+}  // namespace
+
+std::vector<std::int64_t> SystemOutputs::int64s(int rank, const std::string& name, std::vector<std::int64_t>* shape,
+                                                std::string* descr) const {
+  io::NpyArray a = array(rank, name);
+  std::vector<std::int64_t> out;
+  const std::string& d = a.descr;
+  if (d == "<i8") widen<std::int64_t>(a, out);
+  else if (d == "<i4") widen<std::int32_t>(a, out);
+  else if (d == "<i2") widen<std::int16_t>(a, out);
+  else if (d == "|i1") widen<std::int8_t>(a, out);
+  else if (d == "|u1" || d == "|b1") widen<std::uint8_t>(a, out);
+  else if (d == "<u2") widen<std::uint16_t>(a, out);
+  else if (d == "<u4") widen<std::uint32_t>(a, out);
+  else if (d == "<u8") {
+    widen<std::uint64_t>(a, out);
+  } else {
+    contract_violation(rank, name, "expected an integer array, got dtype " + d);
+  }
+  if (shape) *shape = a.shape;
+  if (descr) *descr = d;
+  return out;
+}
+
+std::vector<float> SystemOutputs::floats(int rank, const std::string& name, std::vector<std::int64_t>* shape) const {
+  io::NpyArray a = array(rank, name);
+  std::vector<float> out;
+  if (a.descr == "<f4") {
+    out.resize(a.data.size() / 4);
+    if (!out.empty()) std::memcpy(out.data(), a.data.data(), a.data.size());
+  } else if (a.descr == "<f8") {
+    out.resize(a.data.size() / 8);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      double v;
+      std::memcpy(&v, a.data.data() + i * 8, 8);
+      out[i] = static_cast<float>(v);
+    }
+  } else {
+    contract_violation(rank, name, "expected a float32 array, got dtype " + a.descr);
+  }
+  if (shape) *shape = a.shape;
+  return out;
+}
+
+std::vector<std::string> SystemOutputs::notes() const {
+  std::vector<std::string> out;
+  for (const auto& ro : ranks_) {
+    if (!ro.done.contains("notes") || !ro.done["notes"].is_array()) continue;
+    for (const auto& n : ro.done["notes"]) {
+      std::string s = n.is_string() ? n.get<std::string>() : n.dump();
+      if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+    }
+  }
+  return out;
+}
+
+std::map<std::string, double> SystemOutputs::metrics() const {
+  std::map<std::string, double> out;
+  if (ranks_.empty()) return out;
+  const auto& m = ranks_[0].done.value("metrics", nlohmann::json::object());
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    if (it.value().is_number()) out[it.key()] = it.value().get<double>();
+  }
+  return out;
+}
+
+std::map<std::string, std::string> SystemOutputs::system() const {
+  std::map<std::string, std::string> out;
+  for (const auto& ro : ranks_) {
+    const auto& m = ro.done.value("system", nlohmann::json::object());
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      if (!out.count(it.key())) out[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    }
+  }
+  return out;
+}
+
+}  // namespace lockstep::sut

@@ -1,0 +1,91 @@
+#pragma once
+// The files of the system-under-test contract (scenarios/README.md, "Systems under test"):
+// inputs lockstep writes before the ranks start, outputs each rank writes, read back for the
+// checks. Arrays are NumPy .npy files; manifests are JSON.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reference/io/npy.h"
+
+namespace lockstep::sut {
+
+// Version of the inputs manifest and of done.json. Bump it with any incompatible change.
+inline constexpr int kSutSchemaVersion = 1;
+
+// Writes DIR/<name>.npy arrays and, on finish(), DIR/manifest.json:
+//   {schema, schema_version, capability, scenario, system, world_size, seed, config, arrays:
+//    {name: {file, dtype, shape, meaning}}}
+class InputWriter {
+ public:
+  InputWriter(std::string dir, std::string capability, std::string scenario_id, std::string system, int world_size,
+              std::uint64_t seed);
+  int world_size() const { return world_size_; }
+  // A scalar, list or table the adapter reads from manifest["config"][key].
+  void config(const std::string& key, nlohmann::json value) { config_[key] = std::move(value); }
+  // Writes a C-order array of `shape` (prod(shape) == values.size()).
+  void array(const std::string& name, const std::vector<std::int64_t>& values, std::vector<std::int64_t> shape,
+             const std::string& meaning);
+  void array(const std::string& name, const std::vector<std::int32_t>& values, std::vector<std::int64_t> shape,
+             const std::string& meaning);
+  void array(const std::string& name, const std::vector<float>& values, std::vector<std::int64_t> shape,
+             const std::string& meaning);
+  void array(const std::string& name, const std::vector<double>& values, std::vector<std::int64_t> shape,
+             const std::string& meaning);
+  // shares.<name>: offsets [k, world_size + 1] (k splits, one per batch or step) or
+  // [world_size + 1] (k == 0) giving each rank's rows of `name`.
+  void shares(const std::string& name, const std::vector<std::int64_t>& offsets, std::int64_t splits);
+  // Writes manifest.json. Throws lockstep::Error when it cannot.
+  void finish();
+
+ private:
+  void raw(const std::string& name, const std::string& descr, std::vector<std::int64_t> shape, const void* data,
+           std::size_t bytes, const std::string& meaning);
+  std::string dir_;
+  int world_size_;
+  nlohmann::json manifest_;
+  nlohmann::json config_ = nlohmann::json::object();
+};
+
+// One rank's done.json and arrays, read back.
+struct RankOutputs {
+  int rank = 0;
+  nlohmann::json done;  // the parsed done.json
+  std::string dir;
+};
+
+// Every rank's outputs. Accessors throw DiagnosisError (invariant_violation, blaming the
+// rank) when an output breaks the contract: missing, not an array the helper wrote, wrong
+// element type or shape.
+class SystemOutputs {
+ public:
+  // Reads DIR/rank<r>/done.json for every rank (the launcher has checked they exist).
+  SystemOutputs(std::string dir, int world_size);
+  int world_size() const { return static_cast<int>(ranks_.size()); }
+  bool has(int rank, const std::string& name) const;
+  // The system's error message when it rejected the call behind output `name`.
+  std::optional<std::string> rejected(int rank, const std::string& name) const;
+  io::NpyArray array(int rank, const std::string& name) const;
+  // An integer (or bool) array as int64, with its NumPy dtype in *descr when given.
+  std::vector<std::int64_t> int64s(int rank, const std::string& name, std::vector<std::int64_t>* shape = nullptr,
+                                   std::string* descr = nullptr) const;
+  // A float32 (or float64, rounded) array.
+  std::vector<float> floats(int rank, const std::string& name, std::vector<std::int64_t>* shape = nullptr) const;
+  // Notes, metrics and system identity the ranks reported, merged (rank 0 first).
+  std::vector<std::string> notes() const;
+  std::map<std::string, double> metrics() const;  // rank 0's
+  std::map<std::string, std::string> system() const;
+  const RankOutputs& rank(int r) const { return ranks_.at(static_cast<std::size_t>(r)); }
+
+ private:
+  std::vector<RankOutputs> ranks_;
+};
+
+// Fails with invariant_violation blaming `rank`: "rank R: output 'name': what".
+[[noreturn]] void contract_violation(int rank, const std::string& name, const std::string& what);
+
+}  // namespace lockstep::sut

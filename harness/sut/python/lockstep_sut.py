@@ -1,0 +1,214 @@
+"""lockstep's system-under-test helper: read a scenario's inputs, write a system's outputs.
+
+An adapter is a short script that lockstep starts once per rank in place of its own rank
+process. It reads the inputs lockstep wrote (``.npy`` arrays plus ``manifest.json``), does the
+scenario's work with the system under test, and writes its outputs, which lockstep then
+checks with the same checks it applies to its own reference. The contract (array names,
+shapes, dtypes, per capability) is documented in scenarios/README.md, section "Systems under
+test"; this module needs nothing beyond numpy and the standard library.
+
+    import lockstep_sut
+    inp, out = lockstep_sut.start()          # reads RANK, WORLD_SIZE, LOCKSTEP_SUT_* from the env
+    for group in inp.config["groups"]:
+        ids = inp.share("ids." + group)
+        out.attempt(group, lambda: my_lookup(ids))   # an exception is recorded as a rejection
+    out.finish()                              # last: marks this rank's outputs complete
+"""
+import json
+import os
+import re
+import time
+import traceback
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class ContractError(RuntimeError):
+    """The adapter used the helper against the contract (unknown array, bad name, ...)."""
+
+
+def _write_atomically(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+class Inputs:
+    """The scenario's inputs: ``capability``, ``config`` (a dict), ``rank``, ``world_size`` and
+    the arrays named in the manifest, loaded on first use (memory-mapped, read-only)."""
+
+    def __init__(self, directory, rank, world_size):
+        self.directory = directory
+        with open(os.path.join(directory, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        if self.manifest.get("schema_version") != SCHEMA_VERSION:
+            raise ContractError("inputs schema_version %r, this helper reads %d"
+                                % (self.manifest.get("schema_version"), SCHEMA_VERSION))
+        self.capability = self.manifest["capability"]
+        self.config = self.manifest["config"]
+        self.rank = rank
+        self.world_size = world_size
+        if world_size != self.manifest["world_size"]:
+            raise ContractError("WORLD_SIZE is %d, the inputs were written for %d"
+                                % (world_size, self.manifest["world_size"]))
+        self._cache = {}
+
+    def names(self):
+        """The names of every input array."""
+        return sorted(self.manifest["arrays"])
+
+    def array(self, name):
+        """The whole input array ``name`` (every rank's part)."""
+        if name not in self.manifest["arrays"]:
+            raise ContractError("no input array %r; inputs are: %s" % (name, ", ".join(self.names())))
+        if name not in self._cache:
+            entry = self.manifest["arrays"][name]
+            self._cache[name] = np.load(os.path.join(self.directory, entry["file"]), mmap_mode="r")
+        return self._cache[name]
+
+    def share(self, name, index=None):
+        """This rank's contiguous part of input ``name``. Arrays split over the ranks have an
+        offsets array ``shares.<name>``: [world_size + 1] for one split, or [k, world_size + 1]
+        for k splits (one per batch or step; pick it with ``index``, rows of ``name`` being
+        absolute positions). An array without shares belongs whole to every rank."""
+        key = "shares." + name
+        data = self.array(name)
+        if key not in self.manifest["arrays"]:
+            return np.asarray(data)
+        offsets = np.asarray(self.array(key))
+        if offsets.ndim == 2:
+            if index is None:
+                raise ContractError("%r is split once per batch or step: pass index" % name)
+            offsets = offsets[index]
+        return np.asarray(data[offsets[self.rank]:offsets[self.rank + 1]])
+
+    def batches(self):
+        """sampling: [(batch, seeds)] for this rank, every batch (seeds may be empty)."""
+        count = int(self.config["num_batches"])
+        offsets = np.asarray(self.array("shares.seeds"))
+        seeds = self.array("seeds")
+        return [(b, np.asarray(seeds[offsets[b, self.rank]:offsets[b, self.rank + 1]]))
+                for b in range(count)]
+
+    def steps(self):
+        """embedding: [(step, ids, grads)] for this rank, every step (ids may be empty)."""
+        count = int(self.config["steps"])
+        offsets = np.asarray(self.array("shares.ids"))
+        ids, grads = self.array("ids"), self.array("grads")
+        out = []
+        for t in range(count):
+            lo, hi = offsets[t, self.rank], offsets[t, self.rank + 1]
+            out.append((t, np.asarray(ids[lo:hi]), np.asarray(grads[lo:hi])))
+        return out
+
+
+class Outputs:
+    """This rank's outputs. ``finish()`` must be the last call: a rank that exits without it
+    is reported as a missing participant."""
+
+    def __init__(self, directory, rank):
+        self.directory = directory
+        self.rank = rank
+        os.makedirs(directory, exist_ok=True)
+        self._arrays = {}
+        self._rejected = {}
+        self._notes = []
+        self._metrics = {}
+        self._system = {}
+        self._progress = 0
+        self._t0 = time.monotonic()
+
+    def save(self, name, value):
+        """Writes output array ``name`` (anything numpy.asarray takes: numpy, a torch tensor on
+        the host, a list)."""
+        if not _NAME.match(name):
+            raise ContractError("output name %r must match [A-Za-z0-9_.-]+" % name)
+        if hasattr(value, "detach"):  # a torch tensor: no autograd, on the host
+            value = value.detach().cpu()
+        array = np.ascontiguousarray(np.asarray(value))
+        np.save(os.path.join(self.directory, name + ".npy"), array, allow_pickle=False)
+        self._arrays[name] = {"file": name + ".npy", "dtype": array.dtype.str, "shape": list(array.shape)}
+
+    def attempt(self, name, fn):
+        """Calls ``fn()``; saves its result as ``name``, or, if it raises, records the rejection
+        (type and message) instead. Returns the result, or None when rejected."""
+        try:
+            value = fn()
+        except Exception as e:  # the system's own error is the observation
+            self._rejected[name] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+            return None
+        self.save(name, value)
+        return value
+
+    def note(self, text):
+        """A remark shown in the report (e.g. a semantic the adapter had to choose)."""
+        self._notes.append(str(text))
+
+    def metric(self, name, value):
+        """A number for the report and baselines; names ending in _per_s are higher-is-better,
+        in _s lower-is-better (see reports/README.md)."""
+        self._metrics[name] = float(value)
+
+    def system(self, **versions):
+        """The system's identity, e.g. system(dgl=dgl.__version__, torch=torch.__version__)."""
+        self._system.update({k: str(v) for k, v in versions.items()})
+
+    def progress(self, what):
+        """Tells lockstep's watchdog this rank is alive and what it is doing; the timeout clock
+        restarts, and a timeout diagnosis quotes ``what``."""
+        self._progress += 1
+        _write_atomically(os.path.join(self.directory, "progress.json"),
+                          json.dumps({"count": self._progress, "what": str(what)}))
+
+    def finish(self):
+        """Writes done.json: the outputs are complete."""
+        done = {
+            "schema_version": SCHEMA_VERSION,
+            "rank": self.rank,
+            "arrays": self._arrays,
+            "rejected": self._rejected,
+            "notes": self._notes,
+            "metrics": self._metrics,
+            "system": self._system,
+            "wall_s": time.monotonic() - self._t0,
+        }
+        _write_atomically(os.path.join(self.directory, "done.json"), json.dumps(done, indent=1))
+
+
+def start():
+    """Returns (Inputs, Outputs) for this rank, from the environment lockstep's launcher sets:
+    RANK, WORLD_SIZE, LOCKSTEP_SUT_INPUTS and LOCKSTEP_SUT_OUTPUTS."""
+    try:
+        rank = int(os.environ["RANK"])
+        world_size = int(os.environ["WORLD_SIZE"])
+        inputs = os.environ["LOCKSTEP_SUT_INPUTS"]
+        outputs = os.environ["LOCKSTEP_SUT_OUTPUTS"]
+    except KeyError as e:
+        raise ContractError("%s is not set: adapters are started by `lockstep run`" % e.args[0])
+    return Inputs(inputs, rank, world_size), Outputs(outputs, rank)
+
+
+def edge_rows(batch, hop, dst, src, eid):
+    """sampling: the rows of an ``edges.repeat<k>`` output, int64 [n, 5] =
+    (batch, hop, dst, src, edge id) for n sampled edges."""
+    dst = np.asarray(dst, dtype=np.int64).reshape(-1)
+    n = dst.shape[0]
+    return np.column_stack([np.full(n, batch, np.int64), np.full(n, hop, np.int64), dst,
+                            np.asarray(src, dtype=np.int64).reshape(-1),
+                            np.asarray(eid, dtype=np.int64).reshape(-1)]).reshape(n, 5)
+
+
+def main_guard(fn):
+    """Runs fn(); on an exception prints the traceback and exits 1 (the watchdog reports it as
+    a rank failure quoting the last line)."""
+    try:
+        fn()
+    except SystemExit:
+        raise
+    except BaseException:
+        traceback.print_exc()
+        raise SystemExit(1)

@@ -1,0 +1,177 @@
+"""A tiny system under test written with numpy alone: lockstep's example adapter.
+
+It does every capability the way the contract asks (partition lookups that reject invalid
+ids, uniform neighbor sampling with a seeded generator, an embedding table with SGD/Adagrad/
+Adam applied in the reference's operation order), and `--bug NAME` makes it misbehave the way
+real systems do, so the scenarios beside it prove that lockstep catches each one:
+
+  wrong        rank 1 returns one wrong answer           -> result_mismatch
+  crash        rank 1 raises                              -> rank_failure
+  hang         rank 1 never finishes                      -> timeout
+  nothing      rank 1 exits 0 without writing outputs     -> missing_participant
+  accept       lookups accept invalid ids                 -> invariant_violation
+  unseeded     sampling ignores the seed                  -> nondeterminism
+  biased       sampling draws (8 random bits) % degree    -> distribution_mismatch
+  overflow     sampling draws one neighbor too many       -> invariant_violation
+  stale        embedding gradients are never cleared      -> result_mismatch (stale gradients)
+  mean         duplicate ids' gradients are averaged      -> result_mismatch (mean instead of sum)
+  sqrt_state   Adagrad stores sqrt(state) + eps            -> result_mismatch
+"""
+import argparse
+import os
+import time
+
+import numpy as np
+
+import lockstep_sut
+
+
+def lookup(inp, out, bug):
+    offsets = np.asarray(inp.array("part_offsets"))
+    n = int(inp.config["num_nodes"])
+
+    def nid2partid(ids):
+        if ids.dtype.kind not in "iu":
+            raise TypeError("node ids must be integers, got %s" % ids.dtype)
+        if bug != "accept" and ids.size and (ids.min() < 0 or ids.max() >= n):
+            raise IndexError("node id outside [0, %d)" % n)
+        return (np.searchsorted(offsets, ids, side="right") - 1).astype(ids.dtype)
+
+    def nid2localnid(ids, parts):
+        owner = np.searchsorted(offsets, ids, side="right") - 1
+        if bug != "accept" and np.any(owner != parts):
+            raise ValueError("an id is not owned by the partition asked")
+        return ids - offsets[parts]
+
+    for group in inp.config["groups"]:
+        ids = inp.share("ids." + group)
+        if group.startswith("partid."):
+            result = out.attempt(group, lambda: nid2partid(ids))
+            if bug == "wrong" and inp.rank == 1 and result is not None and result.size:
+                result[-1] += 1
+                out.save(group, result)
+        else:
+            parts = inp.share("parts." + group)
+            out.attempt(group, lambda: nid2localnid(ids, parts))
+
+
+def sampling(inp, out, bug):
+    src = np.asarray(inp.array("edges_src"))
+    dst = np.asarray(inp.array("edges_dst"))
+    n = int(inp.config["num_nodes"])
+    order = np.argsort(dst, kind="stable")             # in-edges of v: order[indptr[v]:indptr[v+1]]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))])
+    fanouts = inp.config["fanouts"]
+    replace = bool(inp.config["replace"])
+
+    def sample_node(rng, v, fanout):
+        eids = order[indptr[v]:indptr[v + 1]]
+        d = eids.size
+        if bug == "overflow" and d > fanout > 0:
+            fanout += 1
+        if fanout == -1 or (not replace and d <= fanout):
+            return eids
+        if d == 0:
+            return eids
+        if bug == "biased":
+            picks, pool = [], list(range(d))
+            for _ in range(fanout):
+                picks.append(pool.pop(int(rng.integers(0, 256)) % len(pool)))
+            return eids[np.array(picks)]
+        return eids[rng.choice(d, size=fanout, replace=replace)]
+
+    seed = int(inp.config["sampler_seed"])
+    for k in range(int(inp.config["repeats"])):
+        rng = np.random.default_rng(None if bug == "unseeded" else [seed, inp.rank])
+        rows = []
+        for b, seeds in inp.batches():
+            out.progress("sampling batch %d" % b)
+            frontier = list(dict.fromkeys(seeds.tolist()))
+            for h, fanout in enumerate(fanouts):
+                reached = dict.fromkeys(frontier)
+                for v in frontier:
+                    eids = sample_node(rng, v, fanout)
+                    rows.append(lockstep_sut.edge_rows(b, h, np.full(eids.size, v), src[eids], eids))
+                    reached.update(dict.fromkeys(src[eids].tolist()))
+                frontier = list(reached)
+        out.save("edges.repeat%d" % k, np.concatenate(rows) if rows else np.zeros((0, 5), np.int64))
+    u = inp.config["uniformity"]
+    if u and inp.rank == 0:
+        rng = np.random.default_rng([seed, 1 << 20])
+        rows = []
+        for call in range(int(u["calls"])):
+            eids = sample_node(rng, int(u["node"]), int(u["fanout"]))
+            rows.append(np.column_stack([np.full(eids.size, call), src[eids], eids]))
+        out.save("uniformity", np.concatenate(rows).astype(np.int64))
+
+
+def embedding(inp, out, bug):
+    f32 = np.float32
+    opt = inp.config["optimizer"]
+    kind, lr, eps = opt["kind"], f32(opt["lr"]), f32(opt["eps"])
+    table = np.array(inp.array("init"), dtype=f32)
+    s1 = np.full_like(table, f32(opt["initial_accumulator_value"]) if kind == "adagrad" else f32(0))
+    s2 = np.zeros_like(table)
+    all_ids, all_grads = inp.array("ids"), inp.array("grads")
+    offsets = inp.array("step_offsets")
+    mean = inp.config["profile"]["reduce"] == "mean" or bug == "mean"
+    stale_ids, stale_grads = [], []
+    for t, ids, _ in inp.steps():
+        out.save("pulled.step%d" % t, table[ids])
+        # Every rank holds the whole table and applies the whole global batch (a replicated toy).
+        ids_t = np.asarray(all_ids[offsets[t]:offsets[t + 1]])
+        grads_t = np.asarray(all_grads[offsets[t]:offsets[t + 1]])
+        if bug == "stale":
+            stale_ids.append(ids_t)
+            stale_grads.append(grads_t)
+            ids_t, grads_t = np.concatenate(stale_ids), np.concatenate(stale_grads)
+        rows, inverse = np.unique(ids_t, return_inverse=True)
+        g = np.zeros((rows.size, table.shape[1]), f32)
+        np.add.at(g, inverse, grads_t)                  # in batch order, from +0.0
+        if mean:
+            g = g / np.bincount(inverse).astype(f32)[:, None]
+        w = table[rows]
+        if kind == "sgd":
+            w = w - lr * g
+        elif kind == "adagrad":
+            s = s1[rows] + g * g
+            w = w - lr * (g / (np.sqrt(s) + eps))
+            s1[rows] = np.sqrt(s) + eps if bug == "sqrt_state" else s
+        else:
+            step = t + 1
+            b1, b2 = f32(1.0 - opt["beta1"]), f32(1.0 - opt["beta2"])
+            neg_step = f32(-(opt["lr"] * np.sqrt(1.0 - opt["beta2"] ** step) / (1.0 - opt["beta1"] ** step)))
+            m = (g - s1[rows]) * b1 + s1[rows]
+            v = (g * g - s2[rows]) * b2 + s2[rows]
+            w = w + neg_step * (m / (np.sqrt(v) + eps))
+            s1[rows], s2[rows] = m, v
+        table[rows] = w
+        if inp.rank == 0:
+            out.save("table.step%d" % t, table)
+            if kind == "adagrad":
+                out.save("state_sum.step%d" % t, s1)
+            elif kind == "adam":
+                out.save("state_m.step%d" % t, s1)
+                out.save("state_v.step%d" % t, s2)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bug", default="")
+    bug = parser.parse_args().bug
+    inp, out = lockstep_sut.start()
+    out.system(numpy=np.__version__)
+    if inp.rank == 1 and bug == "crash":
+        raise RuntimeError("injected crash in rank 1")
+    if inp.rank == 1 and bug == "hang":
+        out.progress("hanging on purpose")
+        while True:
+            time.sleep(60)
+    {"lookup": lookup, "sampling": sampling, "embedding": embedding}[inp.capability](inp, out, bug)
+    if inp.rank == 1 and bug == "nothing":
+        os._exit(0)
+    out.finish()
+
+
+if __name__ == "__main__":
+    lockstep_sut.main_guard(main)
