@@ -1,6 +1,7 @@
 #include "harness/launch/system_run.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "harness/rank/rank_main.h"
 #include "harness/sut/capability.h"
 #include "harness/sut/io.h"
+#include "reference/io/npy.h"
 #include "lockstep/config.h"
 
 namespace lockstep::launch {
@@ -92,6 +94,196 @@ int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::str
   return code;
 }
 
+// Starts the system's command once per rank (run `run`), watches the ranks and returns the
+// diagnosis of a crash, an exit without outputs or a hang, or nullopt when every rank finished.
+std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vector<std::string>& argv, const std::string& dir,
+                                     const std::string& outputs, int run, double& run_s) {
+  const auto& sys = *s.system;
+  const int ws = s.world_size;
+  std::optional<Diagnosis> d;
+  const std::string log_suffix = run ? ".run" + std::to_string(run) : "";
+  const std::string inputs = dir + "/sut/inputs";
+  // The run's store, for systems that use torch.distributed (env:// with the agent's store).
+  comm::StoreServer store(ws, s.timeout_s + 30);
+  RankProcesses procs;
+  const auto t0 = Clock::now();
+  const int per_node = std::max(1, std::min(s.ranks_per_node, ws));
+  for (int r = 0; r < ws; ++r) {
+    const std::string rank_out = outputs + "/rank" + std::to_string(r);
+    fs::create_directories(rank_out);
+    std::vector<std::string> env = base_env();
+    env.push_back("RANK=" + std::to_string(r));
+    env.push_back("WORLD_SIZE=" + std::to_string(ws));
+    env.push_back("LOCAL_RANK=" + std::to_string(r % per_node));
+    env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, ws - r / per_node * per_node)));
+    env.push_back("MASTER_ADDR=127.0.0.1");
+    env.push_back("MASTER_PORT=" + std::to_string(store.port()));
+    env.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
+    env.push_back("TORCHELASTIC_RESTART_COUNT=0");
+    env.push_back("LOCKSTEP_SUT_INPUTS=" + fs::absolute(inputs).string());
+    env.push_back("LOCKSTEP_SUT_OUTPUTS=" + fs::absolute(rank_out).string());
+    for (const auto& kv : sys.env) env.push_back(kv);
+    procs.spawn(argv, env, rank::log_path(dir, r) + log_suffix);
+  }
+
+  // Watch: progress is an exit or a change of a rank's progress.json.
+  auto done_file = [&](int r) { return outputs + "/rank" + std::to_string(r) + "/done.json"; };
+  auto progress_of = [&](int r) {
+    std::ifstream in(outputs + "/rank" + std::to_string(r) + "/progress.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text;
+  };
+  std::vector<std::string> progress(static_cast<std::size_t>(ws));
+  int exits = 0;
+  auto last_change = Clock::now(), last_progress_poll = Clock::now();
+  std::optional<Clock::time_point> first_bad;
+  bool timed_out = false;
+  const auto timeout = std::chrono::duration<double>(s.timeout_s);
+  for (;;) {
+    const bool all = procs.reap();
+    int now_exits = 0;
+    for (const auto& c : procs.children()) now_exits += c.exited;
+    if (now_exits != exits) {
+      exits = now_exits;
+      last_change = Clock::now();
+    }
+    if (Clock::now() - last_progress_poll > kProgressPoll) {
+      last_progress_poll = Clock::now();
+      for (int r = 0; r < ws; ++r) {
+        std::string p = progress_of(r);
+        if (p != progress[static_cast<std::size_t>(r)]) {
+          progress[static_cast<std::size_t>(r)] = std::move(p);
+          last_change = Clock::now();
+        }
+      }
+    }
+    if (all) break;
+    if (!first_bad) {
+      for (int r = 0; r < ws; ++r) {
+        const auto& c = procs.children()[static_cast<std::size_t>(r)];
+        const bool clean = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
+        if (c.exited && (!clean || !fs::exists(done_file(r)))) first_bad = Clock::now();
+      }
+    }
+    if (first_bad && Clock::now() - *first_bad > kSettle) break;
+    if (Clock::now() - last_change > timeout) {
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  procs.reap();
+  run_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  auto& kids = procs.children();
+  auto what_of = [&](int r) {
+    try {
+      auto j = nlohmann::json::parse(progress[static_cast<std::size_t>(r)]);
+      return j.value("what", std::string());
+    } catch (...) {
+      return std::string();
+    }
+  };
+
+  // 1. The earliest rank that crashed or exited with an error.
+  int first_rank = -1;
+  for (int r = 0; r < ws; ++r) {
+    const auto& c = kids[static_cast<std::size_t>(r)];
+    if (!c.exited || (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) continue;
+    if (first_rank < 0 || c.exit_time < kids[static_cast<std::size_t>(first_rank)].exit_time) first_rank = r;
+  }
+  if (first_rank >= 0) {
+    const auto& c = kids[static_cast<std::size_t>(first_rank)];
+    std::ostringstream os;
+    os << "rank " << first_rank << " (system " << sys.name << ") ";
+    if (WIFSIGNALED(c.status)) os << "was killed by " << signal_name(WTERMSIG(c.status));
+    else os << "exited with code " << WEXITSTATUS(c.status);
+    if (const std::string w = what_of(first_rank); !w.empty()) os << " while " << w;
+    if (const std::string l = last_line(rank::log_path(dir, first_rank) + log_suffix); !l.empty()) os << ": " << l;
+    d = Diagnosis{DiagnosisKind::kRankFailure, os.str(), first_rank, -1};
+  }
+  // 2. A rank that exited cleanly without its outputs.
+  for (int r = 0; r < ws && !d; ++r) {
+    const auto& c = kids[static_cast<std::size_t>(r)];
+    if (c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0 && !fs::exists(done_file(r))) {
+      d = Diagnosis{DiagnosisKind::kMissingParticipant,
+                                "rank " + std::to_string(r) + " (system " + sys.name +
+                                    ") exited (code 0) without finishing its outputs: no done.json (the adapter never called "
+                                    "Outputs.finish())",
+                                r, -1};
+    }
+  }
+  // 3. No progress for timeout_s.
+  if (!d && timed_out) {
+    std::vector<int> running;
+    for (int r = 0; r < ws; ++r) {
+      if (!kids[static_cast<std::size_t>(r)].exited) running.push_back(r);
+    }
+    std::ostringstream os;
+    os << "no progress for " << s.timeout_s << " s: ";
+    for (std::size_t i = 0; i < running.size(); ++i) {
+      const std::string w = what_of(running[i]);
+      os << (i ? "; " : "") << "rank " << running[i] << " still running" << (w.empty() ? " (it reported no progress)" : " (last reported: " + w + ")");
+    }
+    if (exits > 0) os << "; " << exits << " of " << ws << " ranks finished";
+    // Blame the stuck ranks when others finished; with none finished, nobody is singled out.
+    const int blamed = exits > 0 && !running.empty() ? running.front() : -1;
+    d = Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, -1};
+  }
+  procs.kill_all();
+
+  if (d && run) d->message = "run " + std::to_string(run) + ": " + d->message;
+  return d;
+}
+
+// The first output that differs between two runs' rank folders, described; "" when none.
+std::string first_difference(const std::string& a, const std::string& b, int rank) {
+  nlohmann::json da, db;
+  try {
+    da = nlohmann::json::parse(std::ifstream(a + "/done.json"));
+    db = nlohmann::json::parse(std::ifstream(b + "/done.json"));
+  } catch (...) {
+    return "";
+  }
+  const auto rej_a = da.value("rejected", nlohmann::json::object()), rej_b = db.value("rejected", nlohmann::json::object());
+  if (rej_a != rej_b) return "rank " + std::to_string(rank) + ": the calls the system rejected differ: " + rej_a.dump() + " vs " + rej_b.dump();
+  const auto arr_a = da.value("arrays", nlohmann::json::object());
+  for (auto it = arr_a.begin(); it != arr_a.end(); ++it) {
+    const std::string file = it.value().value("file", it.key() + ".npy");
+    io::NpyArray x, y;
+    try {
+      x = io::read_npy(a + "/" + file);
+      y = io::read_npy(b + "/" + file);
+    } catch (const std::exception& e) {
+      return "rank " + std::to_string(rank) + ": output '" + it.key() + "' is missing in one run";
+    }
+    if (x.descr == y.descr && x.shape == y.shape && x.data == y.data) continue;
+    std::ostringstream os;
+    os << "rank " << rank << ": output '" << it.key() << "'";
+    if (x.shape != y.shape || x.descr != y.descr) {
+      os << " has shape/dtype " << nlohmann::json(x.shape).dump() << " " << x.descr << " in one run and " << nlohmann::json(y.shape).dump() << " " << y.descr
+         << " in the other";
+      return os.str();
+    }
+    const std::size_t item = io::npy_item_size(x.descr);
+    std::size_t i = 0;
+    while (i < x.data.size() && x.data[i] == y.data[i]) ++i;
+    const std::size_t elem = i / item;
+    os << " differs first at element " << elem;
+    if (x.descr == "<i8") {
+      const std::size_t row_len = x.shape.size() == 2 ? static_cast<std::size_t>(x.shape[1]) : 1;
+      const std::size_t row = elem / row_len;
+      auto row_of = [&](const io::NpyArray& arr) {
+        std::vector<std::int64_t> v(row_len);
+        std::memcpy(v.data(), arr.data.data() + row * row_len * 8, row_len * 8);
+        return nlohmann::json(v).dump();
+      };
+      os << " (row " << row << ": " << row_of(x) << " vs " << row_of(y) << ")";
+    }
+    return os.str();
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string python_interpreter() {
@@ -154,133 +346,14 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
     return out;
   }
 
-  // The run's store, for systems that use torch.distributed (env:// with the agent's store).
-  comm::StoreServer store(ws, s.timeout_s + 30);
-  RankProcesses procs;
-  const auto t0 = Clock::now();
-  const int per_node = std::max(1, std::min(s.ranks_per_node, ws));
-  for (int r = 0; r < ws; ++r) {
-    const std::string rank_out = outputs + "/rank" + std::to_string(r);
-    fs::create_directories(rank_out);
-    std::vector<std::string> env = base_env();
-    env.push_back("RANK=" + std::to_string(r));
-    env.push_back("WORLD_SIZE=" + std::to_string(ws));
-    env.push_back("LOCAL_RANK=" + std::to_string(r % per_node));
-    env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, ws - r / per_node * per_node)));
-    env.push_back("MASTER_ADDR=127.0.0.1");
-    env.push_back("MASTER_PORT=" + std::to_string(store.port()));
-    env.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
-    env.push_back("TORCHELASTIC_RESTART_COUNT=0");
-    env.push_back("LOCKSTEP_SUT_INPUTS=" + fs::absolute(inputs).string());
-    env.push_back("LOCKSTEP_SUT_OUTPUTS=" + fs::absolute(rank_out).string());
-    for (const auto& kv : sys.env) env.push_back(kv);
-    procs.spawn(argv, env, rank::log_path(dir, r));
+  std::optional<Diagnosis> d;
+  double run_s = 0;
+  for (int run = 0; run < sys.runs && !d; ++run) {
+    double t = 0;
+    d = launch_once(s, argv, dir, run ? outputs + "/run" + std::to_string(run) : outputs, run, t);
+    run_s += t;
   }
-
-  // Watch: progress is an exit or a change of a rank's progress.json.
-  auto done_file = [&](int r) { return outputs + "/rank" + std::to_string(r) + "/done.json"; };
-  auto progress_of = [&](int r) {
-    std::ifstream in(outputs + "/rank" + std::to_string(r) + "/progress.json");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return text;
-  };
-  std::vector<std::string> progress(static_cast<std::size_t>(ws));
-  int exits = 0;
-  auto last_change = Clock::now(), last_progress_poll = Clock::now();
-  std::optional<Clock::time_point> first_bad;
-  bool timed_out = false;
-  const auto timeout = std::chrono::duration<double>(s.timeout_s);
-  for (;;) {
-    const bool all = procs.reap();
-    int now_exits = 0;
-    for (const auto& c : procs.children()) now_exits += c.exited;
-    if (now_exits != exits) {
-      exits = now_exits;
-      last_change = Clock::now();
-    }
-    if (Clock::now() - last_progress_poll > kProgressPoll) {
-      last_progress_poll = Clock::now();
-      for (int r = 0; r < ws; ++r) {
-        std::string p = progress_of(r);
-        if (p != progress[static_cast<std::size_t>(r)]) {
-          progress[static_cast<std::size_t>(r)] = std::move(p);
-          last_change = Clock::now();
-        }
-      }
-    }
-    if (all) break;
-    if (!first_bad) {
-      for (int r = 0; r < ws; ++r) {
-        const auto& c = procs.children()[static_cast<std::size_t>(r)];
-        const bool clean = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
-        if (c.exited && (!clean || !fs::exists(done_file(r)))) first_bad = Clock::now();
-      }
-    }
-    if (first_bad && Clock::now() - *first_bad > kSettle) break;
-    if (Clock::now() - last_change > timeout) {
-      timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(kPoll);
-  }
-  procs.reap();
-  const double run_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  auto& kids = procs.children();
-  auto what_of = [&](int r) {
-    try {
-      auto j = nlohmann::json::parse(progress[static_cast<std::size_t>(r)]);
-      return j.value("what", std::string());
-    } catch (...) {
-      return std::string();
-    }
-  };
-
-  // 1. The earliest rank that crashed or exited with an error.
-  int first_rank = -1;
-  for (int r = 0; r < ws; ++r) {
-    const auto& c = kids[static_cast<std::size_t>(r)];
-    if (!c.exited || (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) continue;
-    if (first_rank < 0 || c.exit_time < kids[static_cast<std::size_t>(first_rank)].exit_time) first_rank = r;
-  }
-  if (first_rank >= 0) {
-    const auto& c = kids[static_cast<std::size_t>(first_rank)];
-    std::ostringstream os;
-    os << "rank " << first_rank << " (system " << sys.name << ") ";
-    if (WIFSIGNALED(c.status)) os << "was killed by " << signal_name(WTERMSIG(c.status));
-    else os << "exited with code " << WEXITSTATUS(c.status);
-    if (const std::string w = what_of(first_rank); !w.empty()) os << " while " << w;
-    if (const std::string l = last_line(rank::log_path(dir, first_rank)); !l.empty()) os << ": " << l;
-    out.diagnosis = Diagnosis{DiagnosisKind::kRankFailure, os.str(), first_rank, -1};
-  }
-  // 2. A rank that exited cleanly without its outputs.
-  for (int r = 0; r < ws && !out.diagnosis; ++r) {
-    const auto& c = kids[static_cast<std::size_t>(r)];
-    if (c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0 && !fs::exists(done_file(r))) {
-      out.diagnosis = Diagnosis{DiagnosisKind::kMissingParticipant,
-                                "rank " + std::to_string(r) + " (system " + sys.name +
-                                    ") exited (code 0) without finishing its outputs: no done.json (the adapter never called "
-                                    "Outputs.finish())",
-                                r, -1};
-    }
-  }
-  // 3. No progress for timeout_s.
-  if (!out.diagnosis && timed_out) {
-    std::vector<int> running;
-    for (int r = 0; r < ws; ++r) {
-      if (!kids[static_cast<std::size_t>(r)].exited) running.push_back(r);
-    }
-    std::ostringstream os;
-    os << "no progress for " << s.timeout_s << " s: ";
-    for (std::size_t i = 0; i < running.size(); ++i) {
-      const std::string w = what_of(running[i]);
-      os << (i ? "; " : "") << "rank " << running[i] << " still running" << (w.empty() ? " (it reported no progress)" : " (last reported: " + w + ")");
-    }
-    if (exits > 0) os << "; " << exits << " of " << ws << " ranks finished";
-    // Blame the stuck ranks when others finished; with none finished, nobody is singled out.
-    const int blamed = exits > 0 && !running.empty() ? running.front() : -1;
-    out.diagnosis = Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, -1};
-  }
-  procs.kill_all();
+  out.diagnosis = d;
 
   // Judge the outputs.
   if (!out.diagnosis) {
@@ -294,6 +367,23 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
       out.system = ident;
       sut::CheckResult res = cap->check(s, outs);
       out.digest = res.digest;
+      // Fresh processes on the same inputs must give the same outputs.
+      for (int run = 1; run < sys.runs; ++run) {
+        const std::string other_dir = outputs + "/run" + std::to_string(run);
+        const sut::CheckResult other = cap->check(s, sut::SystemOutputs(other_dir, ws));
+        if (other.digest == res.digest) continue;
+        std::string where;
+        for (int r = 0; r < ws && where.empty(); ++r) {
+          where = first_difference(outputs + "/rank" + std::to_string(r), other_dir + "/rank" + std::to_string(r), r);
+        }
+        int blamed = -1;
+        if (where.rfind("rank ", 0) == 0) blamed = std::stoi(where.substr(5));
+        throw DiagnosisError(Diagnosis{DiagnosisKind::kNondeterminism,
+                                       "system " + sys.name + ": run 0 and run " + std::to_string(run) +
+                                           " (fresh processes, the same inputs and seed) gave different outputs (digest " + res.digest +
+                                           " vs " + other.digest + ")" + (where.empty() ? "" : ": " + where),
+                                       blamed, -1});
+      }
       for (const auto& [k, v] : res.metrics) out.metrics[k] = v;
       out.notes.insert(out.notes.begin(), res.notes.begin(), res.notes.end());
     } catch (const DiagnosisError& e) {

@@ -200,25 +200,32 @@ std::optional<SystemSpec> read_system(const Config& root) {
   const Config t = root.get_table("system");
   SystemSpec sys;
   sys.where = t.where();
-  sys.name = t.get_string("name");
+  // Read every key first, so that a misspelt key is named before a missing one.
+  sys.name = t.get_string("name", "");
+  const bool has_command = t.has("command");
+  sys.command = t.get_string_list("command", {});
+  sys.python_modules = t.get_string_list("python_modules", {});
+  sys.env = t.get_string_list("env", {});
+  sys.profile = t.get_table("profile");
+  const std::int64_t runs = t.get_int("runs", 1);
+  t.finish();
+  if (runs < 1 || runs > 16) t.fail("runs", "must be in [1, 16], got " + std::to_string(runs));
+  sys.runs = static_cast<int>(runs);
+  if (!t.has("name")) t.fail("", "[system] is missing required key 'name'");
   const bool valid_name = !sys.name.empty() && std::all_of(sys.name.begin(), sys.name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
   });
   if (!valid_name) t.fail("name", "must match [a-z0-9_.-]+, got \"" + sys.name + "\"");
-  sys.command = t.get_string_list("command", {});
+  if (!has_command) t.fail("", "[system] is missing required key 'command'");
   if (sys.command.empty() || sys.command[0].empty()) t.fail("command", "must be a non-empty list of strings (the argv of one rank)");
-  sys.python_modules = t.get_string_list("python_modules", {});
   for (const auto& m : sys.python_modules) {
     const bool ok = !m.empty() && std::all_of(m.begin(), m.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; });
     if (!ok) t.fail("python_modules", "not a module name: \"" + m + "\"");
   }
-  sys.env = t.get_string_list("env", {});
   for (const auto& kv : sys.env) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) t.fail("env", "expected \"KEY=VALUE\", got \"" + kv + "\"");
   }
-  sys.profile = t.get_table("profile");
-  t.finish();
   return sys;
 }
 

@@ -44,6 +44,7 @@ struct SystemSpec {
   std::vector<std::string> command;         // one rank's argv; {python} and {dir} are substituted
   std::vector<std::string> python_modules;  // the interpreter must import these, else skip
   std::vector<std::string> env;             // extra KEY=VALUE for the ranks
+  int runs = 1;                             // fresh-process runs that must give the same outputs
   Config profile;                           // [system.profile]: declared semantics, read by the capability
   std::string where;                        // file:line of [system]
 };

@@ -11,6 +11,8 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
   nothing      rank 1 exits 0 without writing outputs     -> missing_participant
   accept       lookups accept invalid ids                 -> invariant_violation
   unseeded     sampling ignores the seed                  -> nondeterminism
+  per_process  sampling mixes the process id into the seed: repeats in one process
+               agree, fresh processes do not (as DGL with 2 threads) -> nondeterminism
   biased       sampling draws (8 random bits) % degree    -> distribution_mismatch
   overflow     sampling draws one neighbor too many       -> invariant_violation
   stale        embedding gradients are never cleared      -> result_mismatch (stale gradients)
@@ -82,7 +84,7 @@ def sampling(inp, out, bug):
 
     seed = int(inp.config["sampler_seed"])
     for k in range(int(inp.config["repeats"])):
-        rng = np.random.default_rng(None if bug == "unseeded" else [seed, inp.rank])
+        rng = np.random.default_rng(None if bug == "unseeded" else [seed, inp.rank] + ([os.getpid()] if bug == "per_process" else []))
         rows = []
         for b, seeds in inp.batches():
             out.progress("sampling batch %d" % b)

@@ -1,0 +1,95 @@
+"""A plain PyTorch system under test: torch.nn.Embedding(sparse=True) trained with torch.optim.
+
+The loop is the one a PyTorch user writes:
+
+    optimizer.zero_grad()
+    rows = emb(ids)                      # what this rank pulls (saved before the update)
+    (rows * grads).sum().backward()      # d loss / d rows = grads; duplicate ids accumulate
+    optimizer.step()                     # SGD, Adagrad or SparseAdam
+
+At world size 2 every rank holds the whole table and computes the gradient of its own share
+of the batch; a hook on the weight all_gathers the ranks' sparse gradients (ids and rows) in
+rank order before they reach .grad, so every rank applies the gradient of the whole global
+batch, its entries in global batch order, exactly as world size 1 does (the gloo backend,
+init_method="env://", against the store lockstep hosts).
+
+`--no-zero-grad` drops optimizer.zero_grad(): a real bug, since PyTorch then adds each step's
+sparse gradient to the stale ones of all earlier steps.
+"""
+import argparse
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import lockstep_sut
+
+
+def gather_sparse_grad(grad):
+    """Tensor hook: this rank's sparse gradient -> the concatenation of every rank's, in rank
+    order (all_gather needs equal sizes, so the entries are padded to the largest count)."""
+    ws = dist.get_world_size()
+    idx, val = grad._indices()[0], grad._values()
+    counts = [torch.zeros(1, dtype=torch.int64) for _ in range(ws)]
+    dist.all_gather(counts, torch.tensor([idx.numel()]))
+    most = max(1, int(max(counts)))  # gloo cannot gather empty tensors
+    pad_idx = torch.zeros(most, dtype=idx.dtype)
+    pad_val = torch.zeros(most, val.shape[1], dtype=val.dtype)
+    pad_idx[:idx.numel()], pad_val[:idx.numel()] = idx, val
+    all_idx = [torch.empty_like(pad_idx) for _ in range(ws)]
+    all_val = [torch.empty_like(pad_val) for _ in range(ws)]
+    dist.all_gather(all_idx, pad_idx)
+    dist.all_gather(all_val, pad_val)
+    idx = torch.cat([i[:int(n)] for i, n in zip(all_idx, counts)])
+    val = torch.cat([v[:int(n)] for v, n in zip(all_val, counts)])
+    return torch.sparse_coo_tensor(idx[None], val, grad.shape)
+
+
+def embedding(inp, out, zero_grad):
+    opt = inp.config["optimizer"]
+    emb = torch.nn.Embedding(*np.shape(inp.array("init")), sparse=True)
+    with torch.no_grad():
+        emb.weight.copy_(torch.from_numpy(np.array(inp.array("init"), dtype=np.float32)))
+    if inp.world_size > 1:
+        emb.weight.register_hook(gather_sparse_grad)
+    if opt["kind"] == "sgd":
+        optimizer = torch.optim.SGD(emb.parameters(), lr=opt["lr"])
+    elif opt["kind"] == "adagrad":
+        optimizer = torch.optim.Adagrad(emb.parameters(), lr=opt["lr"], eps=opt["eps"],
+                                        initial_accumulator_value=opt["initial_accumulator_value"])
+    else:
+        optimizer = torch.optim.SparseAdam(emb.parameters(), lr=opt["lr"], eps=opt["eps"],
+                                           betas=(opt["beta1"], opt["beta2"]))
+    for t, ids, grads in inp.steps():
+        out.progress("step %d" % t)
+        if zero_grad:
+            optimizer.zero_grad()
+        rows = emb(torch.tensor(ids))
+        out.save("pulled.step%d" % t, rows)
+        (rows * torch.tensor(grads)).sum().backward()
+        optimizer.step()
+        if inp.rank == 0:
+            out.save("table.step%d" % t, emb.weight)
+            state = optimizer.state[emb.weight]
+            for key, name in [("sum", "state_sum"), ("exp_avg", "state_m"), ("exp_avg_sq", "state_v")]:
+                if key in state:
+                    out.save("%s.step%d" % (name, t), state[key])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--no-zero-grad", dest="zero_grad", action="store_false")
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # the ranks share the machine's cores
+    inp, out = lockstep_sut.start()
+    out.system(torch=torch.__version__)
+    if inp.world_size > 1:
+        dist.init_process_group("gloo", init_method="env://")
+    {"embedding": embedding}[inp.capability](inp, out, args.zero_grad)
+    out.finish()
+    if inp.world_size > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    lockstep_sut.main_guard(main)
