@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <unistd.h>
 
 #include <iostream>
@@ -36,6 +37,10 @@ void add_record(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 100));
   cmd->add_option("--report-dir", a->report_dir, "where each run's report goes (overwritten by the next repeat once recorded)")
       ->capture_default_str();
+  cmd->add_option_function<std::string>(
+      "--python", [](const std::string& p) { ::setenv("LOCKSTEP_PYTHON", p.c_str(), 1); },
+      "systems under test: the Python interpreter that replaces {python} in [system] command\n"
+      "(default: $LOCKSTEP_PYTHON, else python3), e.g. an environment built by ci/systems");
   cmd->add_option("--filter", a->filter, "record only scenarios whose id or a tag matches this regex");
   cmd->add_option("--max-ranks", a->max_ranks, "skip scenarios that need more rank processes than this")
       ->capture_default_str()

@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <unistd.h>
 
 #include <iostream>
@@ -30,6 +31,10 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--report-dir", a->report_dir,
                   "write results.json, junit.xml and per-scenario rank logs and traces here")
       ->capture_default_str();
+  cmd->add_option_function<std::string>(
+      "--python", [](const std::string& p) { ::setenv("LOCKSTEP_PYTHON", p.c_str(), 1); },
+      "systems under test: the Python interpreter that replaces {python} in [system] command\n"
+      "(default: $LOCKSTEP_PYTHON, else python3), e.g. an environment built by ci/systems");
   cmd->add_option("--filter", a->filter, "run only scenarios whose id or a tag matches this regex (ECMAScript, searched)");
   cmd->add_flag("--dump", a->dump, "write each workload's canonical outputs as .npy + manifest.json under REPORT_DIR/dump/");
   cmd->add_option("--max-ranks", a->max_ranks, "skip scenarios that need more rank processes than this")

@@ -42,14 +42,35 @@ std::string resolve_program(const std::string& name) {
   throw InputError("system command '" + name + "' is not on PATH");
 }
 
+// The line of a rank's log that says why it ended: the exception line of the last Python
+// traceback when there is one, else the last line that is not a warning.
 std::string last_line(const std::string& file) {
   std::ifstream in(file);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
   }
-  if (last.size() > 300) last = last.substr(0, 300) + "...";
-  return last;
+  std::string pick;
+  std::size_t tb = lines.size();
+  for (std::size_t i = lines.size(); i-- > 0;) {
+    if (lines[i].rfind("Traceback (most recent call last):", 0) == 0) {
+      tb = i;
+      break;
+    }
+  }
+  if (tb < lines.size()) {
+    for (std::size_t i = tb + 1; i < lines.size(); ++i) {
+      if (lines[i][0] != ' ') {
+        pick = lines[i];
+        break;
+      }
+    }
+  }
+  for (std::size_t i = lines.size(); pick.empty() && i-- > 0;) {
+    if (lines[i].find("Warning:") == std::string::npos && lines[i][0] != ' ') pick = lines[i];
+  }
+  if (pick.size() > 300) pick = pick.substr(0, 300) + "...";
+  return pick;
 }
 
 std::string signal_name(int sig) {

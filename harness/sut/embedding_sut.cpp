@@ -128,7 +128,7 @@ Trajectory simulate(const Options& o, const Batches& b, const F32& init, const S
     tr.before.push_back(w);
     const std::int64_t lo = sem.stale ? 0 : b.step_begin[static_cast<std::size_t>(t)];
     const std::int64_t hi = b.step_begin[static_cast<std::size_t>(t) + 1];
-    if (hi > b.step_begin[static_cast<std::size_t>(t)] || !sem.stale) {
+    if (hi > lo) {  // stale: earlier steps' gradients are applied again even on an empty step
       const auto red = ref::reduce_duplicates(b.ids.data() + lo, b.grads.data() + lo * o.dim, hi - lo, o.dim, sem.reduce);
       for (std::size_t i = 0; i < red.ids.size(); ++i) {
         const auto row = static_cast<std::size_t>(red.ids[i]);

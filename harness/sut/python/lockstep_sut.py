@@ -62,7 +62,8 @@ class Inputs:
         return sorted(self.manifest["arrays"])
 
     def array(self, name):
-        """The whole input array ``name`` (every rank's part)."""
+        """The whole input array ``name`` (every rank's part), memory-mapped read-only: copy it
+        (np.array) before handing it to code that writes, such as torch.from_numpy."""
         if name not in self.manifest["arrays"]:
             raise ContractError("no input array %r; inputs are: %s" % (name, ", ".join(self.names())))
         if name not in self._cache:
@@ -71,27 +72,27 @@ class Inputs:
         return self._cache[name]
 
     def share(self, name, index=None):
-        """This rank's contiguous part of input ``name``. Arrays split over the ranks have an
+        """A writable copy of this rank's contiguous part of input ``name``. Arrays split over the ranks have an
         offsets array ``shares.<name>``: [world_size + 1] for one split, or [k, world_size + 1]
         for k splits (one per batch or step; pick it with ``index``, rows of ``name`` being
         absolute positions). An array without shares belongs whole to every rank."""
         key = "shares." + name
         data = self.array(name)
         if key not in self.manifest["arrays"]:
-            return np.asarray(data)
+            return np.array(data)
         offsets = np.asarray(self.array(key))
         if offsets.ndim == 2:
             if index is None:
                 raise ContractError("%r is split once per batch or step: pass index" % name)
             offsets = offsets[index]
-        return np.asarray(data[offsets[self.rank]:offsets[self.rank + 1]])
+        return np.array(data[offsets[self.rank]:offsets[self.rank + 1]])
 
     def batches(self):
         """sampling: [(batch, seeds)] for this rank, every batch (seeds may be empty)."""
         count = int(self.config["num_batches"])
         offsets = np.asarray(self.array("shares.seeds"))
         seeds = self.array("seeds")
-        return [(b, np.asarray(seeds[offsets[b, self.rank]:offsets[b, self.rank + 1]]))
+        return [(b, np.array(seeds[offsets[b, self.rank]:offsets[b, self.rank + 1]]))
                 for b in range(count)]
 
     def steps(self):
@@ -102,7 +103,7 @@ class Inputs:
         out = []
         for t in range(count):
             lo, hi = offsets[t, self.rank], offsets[t, self.rank + 1]
-            out.append((t, np.asarray(ids[lo:hi]), np.asarray(grads[lo:hi])))
+            out.append((t, np.array(ids[lo:hi]), np.array(grads[lo:hi])))
         return out
 
 

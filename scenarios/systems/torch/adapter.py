@@ -47,7 +47,7 @@ def gather_sparse_grad(grad):
 
 def embedding(inp, out, zero_grad):
     opt = inp.config["optimizer"]
-    emb = torch.nn.Embedding(*np.shape(inp.array("init")), sparse=True)
+    emb = torch.nn.Embedding(inp.config["num_embeddings"], inp.config["dim"], sparse=True)
     with torch.no_grad():
         emb.weight.copy_(torch.from_numpy(np.array(inp.array("init"), dtype=np.float32)))
     if inp.world_size > 1:
