@@ -15,6 +15,7 @@
 #include "harness/core/error.h"
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
+#include "reference/io/npy.h"
 #include "test_util.h"
 
 namespace lockstep {
@@ -48,13 +49,14 @@ struct AdapterRun {
   double seconds = 0;
 };
 
-AdapterRun run_adapter(const TempDir& dir, const std::string& body, double timeout_s = 30) {
+AdapterRun run_adapter(const TempDir& dir, const std::string& body, double timeout_s = 30, bool dump = false) {
   const std::string script = dir.write("adapter.py", adapter(body));
   const std::string file = dir.write("s.toml", scenario_text(script, timeout_s));
   auto scenarios = scenario::load_file(file);
   LaunchOptions o;
   o.binary = LOCKSTEP_BINARY;
   o.report_dir = dir / "report";
+  o.dump = dump;
   const auto t0 = std::chrono::steady_clock::now();
   AdapterRun r{launch::run_scenario(scenarios.at(0), o), 0};
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -88,6 +90,29 @@ TEST(SutContractTest, RightAnswersPass) {
   EXPECT_EQ(last3[1], 5);
   EXPECT_EQ(last3[2], 10);
   expect_no_survivors(dir);
+}
+
+std::vector<std::int64_t> int64s(const io::NpyArray& a) {
+  std::vector<std::int64_t> v(a.data.size() / 8);
+  std::memcpy(v.data(), a.data.data(), a.data.size());
+  return v;
+}
+
+TEST(SutContractTest, DumpHoldsInputsOutputsAndTheReferenceAnswers) {
+  TempDir dir("sut");
+  const AdapterRun r = run_adapter(dir, kRight, 30, /*dump=*/true);
+  ASSERT_EQ(r.result.status, report::Status::kPass) << r.result.reason;
+  const std::string dump = dir / "report/dump/sut.contract";
+  const auto ids = io::read_npy(dump + "/inputs/ids.partid.valid.npy");
+  const auto expected = io::read_npy(dump + "/expected/partid.valid.npy");
+  ASSERT_EQ(ids.descr, "<i8");
+  ASSERT_EQ(expected.descr, "<i8");
+  const auto id = int64s(ids), want = int64s(expected);
+  ASSERT_EQ(id.size(), 40u);
+  ASSERT_EQ(want.size(), id.size());
+  for (std::size_t i = 0; i < id.size(); ++i) EXPECT_EQ(want[i], id[i] / 5) << "query " << i;
+  EXPECT_TRUE(fs::exists(dump + "/outputs/rank1/done.json"));
+  EXPECT_CONTAINS(test::read_file(dump + "/expected/manifest.json"), "lockstep.sut.expected");
 }
 
 TEST(SutContractTest, WrongAnswerIsResultMismatchNamingTheIdAndTheClosedForm) {

@@ -421,6 +421,16 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
     fs::create_directories(dump, ec);
     fs::copy(dir + "/sut", dump, fs::copy_options::recursive, ec);
     if (ec) out.notes.push_back("--dump: could not copy the inputs and outputs: " + ec.message());
+    if (cap->write_expected) {
+      try {
+        sut::InputWriter w((dump / "expected").string(), cap->name, s.id(), sys.name, ws, s.seed);
+        w.schema("lockstep.sut.expected");
+        cap->write_expected(s, w);
+        w.finish();
+      } catch (const std::exception& e) {
+        out.notes.push_back(std::string("--dump: could not write the expected outputs: ") + e.what());
+      }
+    }
   }
   return out;
 }

@@ -35,6 +35,9 @@ struct Capability {
   // Judges the ranks' outputs; throws DiagnosisError (from the closed vocabulary) on the
   // first problem.
   std::function<CheckResult(const scenario::Scenario&, const SystemOutputs&)> check;
+  // With --dump: writes the reference's own answers (whole-run arrays, not split by rank), so
+  // that a run can be re-verified from the dump alone. Null when the checks are invariants only.
+  std::function<void(const scenario::Scenario&, InputWriter&)> write_expected;
 };
 
 // The capabilities, sorted by name.

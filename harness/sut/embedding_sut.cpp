@@ -353,11 +353,29 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
   return res;
 }
 
+void write_expected(const scenario::Scenario& s, InputWriter& w) {
+  const Options o = read_options(s);
+  const Batches b = make_batches(o, s.seed);
+  const Trajectory tr = simulate(o, b, initial_table(o, s.seed), o.declared);
+  w.config("profile", describe_semantics(o.declared, o));
+  for (std::int64_t t = 0; t < o.steps; ++t) {
+    const auto ts = static_cast<std::size_t>(t);
+    w.array("table.step" + std::to_string(t), tr.after[ts], {o.rows, o.dim}, "the table after step t under the declared profile");
+    if (o.optimizer.kind != ref::OptimizerKind::kSgd) {
+      w.array(std::string(o.optimizer.kind == ref::OptimizerKind::kAdam ? "state_m" : "state_sum") + ".step" + std::to_string(t), tr.s1[ts],
+              {o.rows, o.dim}, "the optimizer state after step t");
+    }
+    if (o.optimizer.kind == ref::OptimizerKind::kAdam) {
+      w.array("state_v.step" + std::to_string(t), tr.s2[ts], {o.rows, o.dim}, "Adam's second moment after step t");
+    }
+  }
+}
+
 }  // namespace
 
 Capability embedding_capability() {
   return {"embedding", "an embedding table with a sparse optimizer, checked against the reference's update rules under a declared profile",
-          [](const auto& s) { read_options(s); }, write_inputs, check};
+          [](const auto& s) { read_options(s); }, write_inputs, check, write_expected};
 }
 
 }  // namespace lockstep::sut

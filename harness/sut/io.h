@@ -25,6 +25,8 @@ class InputWriter {
   InputWriter(std::string dir, std::string capability, std::string scenario_id, std::string system, int world_size,
               std::uint64_t seed);
   int world_size() const { return world_size_; }
+  // Names the manifest's schema ("lockstep.sut.inputs" unless changed).
+  void schema(const std::string& name) { manifest_["schema"] = name; }
   // A scalar, list or table the adapter reads from manifest["config"][key].
   void config(const std::string& key, nlohmann::json value) { config_[key] = std::move(value); }
   // Writes a C-order array of `shape` (prod(shape) == values.size()).

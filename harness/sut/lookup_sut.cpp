@@ -248,11 +248,30 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
   return res;
 }
 
+void write_expected(const scenario::Scenario& s, InputWriter& w) {
+  const Options o = read_options(s);
+  for (const auto& g : o.groups) {
+    const Queries q = make_queries(o, s.seed, g);
+    const bool localnid = g.rfind("localnid.", 0) == 0;
+    if (g == "partid.past_end" || g == "partid.negative" || g == "localnid.not_owned") {
+      w.config(g, "rejected");
+      continue;
+    }
+    I64 expected;
+    for (std::size_t i = 0; i < q.ids.size(); ++i) {
+      const int own = owner_of(o.offsets, q.ids[i]);
+      expected.push_back(localnid ? q.ids[i] - o.offsets[static_cast<std::size_t>(q.parts[i])] : own);
+    }
+    w.config(g, g == "partid.float" ? "this, or rejected" : "this");
+    w.array(g, expected, {static_cast<std::int64_t>(expected.size())}, "the answer for every query of the group, in query order");
+  }
+}
+
 }  // namespace
 
 Capability lookup_capability() {
   return {"lookup", "partition book lookups: nid2partid, nid2localnid on valid and invalid ids", [](const auto& s) { read_options(s); },
-          write_inputs, check};
+          write_inputs, check, write_expected};
 }
 
 }  // namespace lockstep::sut
