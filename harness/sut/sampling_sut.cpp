@@ -131,6 +131,10 @@ void write_inputs(const scenario::Scenario& s, InputWriter& w) {
   }
   w.array("edges_src", src, {e}, "source node of edge id e (edges run src -> dst; sample in-edges: a node's sources)");
   w.array("edges_dst", dst, {e}, "destination node of edge id e");
+  const std::int64_t n = p.graph.num_nodes;
+  w.array("in_indptr", p.rows.indptr, {n + 1}, "CSR of in-neighbors: node v's in-edges are positions [in_indptr[v], in_indptr[v+1])");
+  w.array("in_src", p.rows.indices, {e}, "per CSR position: the in-neighbor (the edge's source)");
+  w.array("in_eids", p.rows.edge_ids, {e}, "per CSR position: the edge id");
   w.array("seeds", p.seeds, {static_cast<std::int64_t>(p.seeds.size())}, "seed nodes of every global batch, concatenated");
   w.shares("seeds", p.shares, p.num_batches);
 }

@@ -107,6 +107,19 @@ class Inputs:
         return out
 
 
+    def training_batch(self, step):
+        """training: this rank's batch of `step` as a dict: seeds, seed_to_output, labels
+        (int64), inputs (float32 [n, feature_dim], one row per src node of the deepest block)
+        and blocks, a list over hops (hop 0 = the seeds' block) of dicts with src_nodes,
+        dst_nodes, edge_src, edge_dst (int64)."""
+        pre = "step%d.rank%d." % (step, self.rank)
+        batch = {k: np.array(self.array(pre + k)) for k in ("seeds", "seed_to_output", "labels", "inputs")}
+        batch["blocks"] = [{k: np.array(self.array("%shop%d.%s" % (pre, h, k)))
+                            for k in ("src_nodes", "dst_nodes", "edge_src", "edge_dst")}
+                           for h in range(int(self.config["num_hops"]))]
+        return batch
+
+
 class Outputs:
     """This rank's outputs. ``finish()`` must be the last call: a rank that exits without it
     is reported as a missing participant."""

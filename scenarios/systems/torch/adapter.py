@@ -15,6 +15,15 @@ init_method="env://", against the store lockstep hosts).
 
 `--no-zero-grad` drops optimizer.zero_grad(): a real bug, since PyTorch then adds each step's
 sparse gradient to the stale ones of all earlier steps.
+
+Training: a data-parallel GraphSAGE step written with torch.distributed, as a user writes it
+without a GNN library: mean aggregation with index_add_, softmax cross-entropy summed over the
+rank's seeds, backward, all_reduce(SUM) of the gradient divided by the global batch size,
+torch.optim.SGD (momentum) or Adam. In bf16 mode the inputs and hidden activations are rounded
+to bf16 (fp32 master weights and accumulation). `--local-mean` is a classic data-parallel bug:
+each rank averages over its own batch and the ranks' means are averaged, which weighs samples
+unequally when the shares differ in size. `--no-grad-sync` skips the all_reduce: the replicas
+diverge.
 """
 import argparse
 
@@ -76,16 +85,74 @@ def embedding(inp, out, zero_grad):
                     out.save("%s.step%d" % (name, t), state[key])
 
 
+def training(inp, out, bugs):
+    cfg, opt = inp.config, inp.config["optimizer"]
+    ws = inp.world_size
+    params = torch.tensor(np.array(inp.array("params")), requires_grad=True)
+    if opt["kind"] == "sgd":
+        optimizer = torch.optim.SGD([params], lr=opt["lr"], momentum=opt["momentum"])
+    else:
+        optimizer = torch.optim.Adam([params], lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"])
+    bf16 = cfg["precision"] != "fp32"
+    act = torch.nn.functional.silu if cfg["activation"] == "silu" else torch.relu
+    layers = cfg["layers"]
+    losses = []
+    for t in range(int(cfg["steps"])):
+        out.progress("train step %d" % t)
+        b = inp.training_batch(t)
+        optimizer.zero_grad()
+        h = torch.from_numpy(b["inputs"])
+        if bf16:
+            h = h.bfloat16().float()                     # collate: the one place the batch changes precision
+        for l, shape in enumerate(layers):
+            blk = b["blocks"][len(layers) - 1 - l]
+            n_in, n_out = shape["in"], shape["out"]
+            w_self = params[shape["w_self"]:shape["w_self"] + n_in * n_out].view(n_in, n_out)
+            w_neigh = params[shape["w_neigh"]:shape["w_neigh"] + n_in * n_out].view(n_in, n_out)
+            bias = params[shape["bias"]:shape["bias"] + n_out]
+            src, dst = torch.from_numpy(blk["edge_src"]), torch.from_numpy(blk["edge_dst"])
+            n_dst = len(blk["dst_nodes"])
+            agg = torch.zeros(n_dst, n_in).index_add_(0, dst, h[src])
+            agg = agg / torch.bincount(dst, minlength=n_dst).clamp(min=1).unsqueeze(1).float()
+            z = h[:n_dst] @ w_self + agg @ w_neigh + bias
+            h = act(z) if l < len(layers) - 1 else z
+            if bf16 and l < len(layers) - 1:
+                h = h.bfloat16().float()
+        labels = torch.from_numpy(b["labels"])
+        logits = h[torch.from_numpy(b["seed_to_output"])]
+        global_size = cfg["global_batch_sizes"][t]
+        if "local-mean" in bugs:
+            loss = torch.nn.functional.cross_entropy(logits, labels, reduction="mean") if len(labels) else params.sum() * 0
+        else:
+            loss = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
+        loss.backward()
+        total = torch.tensor([loss.item() * (len(labels) if "local-mean" in bugs else 1)], dtype=torch.float64)
+        if ws > 1:
+            if "no-grad-sync" not in bugs:
+                dist.all_reduce(params.grad)
+            dist.all_reduce(total)
+        params.grad /= ws if "local-mean" in bugs else global_size
+        optimizer.step()
+        losses.append(total.item() / global_size)
+    out.save("params.final", params)
+    if inp.rank == 0:
+        out.save("loss", np.array(losses, dtype=np.float32))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--no-zero-grad", dest="zero_grad", action="store_false")
+    parser.add_argument("--bug", action="append", default=[], help="training: local-mean, no-grad-sync")
     args = parser.parse_args()
     torch.set_num_threads(1)  # the ranks share the machine's cores
     inp, out = lockstep_sut.start()
     out.system(torch=torch.__version__)
     if inp.world_size > 1:
         dist.init_process_group("gloo", init_method="env://")
-    {"embedding": embedding}[inp.capability](inp, out, args.zero_grad)
+    if inp.capability == "embedding":
+        embedding(inp, out, args.zero_grad)
+    else:
+        training(inp, out, args.bug)
     out.finish()
     if inp.world_size > 1:
         dist.destroy_process_group()
