@@ -304,6 +304,17 @@ TEST(RangeBookBuildTest, Int32IdsAgainstOffsetsBeyondInt32) {
   EXPECT_EQ(book.partid2nids(0, kCpu, IdType::kI32).to_host(), (Ids{0, 1, 2, 3, 4}));
 }
 
+TEST(RangeBookBuildTest, Int32LocalToGlobalPastInt32MaxThrows) {
+  // Part 1 owns [2147483600, 2147483700): its local ids 0..99 are valid, but local 60 is global
+  // 2147483660, which does not fit the int32 ids it was asked in.
+  RangePartitionBook book({0, 2147483600, 2147483700});
+  EXPECT_EQ(book.local2global(1, IdArray::from_host({10}, IdType::kI32, kCpu).span()).to_host(), (Ids{2147483610}));
+  EXPECT_EQ(message_of<std::out_of_range>([&] {
+              book.local2global(1, IdArray::from_host({10, 60}, IdType::kI32, kCpu).span());
+            }),
+            "global id 2147483660 of local id 60 at position 1 does not fit int32");
+}
+
 // ---- Map book -------------------------------------------------------------------------------
 
 class MapBookTest : public ::testing::TestWithParam<IdType> {

@@ -292,6 +292,48 @@ INSTANTIATE_TEST_SUITE_P(
                       DiagnosisKind::kRankFailure}),
     [](const ::testing::TestParamInfo<DiagnosisCase>& info) { return std::string(info.param.label); });
 
+// Two ranks fail on their own: rank 1 dies by SIGSEGV entering step 1, rank 3 exits with code 7
+// 0.2 s later (well inside the settle window, so both exits are seen). The first failure is
+// the root cause and must be the one blamed, not the last.
+TEST(LauncherBlameTest, TheFirstOfTwoIndependentFailuresIsBlamed) {
+  TempDir dir;
+  const std::string file = dir.write("two_failures.toml", R"(name = "test.two_failures"
+[run]
+world_size = 4
+timeout_s = 60
+[workload]
+kind = "collectives"
+steps = 3
+count = 16
+ops = ["all_reduce", "barrier"]
+[[inject]]
+kind = "crash"
+rank = 1
+step = 1
+signal = "SIGSEGV"
+[[inject]]
+kind = "sleep"
+rank = 3
+step = 1
+seconds = 0.2
+[[inject]]
+kind = "crash"
+rank = 3
+step = 1
+exit_code = 7
+[expect]
+outcome = "rank_failure"
+rank = 1
+)");
+  const auto scenarios = scenario::load_file(file);
+  const auto r = run_scenario(scenarios.at(0), options_for(dir));
+  ASSERT_TRUE(r.diagnosis.has_value()) << describe(r);
+  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kRankFailure) << describe(r);
+  EXPECT_EQ(r.diagnosis->rank, 1) << describe(r);
+  EXPECT_CONTAINS(r.diagnosis->message, "SIGSEGV");
+  EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
+}
+
 TEST(LauncherExpectationTest, CleanRunExpectingADiagnosisFails) {
   TempDir dir("lockstep_launcher");
   const std::string file = dir.write("clean.toml", R"(name = "test.expects_mismatch"

@@ -184,6 +184,39 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, SplitInvarianceTest, ::testing::Values(1, 2
 
 // ---- data and learnability -------------------------------------------------------------------
 
+// Mean aggregation divides by the node's own in-degree in the block, not by the fanout: one
+// destination with two sampled neighbours whose inputs are 2 and 4, w_neigh = 1, w_self = 0 and
+// no bias gives logits (2 + 4) / 2 = 3 exactly.
+TEST(SageForwardTest, MeanDividesByTheSampledInDegree) {
+  SageConfig c;
+  c.in_dim = 1;
+  c.num_classes = 2;
+  c.num_layers = 1;
+  SampledBlocks b;
+  b.seeds = {0};
+  b.seed_to_output = {0};
+  Block blk;
+  blk.dst_nodes = {0};
+  blk.src_nodes = {0, 1, 2};
+  blk.edge_src = {1, 2};
+  blk.edge_dst = {0, 0};
+  blk.edge_ids = {0, 1};
+  b.blocks = {blk};
+  const auto shapes = layer_shapes(c);
+  ASSERT_EQ(shapes.size(), 1u);
+  std::vector<float> p(static_cast<std::size_t>(num_params(c)), 0.0f);
+  for (std::int64_t k = 0; k < 2; ++k) p[static_cast<std::size_t>(shapes[0].w_neigh + k)] = 1.0f;
+  const auto acts = forward(c, p, b, std::vector<float>{0.0f, 2.0f, 4.0f});
+  ASSERT_EQ(acts.logits.size(), 2u);
+  EXPECT_EQ(acts.logits[0], 3.0f);
+  EXPECT_EQ(acts.logits[1], 3.0f);
+  // The same destination with one neighbour (input 4): the mean is 4.
+  b.blocks[0].edge_src = {2};
+  b.blocks[0].edge_dst = {0};
+  b.blocks[0].edge_ids = {1};
+  EXPECT_EQ(forward(c, p, b, std::vector<float>{0.0f, 2.0f, 4.0f}).logits[0], 4.0f);
+}
+
 TEST(TrainDataTest, FeatureFollowsThePhiloxDefinition) {
   // Re-derived from sage.h's text: stream 20, c0 = node, sub = j / 2, word j % 2.
   for (std::int64_t v : {0, 1, 977}) {
