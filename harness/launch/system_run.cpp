@@ -1,5 +1,9 @@
 #include "harness/launch/system_run.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstring>
 #include <cstdlib>
@@ -11,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/comm/engines.h"
 #include "harness/core/error.h"
 #include "harness/launch/processes.h"
 #include "harness/rank/rank_main.h"
@@ -40,6 +43,23 @@ std::string resolve_program(const std::string& name) {
     if (access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) return candidate.string();
   }
   throw InputError("system command '" + name + "' is not on PATH");
+}
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
+int free_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  LOCKSTEP_CHECK(fd >= 0, "socket: ", std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const int err = errno;
+  close(fd);
+  LOCKSTEP_CHECK(ok, "cannot find a free loopback port: ", std::strerror(err));
+  return ntohs(addr.sin_port);
 }
 
 // The line of a rank's log that says why it ended: the exception line of the last Python
@@ -124,8 +144,10 @@ std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vec
   std::optional<Diagnosis> d;
   const std::string log_suffix = run ? ".run" + std::to_string(run) : "";
   const std::string inputs = dir + "/sut/inputs";
-  // The run's store, for systems that use torch.distributed (env:// with the agent's store).
-  comm::StoreServer store(ws, s.timeout_s + 30);
+  // A free loopback port for MASTER_PORT: rank 0 of a torch.distributed system hosts the store
+  // there, as under torchrun --standalone (hosting it here would tie every system to the
+  // TCPStore protocol of lockstep's own LibTorch).
+  const int port = free_loopback_port();
   RankProcesses procs;
   const auto t0 = Clock::now();
   const int per_node = std::max(1, std::min(s.ranks_per_node, ws));
@@ -138,9 +160,7 @@ std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vec
     env.push_back("LOCAL_RANK=" + std::to_string(r % per_node));
     env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, ws - r / per_node * per_node)));
     env.push_back("MASTER_ADDR=127.0.0.1");
-    env.push_back("MASTER_PORT=" + std::to_string(store.port()));
-    env.push_back("TORCHELASTIC_USE_AGENT_STORE=True");
-    env.push_back("TORCHELASTIC_RESTART_COUNT=0");
+    env.push_back("MASTER_PORT=" + std::to_string(port));
     env.push_back("LOCKSTEP_SUT_INPUTS=" + fs::absolute(inputs).string());
     env.push_back("LOCKSTEP_SUT_OUTPUTS=" + fs::absolute(rank_out).string());
     for (const auto& kv : sys.env) env.push_back(kv);
@@ -367,16 +387,11 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
     return out;
   }
 
-  std::optional<Diagnosis> d;
   double run_s = 0;
-  for (int run = 0; run < sys.runs && !d; ++run) {
-    double t = 0;
-    d = launch_once(s, argv, dir, run ? outputs + "/run" + std::to_string(run) : outputs, run, t);
-    run_s += t;
-  }
-  out.diagnosis = d;
+  out.diagnosis = launch_once(s, argv, dir, outputs, 0, run_s);
 
-  // Judge the outputs.
+  // Judge the outputs of run 0, then run the system again in fresh processes while their
+  // outputs keep the same digest (stopping at the first run that differs).
   if (!out.diagnosis) {
     try {
       const sut::SystemOutputs outs(outputs, ws);
@@ -388,9 +403,11 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
       out.system = ident;
       sut::CheckResult res = cap->check(s, outs);
       out.digest = res.digest;
-      // Fresh processes on the same inputs must give the same outputs.
       for (int run = 1; run < sys.runs; ++run) {
         const std::string other_dir = outputs + "/run" + std::to_string(run);
+        double t = 0;
+        if (auto d = launch_once(s, argv, dir, other_dir, run, t)) throw DiagnosisError(*d);
+        run_s += t;
         const sut::CheckResult other = cap->check(s, sut::SystemOutputs(other_dir, ws));
         if (other.digest == res.digest) continue;
         std::string where;
