@@ -67,7 +67,7 @@ AdapterRun run_adapter(const TempDir& dir, const std::string& body, double timeo
 void expect_no_survivors(const TempDir& dir) {
   for (int r = 0; r < 2; ++r) {
     const std::string pid = test::read_file(dir / ("report/sut.contract/sut/outputs/rank" + std::to_string(r) + "/pid"));
-    if (pid.empty()) continue;
+    ASSERT_FALSE(pid.empty()) << "rank " << r << " never wrote its pid";
     EXPECT_NE(kill(std::stoi(pid), 0), 0) << "rank " << r << " (pid " << pid << ") outlived run_scenario";
   }
 }
@@ -144,6 +144,27 @@ TEST(SutContractTest, HangIsTimeoutBlamingTheStuckRankWithinTheBound) {
   EXPECT_EQ(r.result.diagnosis->rank, 1);
   EXPECT_CONTAINS(r.result.diagnosis->message, "waiting for a reply");
   EXPECT_LT(r.seconds, 6 + 5.0);
+  expect_no_survivors(dir);
+}
+
+TEST(SutContractTest, WhatARankStartedDiesWithIt) {
+  TempDir dir("sut");
+  // Rank 1 starts a grandchild that would sleep for ten minutes, then hangs itself.
+  const AdapterRun r = run_adapter(dir,
+                                   "import subprocess\n"
+                                   "if inp.rank == 1:\n"
+                                   "    child = subprocess.Popen(['sleep', '600'])\n"
+                                   "    open(os.path.join(os.environ['LOCKSTEP_SUT_OUTPUTS'], 'grandchild'), 'w').write(str(child.pid))\n"
+                                   "    time.sleep(3600)\n" +
+                                       std::string(kRight),
+                                   /*timeout_s=*/4);
+  ASSERT_TRUE(r.result.diagnosis.has_value());
+  EXPECT_EQ(r.result.diagnosis->kind, DiagnosisKind::kTimeout);
+  const std::string pid = test::read_file(dir / "report/sut.contract/sut/outputs/rank1/grandchild");
+  ASSERT_FALSE(pid.empty());
+  // The grandchild is gone, or at most a zombie waiting for init to reap it.
+  const std::string stat = test::read_file("/proc/" + pid + "/stat");
+  EXPECT_TRUE(stat.empty() || stat.find(") Z ") != std::string::npos) << "grandchild " << pid << " survived: " << stat;
   expect_no_survivors(dir);
 }
 

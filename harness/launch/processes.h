@@ -46,6 +46,9 @@ class RankProcesses {
     if (pid == 0) {
       // Only async-signal-safe calls until exec. A rank never outlives the launcher.
       prctl(PR_SET_PDEATHSIG, SIGKILL);
+      // Its own process group, so that kill_all() also reaches whatever it starts (a shell
+      // script's children, a Python program's workers).
+      setpgid(0, 0);
       if (getppid() != parent) _exit(127);
       const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) {
@@ -81,6 +84,7 @@ class RankProcesses {
 
   void kill_all() {
     for (auto& c : children_) {
+      kill(-c.pid, SIGKILL);  // the child's process group: its descendants too (even after it exited)
       if (!c.exited) kill(c.pid, SIGKILL);
     }
     for (auto& c : children_) {

@@ -163,7 +163,11 @@ std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vec
     env.push_back("MASTER_PORT=" + std::to_string(port));
     env.push_back("LOCKSTEP_SUT_INPUTS=" + fs::absolute(inputs).string());
     env.push_back("LOCKSTEP_SUT_OUTPUTS=" + fs::absolute(rank_out).string());
-    for (const auto& kv : sys.env) env.push_back(kv);
+    for (const auto& kv : sys.env) {  // [system] env overrides what lockstep set
+      const std::string key = kv.substr(0, kv.find('=') + 1);
+      std::erase_if(env, [&](const std::string& e) { return e.rfind(key, 0) == 0; });
+      env.push_back(kv);
+    }
     procs.spawn(argv, env, rank::log_path(dir, r) + log_suffix);
   }
 
@@ -408,7 +412,14 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
         double t = 0;
         if (auto d = launch_once(s, argv, dir, other_dir, run, t)) throw DiagnosisError(*d);
         run_s += t;
-        const sut::CheckResult other = cap->check(s, sut::SystemOutputs(other_dir, ws));
+        sut::CheckResult other;
+        try {
+          other = cap->check(s, sut::SystemOutputs(other_dir, ws));
+        } catch (DiagnosisError& e) {
+          Diagnosis d = e.diagnosis();
+          d.message = "run " + std::to_string(run) + " (a fresh process): " + d.message;
+          throw DiagnosisError(d);
+        }
         if (other.digest == res.digest) continue;
         std::string where;
         for (int r = 0; r < ws && where.empty(); ++r) {
@@ -430,6 +441,8 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
       out.error = std::string("checking the outputs of system ") + sys.name + ": " + e.what();
     }
   }
+  // A digest stands for outputs that passed; a diagnosed run has none (as lockstep's own ranks).
+  if (out.diagnosis) out.digest.clear();
   out.metrics["system_run_s"] = run_s;
   if (options.dump) {
     const fs::path dump = fs::path(options.report_dir) / "dump" / s.slug();

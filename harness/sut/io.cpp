@@ -80,12 +80,23 @@ SystemOutputs::SystemOutputs(std::string dir, int world_size) {
     } catch (const std::exception& e) {
       contract_violation(r, "done.json", std::string("not JSON: ") + e.what());
     }
-    if (!ro.done.is_object() || ro.done.value("schema_version", -1) != kSutSchemaVersion) {
+    if (!ro.done.is_object() || !ro.done.contains("schema_version") || !ro.done["schema_version"].is_number_integer() ||
+        ro.done["schema_version"].get<int>() != kSutSchemaVersion) {
       contract_violation(r, "done.json", "schema_version must be " + std::to_string(kSutSchemaVersion));
     }
     for (const char* key : {"arrays", "rejected"}) {
       if (!ro.done.contains(key) || !ro.done[key].is_object()) contract_violation(r, "done.json", std::string("lacks the object '") + key + "'");
     }
+    // Everything read later has the type it is read as (the outputs come from another program).
+    for (auto it = ro.done["arrays"].begin(); it != ro.done["arrays"].end(); ++it) {
+      if (!it.value().is_object() || (it.value().contains("file") && !it.value()["file"].is_string())) {
+        contract_violation(r, "done.json", "arrays." + it.key() + " must be an object whose 'file' is a string");
+      }
+    }
+    for (const char* key : {"metrics", "system"}) {
+      if (ro.done.contains(key) && !ro.done[key].is_object()) contract_violation(r, "done.json", std::string("'") + key + "' must be an object");
+    }
+    if (ro.done.contains("notes") && !ro.done["notes"].is_array()) contract_violation(r, "done.json", "'notes' must be a list");
     ranks_.push_back(std::move(ro));
   }
 }

@@ -60,6 +60,7 @@ Options read_options(const scenario::Scenario& s) {
       c.fail("groups", "unknown query group \"" + g + "\"; allowed: " + all);
     }
     if (g == "localnid.not_owned" && parts < 2) c.fail("groups", "localnid.not_owned needs num_parts >= 2");
+    if (g == "partid.int32" && o.nodes > 2147483647) c.fail("groups", "partid.int32 needs nodes <= 2147483647 (int32 ids), got " + std::to_string(o.nodes));
   }
   c.finish();
   s.system->profile.finish();
