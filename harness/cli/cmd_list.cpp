@@ -24,13 +24,14 @@ void add_list(CLI::App& app, int& exit_code) {
                        {"workload", s.workload}, {"world_size", s.world_size},
                        {"backend", scenario::to_string(s.backend)}, {"expected", s.expect.expected_label()},
                        {"tags", s.tags}, {"requires_cuda", s.requires_cuda}});
+        if (s.system) out.back()["system"] = s.system->name;
       }
       std::cout << out.dump(2) << '\n';
     } else {
       for (const auto& s : scenarios) {
         std::cout << std::left << std::setw(48) << s.id() << ' ' << std::setw(12) << s.workload << " ws="
-                  << std::setw(2) << s.world_size << ' ' << std::setw(5) << scenario::to_string(s.backend)
-                  << " expect " << s.expect.expected_label() << (s.requires_cuda ? "  [cuda]" : "") << '\n';
+                  << std::setw(2) << s.world_size << ' ' << std::setw(5)
+                  << (s.system ? "sut:" + s.system->name : std::string(scenario::to_string(s.backend))) << " expect " << s.expect.expected_label() << (s.requires_cuda ? "  [cuda]" : "") << '\n';
       }
     }
     exit_code = 0;
