@@ -38,10 +38,6 @@ namespace fs = std::filesystem;
 constexpr auto kSettle = std::chrono::milliseconds(400);
 constexpr auto kPoll = std::chrono::milliseconds(5);
 
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
-}
 
 std::optional<nlohmann::json> read_status(const std::string& dir, int rank) {
   std::ifstream in(rank::status_path(dir, rank));
@@ -298,24 +294,8 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
       std::vector<std::string> argv = {options.binary, "rank", s.file, "--variant", std::to_string(s.variant_index),
                                        "--report-dir", options.report_dir};
       if (options.dump) argv.push_back("--dump");
-      std::vector<std::string> env;
-      for (char** e = environ; *e; ++e) {
-        std::string kv = *e;
-        const std::string key = kv.substr(0, kv.find('='));
-        if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "MASTER_ADDR" ||
-            key == "MASTER_PORT" || key == "LOCAL_WORLD_SIZE" || key == "TORCHELASTIC_USE_AGENT_STORE") {
-          continue;
-        }
-        env.push_back(kv);
-      }
-      env.push_back("RANK=" + std::to_string(r));
-      // Node layout: ranks_per_node consecutive ranks per node (the last node may be smaller).
-      const int per_node = std::max(1, std::min(s.ranks_per_node, s.world_size));
-      env.push_back("LOCAL_RANK=" + std::to_string(r % per_node));
-      env.push_back("WORLD_SIZE=" + std::to_string(s.world_size));
-      env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, s.world_size - r / per_node * per_node)));
-      env.push_back("MASTER_ADDR=127.0.0.1");
-      env.push_back("MASTER_PORT=" + std::to_string(store.port()));
+      std::vector<std::string> env = inherited_env();
+      for (auto& kv : torchrun_env(r, s.world_size, s.ranks_per_node, store.port())) env.push_back(std::move(kv));
       env.push_back("LOCKSTEP_STORE_HOSTED=1");
       env.push_back("LOCKSTEP_BOARD=" + board_path);
       procs.spawn(argv, env, rank::log_path(dir, r));

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -17,6 +18,41 @@
 namespace lockstep::launch {
 
 using Clock = std::chrono::steady_clock;
+
+// "SIGSEGV", or "signal N" when the signal has no name.
+inline std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
+}
+
+// This process's environment without the variables a launcher sets per rank (the torchrun-style
+// ones, and `also`), so that each rank gets its own.
+inline std::vector<std::string> inherited_env(const std::vector<std::string>& also = {}) {
+  static const char* kRankVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                                    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"};
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    if (std::find(std::begin(kRankVars), std::end(kRankVars), key) != std::end(kRankVars)) continue;
+    if (std::find(also.begin(), also.end(), key) != also.end()) continue;
+    env.push_back(kv);
+  }
+  return env;
+}
+
+// The torchrun-style variables of rank r of ws on 127.0.0.1:port, with ranks_per_node
+// consecutive ranks per node (the last node may be smaller): RANK, LOCAL_RANK, WORLD_SIZE,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+inline std::vector<std::string> torchrun_env(int r, int ws, int ranks_per_node, int port) {
+  const int per_node = std::max(1, std::min(ranks_per_node, ws));
+  return {"RANK=" + std::to_string(r),
+          "LOCAL_RANK=" + std::to_string(r % per_node),
+          "WORLD_SIZE=" + std::to_string(ws),
+          "LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, ws - r / per_node * per_node)),
+          "MASTER_ADDR=127.0.0.1",
+          "MASTER_PORT=" + std::to_string(port)};
+}
 
 struct Child {
   pid_t pid = -1;

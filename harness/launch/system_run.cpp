@@ -93,21 +93,9 @@ std::string last_line(const std::string& file) {
   return pick;
 }
 
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
-}
 
 std::vector<std::string> base_env() {
-  static const char* kDropped[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE",
-                                   "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT", "PYTHONPATH",
-                                   "LOCKSTEP_SUT_INPUTS", "LOCKSTEP_SUT_OUTPUTS"};
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e;
-    const std::string key = kv.substr(0, kv.find('='));
-    if (std::find(std::begin(kDropped), std::end(kDropped), key) == std::end(kDropped)) env.push_back(kv);
-  }
+  std::vector<std::string> env = inherited_env({"PYTHONPATH", "LOCKSTEP_SUT_INPUTS", "LOCKSTEP_SUT_OUTPUTS"});
   const char* pp = std::getenv("PYTHONPATH");
   env.push_back(std::string("PYTHONPATH=") + LOCKSTEP_SOURCE_DIR + "/harness/sut/python" + (pp && *pp ? std::string(":") + pp : ""));
   env.push_back("PYTHONUNBUFFERED=1");
@@ -150,17 +138,11 @@ std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vec
   const int port = free_loopback_port();
   RankProcesses procs;
   const auto t0 = Clock::now();
-  const int per_node = std::max(1, std::min(s.ranks_per_node, ws));
   for (int r = 0; r < ws; ++r) {
     const std::string rank_out = outputs + "/rank" + std::to_string(r);
     fs::create_directories(rank_out);
     std::vector<std::string> env = base_env();
-    env.push_back("RANK=" + std::to_string(r));
-    env.push_back("WORLD_SIZE=" + std::to_string(ws));
-    env.push_back("LOCAL_RANK=" + std::to_string(r % per_node));
-    env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, ws - r / per_node * per_node)));
-    env.push_back("MASTER_ADDR=127.0.0.1");
-    env.push_back("MASTER_PORT=" + std::to_string(port));
+    for (auto& kv : torchrun_env(r, ws, s.ranks_per_node, port)) env.push_back(std::move(kv));
     env.push_back("LOCKSTEP_SUT_INPUTS=" + fs::absolute(inputs).string());
     env.push_back("LOCKSTEP_SUT_OUTPUTS=" + fs::absolute(rank_out).string());
     for (const auto& kv : sys.env) {  // [system] env overrides what lockstep set
