@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/core/error.h"
 #include "harness/rank/rank_main.h"
 #include "harness/report/results.h"
 #include "harness/scenario/scenario.h"
@@ -230,8 +231,9 @@ TEST_P(InjectedFaultTest, DiagnosesTheFaultyRankAndLeavesNoProcessBehind) {
   for (const auto& part : c.message_parts) EXPECT_CONTAINS(r.diagnosis->message, part);
   EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
   EXPECT_EQ(r.expected, std::string(to_string(c.kind)));
-  // The launcher's contract: a crash, early exit or hang ends the run within timeout + 5 s.
-  EXPECT_LT(wall_s, c.timeout_s + 5.0) << describe(r);
+  // The launcher's contract: a crash, early exit or hang ends the run within timeout + 5 s of
+  // the end of start-up (which has its own bound and is not a collective timeout).
+  EXPECT_LT(wall_s, std::max(r.startup_s, 0.0) + c.timeout_s + 5.0) << describe(r);
 
   // Every rank was killed and reaped: none survives, none is left a zombie.
   EXPECT_TRUE(processes_mentioning(dir.path()).empty())
@@ -286,6 +288,39 @@ INSTANTIATE_TEST_SUITE_P(
                       "kind = \"crash\"\nrank = 1\nstep = 1\nexit_code = 7",
                       DiagnosisKind::kRankFailure, 1, {"rank 1 exited with code 7"}, 30,
                       DiagnosisKind::kMissingParticipant},
+        DiagnosisCase{"reduce_mismatch", 3, R"(["all_reduce", "all_gather"])",
+                      "kind = \"reduce_mismatch\"\nrank = 2\nstep = 1\nreduce = \"min\"",
+                      DiagnosisKind::kCollectiveMismatch, 2, {"reduce op differs", "f32[64] min", "f32[64] sum"}, 60,
+                      DiagnosisKind::kMissingParticipant},
+        DiagnosisCase{"split_mismatch", 3, R"(["all_to_all", "all_reduce"])",
+                      "kind = \"split_mismatch\"\nrank = 1\nstep = 2\ndelta = 1",
+                      DiagnosisKind::kCollectiveMismatch, 1, {"split sizes disagree", "rank 1 sends"}, 60,
+                      DiagnosisKind::kRankFailure},
+        DiagnosisCase{"count_all_to_all", 2, R"(["all_to_all"])",
+                      "kind = \"count_mismatch\"\nrank = 0\nstep = 1\nop = \"all_to_all\"",
+                      DiagnosisKind::kCollectiveMismatch, 0, {"split sizes disagree"}, 60},
+        DiagnosisCase{"dtype_all_to_all", 3, R"(["all_to_all"])",
+                      "kind = \"dtype_mismatch\"\nrank = 2\nstep = 0\nop = \"all_to_all\"\ndtype = \"f64\"",
+                      DiagnosisKind::kCollectiveMismatch, 2, {"dtype differs"}, 60},
+        DiagnosisCase{"dtype_broadcast", 3, R"(["broadcast"])",
+                      "kind = \"dtype_mismatch\"\nrank = 0\nstep = 2\ndtype = \"f16\"",
+                      DiagnosisKind::kCollectiveMismatch, 0, {"dtype differs"}, 60},
+        // The skipping rank then checks data it never received; the skip is the diagnosis.
+        DiagnosisCase{"skip_all_to_all", 3, R"(["all_to_all", "all_reduce"])",
+                      "kind = \"skip_collective\"\nrank = 1\nstep = 1\nop = \"all_to_all\"",
+                      DiagnosisKind::kMissingParticipant, 1, {"rank 1"}, 60},
+        DiagnosisCase{"skip_broadcast", 2, R"(["broadcast", "all_reduce"])",
+                      "kind = \"skip_collective\"\nrank = 0\nstep = 2\nop = \"broadcast\"",
+                      DiagnosisKind::kMissingParticipant, 0, {"rank 0"}, 60},
+        DiagnosisCase{"skip_barrier", 2, R"(["all_reduce", "barrier"])",
+                      "kind = \"skip_collective\"\nrank = 1\nstep = 0\nop = \"barrier\"",
+                      DiagnosisKind::kMissingParticipant, 1, {"rank 1"}, 60},
+        DiagnosisCase{"crash_startup", 3, R"(["all_reduce"])",
+                      "kind = \"crash\"\nrank = 1\nphase = \"startup\"\nsignal = \"SIGBUS\"",
+                      DiagnosisKind::kRankFailure, 1, {"rank 1 was killed by SIGBUS", "no collective"}, 30},
+        DiagnosisCase{"crash_finalize", 2, R"(["all_reduce"])",
+                      "kind = \"crash\"\nrank = 0\nphase = \"finalize\"\nexit_code = 9",
+                      DiagnosisKind::kRankFailure, 0, {"rank 0 exited with code 9"}, 30},
         DiagnosisCase{"sleep_timeout", 2, R"(["all_reduce"])",
                       "kind = \"sleep\"\nrank = 1\nstep = 1\nseconds = 60",
                       DiagnosisKind::kTimeout, 1, {"no progress for 3 s"}, 3,
@@ -352,6 +387,142 @@ outcome = "collective_mismatch"
   EXPECT_FALSE(r.diagnosis.has_value()) << describe(r);
   EXPECT_EQ(r.expected, "collective_mismatch");
   EXPECT_CONTAINS(r.reason, "expected collective_mismatch, but the run passed");
+}
+
+// ---------------------------------------------------------------------------------------------
+// An injection that never fired tested nothing: the scenario is an error, never a pass.
+
+struct UnfiredCase {
+  const char* label;
+  const char* workload;  // the [workload] body
+  const char* inject;    // the [[inject]] body
+  const char* outcome;
+  std::vector<std::string> reason_parts;
+};
+
+class UnfiredInjectionTest : public ::testing::TestWithParam<UnfiredCase> {};
+
+TEST_P(UnfiredInjectionTest, IsAnErrorNamingTheInjection) {
+  const UnfiredCase& c = GetParam();
+  TempDir dir("lockstep_launcher");
+  std::ostringstream toml;
+  toml << "name = \"test.unfired_" << c.label << "\"\n[run]\nworld_size = 2\n[workload]\n" << c.workload
+       << "\n[[inject]]\n" << c.inject << "\n[expect]\noutcome = \"" << c.outcome << "\"\n";
+  const std::string file = dir.write("unfired.toml", toml.str());
+  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  EXPECT_EQ(r.status, report::Status::kError) << describe(r);
+  EXPECT_CONTAINS(r.reason, "never fired");
+  EXPECT_CONTAINS(r.reason, "unfired.toml:");
+  for (const auto& part : c.reason_parts) EXPECT_CONTAINS(r.reason, part);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Injections, UnfiredInjectionTest,
+    ::testing::Values(
+        // A hang at step 20 of a 3-step run: it used to pass.
+        UnfiredCase{"step_past_the_end", "kind = \"collectives\"\nsteps = 3\ncount = 8\nops = [\"all_reduce\"]",
+                    "kind = \"sleep\"\nrank = 1\nstep = 20\nseconds = 60", "pass",
+                    {"#0 (sleep", "rank 1 issued no call matching step 20", "mix step 2"}},
+        // Aimed at call 1 of a step whose call 1 is another op.
+        UnfiredCase{"call_of_another_op",
+                    "kind = \"collectives\"\nsteps = 2\ncount = 8\nops = [\"all_reduce\", \"all_gather\"]",
+                    "kind = \"dtype_mismatch\"\nrank = 0\nstep = 1\ncall = 1\nop = \"all_reduce\"\ndtype = \"f64\"",
+                    "collective_mismatch", {"step 1, call 1, op all_reduce"}},
+        // A workload's own bug: the cast at step 20 of a run that has fewer steps.
+        UnfiredCase{"cast_after_the_last_step",
+                    "kind = \"training\"\ngraph = \"erdos_renyi\"\nnodes = 500\nedges = 4000\nnum_train = 128\nnum_eval = 50\nbatch_size = 32\nsteps = 9",
+                    "kind = \"cast_bf16_at_step\"\nrank = 1\nstep = 20", "collective_mismatch",
+                    {"cast_bf16_at_step", "the workload never reached"}}),
+    [](const ::testing::TestParamInfo<UnfiredCase>& info) { return std::string(info.param.label); });
+
+// Combinations an injector cannot honour are refused when the file is loaded.
+TEST(InjectionValidationTest, ImpossibleTargetsAreRefusedAtLoad) {
+  TempDir dir("lockstep_launcher");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"kind = \"root_mismatch\"\nrank = 0\nstep = 1\nop = \"all_to_all\"", "only broadcast has a root"},
+      {"kind = \"reduce_mismatch\"\nrank = 0\nop = \"all_gather\"", "only all_reduce has a reduce op"},
+      {"kind = \"split_mismatch\"\nrank = 0\nop = \"broadcast\"", "only all_to_all has split sizes"},
+      {"kind = \"count_mismatch\"\nrank = 0\nop = \"barrier\"", "a barrier carries no data"},
+      {"kind = \"dtype_mismatch\"\nrank = 0\nop = \"barrier\"\ndtype = \"f16\"", "a barrier carries no data"},
+      {"kind = \"skip_collective\"\nrank = 0\nphase = \"startup\"", "only crash, sleep and exit_early"},
+      {"kind = \"crash\"\nrank = 0\nphase = \"startup\"\nstep = 1", "remove step"},
+      {"kind = \"sleep\"\nrank = 0\nstep = 1\nseconds = nan", "must be a finite number, got nan"},
+      {"kind = \"sleep\"\nrank = 0\nstep = 1\nseconds = inf", "must be a finite number, got inf"},
+      {"kind = \"crash\"\nrank = 0\nstep = 1\nexit_code = 5", "not 2 to 5"},
+  };
+  for (const auto& [inject, expected] : cases) {
+    const std::string file = dir.write("bad.toml", "name = \"test.bad\"\n[run]\nworld_size = 2\n[workload]\nkind = \"collectives\"\n"
+                                                   "steps = 2\nops = [\"all_reduce\"]\n[[inject]]\n" + inject +
+                                                   "\n[expect]\noutcome = \"pass\"\n");
+    try {
+      scenario::load_file(file);
+      ADD_FAILURE() << "accepted: " << inject;
+    } catch (const InputError& e) {
+      EXPECT_CONTAINS(std::string(e.what()), expected);
+      EXPECT_CONTAINS(std::string(e.what()), "bad.toml:");
+    }
+  }
+}
+
+// A rank whose start-up takes longer than timeout_s (here a 2.5 s sleep before it connects,
+// as a slow graph build would) is not a collective timeout: the run passes.
+TEST(WatchdogStartupTest, ASlowStartIsNotATimeout) {
+  TempDir dir("lockstep_launcher");
+  const std::string file = dir.write("slow.toml", R"(name = "test.slow_start"
+[run]
+world_size = 2
+timeout_s = 1
+[workload]
+kind = "collectives"
+steps = 2
+count = 8
+ops = ["all_reduce"]
+[[inject]]
+kind = "sleep"
+rank = 1
+phase = "startup"
+seconds = 2.5
+[expect]
+outcome = "pass"
+)");
+  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
+  EXPECT_GE(r.startup_s, 2.5) << describe(r);
+}
+
+// A rank that hangs in start-up is named, with what it last reported; the others, which did
+// start, are not blamed, and it is a start-up timeout, not "no progress".
+TEST(WatchdogStartupTest, AHangInStartUpNamesTheRankStillStarting) {
+  TempDir dir("lockstep_launcher");
+  const std::string file = dir.write("stuck.toml", R"(name = "test.stuck_start"
+[run]
+world_size = 3
+timeout_s = 1
+startup_timeout_s = 4
+[workload]
+kind = "collectives"
+steps = 2
+count = 8
+ops = ["all_reduce"]
+[[inject]]
+kind = "sleep"
+rank = 2
+phase = "startup"
+seconds = 60
+[expect]
+outcome = "timeout"
+rank = 2
+)");
+  const auto t0 = Clock::now();
+  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  const double wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
+  ASSERT_TRUE(r.diagnosis.has_value());
+  EXPECT_CONTAINS(r.diagnosis->message, "rank 2 is still starting (nothing reported yet");
+  EXPECT_CONTAINS(r.diagnosis->message, "run.startup_timeout_s");
+  EXPECT_EQ(r.diagnosis->message.find("no progress for"), std::string::npos) << r.diagnosis->message;
+  EXPECT_LT(wall_s, 4 + 5.0);
+  EXPECT_TRUE(processes_mentioning(dir.path()).empty());
 }
 
 TEST(LauncherExpectationTest, RightKindWrongRankFails) {

@@ -370,7 +370,7 @@ outcome = "pass"
   EXPECT_CONTAINS(message, path + ":6: run.wrld_size: unknown key");
   EXPECT_CONTAINS(message, "did you mean 'world_size'");
   EXPECT_CONTAINS(message,
-                  "allowed keys in [run]: world_size, backend, device, verify, timeout_s, seed");
+                  "allowed keys in [run]: world_size, backend, device, verify, timeout_s, startup_timeout_s, deadline_s, seed");
 }
 
 TEST_F(ScenarioTest, UnknownKeyInExpectAndRequires) {

@@ -12,9 +12,9 @@ void add_validate(CLI::App& app, int& exit_code) {
   auto paths = std::make_shared<std::vector<std::string>>();
   cmd->add_option("paths", *paths, "scenario files or directories (searched for *.toml)")->required();
   cmd->callback([paths, &exit_code] {
+    // The same loading as run (duplicate ids across files included), running nothing.
     const auto files = scenario::expand_paths(*paths);
-    std::size_t variants = 0;
-    for (const auto& f : files) variants += scenario::load_file(f).size();
+    const std::size_t variants = scenario::load_paths(*paths).size();
     std::cout << "ok: " << files.size() << " file(s), " << variants << " scenario variant(s)\n";
     exit_code = 0;
   });

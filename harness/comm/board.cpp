@@ -45,7 +45,35 @@ std::size_t ring_bytes(int world_size, std::size_t words) {
          Board::kFingerprintRing * (words + 1);
 }
 
+BoardSlot* g_own_slot = nullptr;
+
 }  // namespace
+
+void set_own_slot(BoardSlot* slot) { g_own_slot = slot; }
+
+void set_activity(const std::string& what) {
+  if (g_own_slot) Board::store_phase(g_own_slot->activity, what);
+}
+
+void mark_fired(std::size_t index) {
+  if (g_own_slot && index < 64) g_own_slot->fired.fetch_or(std::uint64_t{1} << index);
+}
+
+namespace {
+std::vector<std::string>& injection_kinds() {
+  static std::vector<std::string> kinds;
+  return kinds;
+}
+}  // namespace
+
+void set_injection_kinds(std::vector<std::string> kinds) { injection_kinds() = std::move(kinds); }
+
+void mark_fired(std::string_view kind) {
+  const auto& kinds = injection_kinds();
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    if (kinds[i] == kind) mark_fired(i);
+  }
+}
 
 void Board::store_phase(std::atomic<std::uint64_t> (&dst)[3], const std::string& phase) {
   char buf[24] = {};
@@ -145,6 +173,8 @@ SlotView Board::view(int rank) const {
   v.last_op = static_cast<Op>(s.last_op.load());
   v.last_step = s.last_step.load();
   v.last_phase = load_phase(s.last_phase);
+  v.activity = load_phase(s.activity);
+  v.fired = s.fired.load();
   return v;
 }
 

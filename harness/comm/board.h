@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/comm/types.h"
@@ -25,6 +26,8 @@ struct alignas(64) BoardSlot {
   std::atomic<std::int64_t> last_op{0};    // Op of the last completed collective
   std::atomic<std::int64_t> last_step{-1};
   std::atomic<std::uint64_t> last_phase[3]{};
+  std::atomic<std::uint64_t> activity[3]{};  // what a starting rank does, e.g. "building graph"
+  std::atomic<std::uint64_t> fired{0};       // bit i: the scenario's [[inject]] #i fired here
 };
 
 // A snapshot of one slot, for messages.
@@ -32,9 +35,12 @@ struct SlotView {
   std::int64_t issued = 0, completed = 0, p2p = 0, step = -1, index = 0, last_step = -1;
   Op op = Op::kBarrier, last_op = Op::kBarrier;
   RankState state = RankState::kStarting;
-  std::string phase, last_phase;
+  std::string phase, last_phase, activity;
+  std::uint64_t fired = 0;
 
   bool in_collective() const { return issued > completed; }
+  // Past start-up: the rank has issued its first call, or has ended.
+  bool started() const { return issued > 0 || p2p > 0 || state == RankState::kFinished || state == RankState::kFailed; }
   // "collective #13 all_reduce (train step 27)" for the one in flight.
   std::string waiting_in() const;
   // "collective #12 all_reduce (train step 27)" or "no collective" for the last completed.
@@ -87,5 +93,20 @@ class Board {
   std::size_t words_ = 0;
   std::size_t bytes_ = 0;
 };
+
+// This process's own slot, for the two calls below (set by the rank's main; null elsewhere,
+// where they do nothing).
+void set_own_slot(BoardSlot* slot);
+// Publishes what this rank is doing before its first collective (24 characters at most), so
+// that a start-up that takes too long is reported with it.
+void set_activity(const std::string& what);
+// Records that the scenario's [[inject]] number `index` fired on this rank; the launcher
+// reports an injection that fired on no rank as an error. Safe to call just before a crash.
+void mark_fired(std::size_t index);
+// The scenario's [[inject]] kinds, in order, for the overload below (set by the rank's main).
+void set_injection_kinds(std::vector<std::string> kinds);
+// Records that every [[inject]] of `kind` fired: what a workload calls where its injected bug
+// changes what it does.
+void mark_fired(std::string_view kind);
 
 }  // namespace lockstep::comm

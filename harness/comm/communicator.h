@@ -26,6 +26,8 @@ class Communicator {
   void set_step(std::int64_t step);
   const std::string& phase() const { return site_.phase; }
   std::int64_t step() const { return site_.step; }
+  // Where the next call will be issued from (its phase, step and index).
+  const CallSite& site() const { return site_; }
 
   // Blocking collectives. Throw CommError on engine failure and DiagnosisError on a verified
   // mismatch; results are only visible in the buffers after a normal return.

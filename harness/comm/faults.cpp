@@ -6,6 +6,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "harness/comm/board.h"
 #include "harness/comm/dtype.h"
 #include "harness/core/error.h"
 
@@ -44,10 +45,9 @@ class CastPending final : public Pending {
 }  // namespace
 
 const std::vector<std::string>& comm_fault_kinds() {
-  static const std::vector<std::string> kinds = {"dtype_mismatch", "count_mismatch",
-                                                 "root_mismatch",  "skip_collective",
-                                                 "crash",          "sleep",
-                                                 "exit_early"};
+  static const std::vector<std::string> kinds = {"dtype_mismatch",  "count_mismatch", "root_mismatch",
+                                                 "reduce_mismatch", "split_mismatch", "skip_collective",
+                                                 "crash",           "sleep",          "exit_early"};
   return kinds;
 }
 
@@ -58,13 +58,72 @@ bool is_comm_fault(std::string_view kind) {
   return false;
 }
 
+bool applies_to(const Fault& f, Op op) {
+  switch (f.kind) {
+    case Fault::Kind::kDtype:
+    case Fault::Kind::kCount: return op != Op::kBarrier;
+    case Fault::Kind::kRoot: return op == Op::kBroadcast;
+    case Fault::Kind::kReduce: return op == Op::kAllReduce;
+    case Fault::Kind::kSplit: return op == Op::kAllToAll;
+    case Fault::Kind::kSkip:
+    case Fault::Kind::kCrash:
+    case Fault::Kind::kSleep:
+    case Fault::Kind::kExitEarly: return true;
+  }
+  return true;
+}
+
+std::string describe_target(const Fault& f) {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+  if (!f.phase.empty()) add("phase " + f.phase);
+  if (f.step >= 0) add("step " + std::to_string(f.step));
+  if (f.call >= 0) add("call " + std::to_string(f.call));
+  if (f.op) add("op " + std::string(to_string(*f.op)));
+  return s.empty() ? "any call" : s;
+}
+
+namespace {
+
+// Does what a crash, sleep or exit fault does; returns only after a sleep.
+void act(const Fault& f) {
+  mark_fired(f.index);
+  switch (f.kind) {
+    case Fault::Kind::kCrash:
+      std::fflush(nullptr);
+      if (f.signal != 0) {
+        std::signal(f.signal, SIG_DFL);
+        std::raise(f.signal);
+      }
+      std::_Exit(f.exit_code);
+    case Fault::Kind::kExitEarly:
+      std::fflush(nullptr);
+      std::_Exit(0);
+    case Fault::Kind::kSleep:
+      std::this_thread::sleep_for(std::chrono::duration<double>(f.seconds));
+      return;
+    default: return;
+  }
+}
+
+}  // namespace
+
+void fire_startup_faults(const std::vector<Fault>& faults, int rank) {
+  for (const auto& f : faults) {
+    if (f.rank == rank && f.phase == "startup") act(f);
+  }
+}
+
 Fault parse_fault(const scenario::Injection& injection, int world_size) {
   const scenario::Config& c = injection.config;
   Fault f;
+  f.index = injection.index;
   const std::string& k = injection.kind;
   if (k == "dtype_mismatch") f.kind = Fault::Kind::kDtype;
   else if (k == "count_mismatch") f.kind = Fault::Kind::kCount;
   else if (k == "root_mismatch") f.kind = Fault::Kind::kRoot;
+  else if (k == "reduce_mismatch") f.kind = Fault::Kind::kReduce;
+  else if (k == "split_mismatch") f.kind = Fault::Kind::kSplit;
   else if (k == "skip_collective") f.kind = Fault::Kind::kSkip;
   else if (k == "crash") f.kind = Fault::Kind::kCrash;
   else if (k == "sleep") f.kind = Fault::Kind::kSleep;
@@ -77,14 +136,24 @@ Fault parse_fault(const scenario::Injection& injection, int world_size) {
     c.fail("rank", "must be in [0, " + std::to_string(world_size) + "), got " + std::to_string(rank));
   }
   f.rank = static_cast<int>(rank);
-  f.step = c.get_int("step");
-  if (f.step < 0) c.fail("step", "must be >= 0, got " + std::to_string(f.step));
+  f.step = c.get_int("step", -1);
+  if (c.has("step") && f.step < 0) c.fail("step", "must be >= 0 (omit it to match any step), got " + std::to_string(f.step));
   f.phase = c.get_string("phase", "");
   f.call = c.get_int("call", -1);
+  if (c.has("call") && f.call < 0) c.fail("call", "must be >= 0, got " + std::to_string(f.call));
   if (c.has("op")) {
     const std::string op = c.get_string("op");
     f.op = op_from_string(op);
-    if (!f.op) c.fail("op", "unknown op '" + op + "'");
+    if (!f.op) c.fail("op", "unknown op '" + op + "' (all_reduce, all_gather, all_to_all, broadcast, barrier, send, recv)");
+  }
+  const bool startup = f.phase == "startup";
+  if (startup) {
+    if (f.kind != Fault::Kind::kCrash && f.kind != Fault::Kind::kSleep && f.kind != Fault::Kind::kExitEarly) {
+      c.fail("phase", "phase 'startup' is before the first collective: only crash, sleep and exit_early can fire there");
+    }
+    for (const char* key : {"step", "call", "op"}) {
+      if (c.has(key)) c.fail(key, "phase 'startup' has no collectives to match: remove " + std::string(key));
+    }
   }
   switch (f.kind) {
     case Fault::Kind::kDtype: {
@@ -92,25 +161,37 @@ Fault parse_fault(const scenario::Injection& injection, int world_size) {
       auto dt = dtype_from_string(d);
       if (!dt) c.fail("dtype", "unknown dtype '" + d + "' (f32, f64, f16, bf16, i8, u8, i32, i64)");
       f.dtype = *dt;
-      if (f.op && *f.op != Op::kAllReduce && *f.op != Op::kBroadcast && *f.op != Op::kAllGather) {
-        c.fail("op", "dtype_mismatch applies to all_reduce, broadcast or all_gather");
-      }
       break;
     }
     case Fault::Kind::kCount:
       f.delta = c.get_int("delta", 1);
       if (f.delta < 1) c.fail("delta", "must be >= 1 (elements removed from the call), got " + std::to_string(f.delta));
       break;
+    case Fault::Kind::kSplit:
+      f.delta = c.get_int("delta", 1);
+      if (f.delta < 1) c.fail("delta", "must be >= 1 (elements moved from one peer's split to the next), got " + std::to_string(f.delta));
+      if (world_size < 2) c.fail("kind", "split_mismatch needs world_size >= 2 (a split to move elements between)");
+      if (!f.op) f.op = Op::kAllToAll;
+      break;
     case Fault::Kind::kRoot:
       f.root = static_cast<int>(c.get_int("root", -1));
       if (f.root < -1 || f.root >= world_size) c.fail("root", "out of range: " + std::to_string(f.root));
-      f.op = Op::kBroadcast;
+      if (world_size < 2 && f.root < 0) c.fail("kind", "root_mismatch needs world_size >= 2 (another root to pick)");
+      if (!f.op) f.op = Op::kBroadcast;
+      break;
+    case Fault::Kind::kReduce:
+      if (c.has("reduce")) {
+        const std::string r = c.get_string("reduce");
+        f.reduce = reduce_op_from_string(r);
+        if (!f.reduce || *f.reduce == ReduceOp::kAvg) c.fail("reduce", "unknown reduce op '" + r + "' (sum, max, min)");
+      }
+      if (!f.op) f.op = Op::kAllReduce;
       break;
     case Fault::Kind::kCrash: {
       if (c.has("exit_code")) {
         f.exit_code = static_cast<int>(c.get_int("exit_code"));
-        if (f.exit_code <= 0 || f.exit_code > 255 || f.exit_code == 2 || f.exit_code == 3 || f.exit_code == 4) {
-          c.fail("exit_code", "must be in 1..255 and not 2, 3 or 4 (reserved), got " + std::to_string(f.exit_code));
+        if (f.exit_code <= 0 || f.exit_code > 255 || (f.exit_code >= 2 && f.exit_code <= 5)) {
+          c.fail("exit_code", "must be in 1..255 and not 2 to 5 (reserved), got " + std::to_string(f.exit_code));
         }
       } else {
         const std::string sig = c.get_string("signal", "SIGSEGV");
@@ -123,10 +204,17 @@ Fault parse_fault(const scenario::Injection& injection, int world_size) {
     }
     case Fault::Kind::kSleep:
       f.seconds = c.get_double("seconds");
-      if (f.seconds <= 0) c.fail("seconds", "must be > 0");
+      if (!(f.seconds > 0)) c.fail("seconds", "must be > 0");
       break;
     case Fault::Kind::kSkip:
     case Fault::Kind::kExitEarly: break;
+  }
+  if (f.op && !applies_to(f, *f.op)) {
+    c.fail("op", k + " cannot change a " + std::string(to_string(*f.op)) + " call" +
+                     (f.kind == Fault::Kind::kRoot     ? " (only broadcast has a root)"
+                      : f.kind == Fault::Kind::kReduce ? " (only all_reduce has a reduce op)"
+                      : f.kind == Fault::Kind::kSplit  ? " (only all_to_all has split sizes)"
+                                                       : " (a barrier carries no data)"));
   }
   c.finish();
   return f;
@@ -135,56 +223,80 @@ Fault parse_fault(const scenario::Injection& injection, int world_size) {
 FaultInjector::FaultInjector(std::unique_ptr<Backend> inner, std::vector<Fault> faults)
     : inner_(std::move(inner)) {
   for (auto& f : faults) {
-    if (f.rank == inner_->rank()) faults_.push_back(std::move(f));
+    if (f.rank == inner_->rank() && f.phase != "startup") faults_.push_back(std::move(f));
   }
   fired_.assign(faults_.size(), false);
 }
 
+namespace {
+
+// The peer of an all_to_all whose split can give up `delta` elements, or -1.
+int donor(const std::vector<std::int64_t>& counts, std::int64_t delta) {
+  for (std::size_t j = 0; j < counts.size(); ++j) {
+    if (counts[j] >= delta) return static_cast<int>(j);
+  }
+  return -1;
+}
+
+}  // namespace
+
 std::unique_ptr<Pending> FaultInjector::start(Call& call) {
+  const int ws = inner_->world_size();
   for (std::size_t i = 0; i < faults_.size(); ++i) {
     const Fault& f = faults_[i];
-    if (fired_[i] || f.step != call.site.step) continue;
+    if (fired_[i]) continue;
+    if (f.step >= 0 && f.step != call.site.step) continue;
     if (!f.phase.empty() && f.phase != call.site.phase) continue;
     if (f.call >= 0 && f.call != call.site.index) continue;
     if (f.op && *f.op != call.op) continue;
-    if (f.kind == Fault::Kind::kDtype &&
-        call.op != Op::kAllReduce && call.op != Op::kBroadcast && call.op != Op::kAllGather) {
-      continue;
-    }
-    if (f.kind == Fault::Kind::kCount && (call.op == Op::kBarrier || call.op == Op::kAllToAll)) continue;
+    if (!applies_to(f, call.op)) continue;
+    // Faults that need elements to take away wait for a call that has them.
+    if (f.kind == Fault::Kind::kCount && call.op == Op::kAllToAll && donor(call.send_counts, f.delta) < 0) continue;
+    if (f.kind == Fault::Kind::kSplit && donor(call.send_counts, f.delta) < 0) continue;
+    if (f.kind == Fault::Kind::kCount && call.op != Op::kAllToAll && call.in.count < f.delta) continue;
     fired_[i] = true;
     switch (f.kind) {
-      case Fault::Kind::kSkip: return std::make_unique<Done>();
+      case Fault::Kind::kSkip: mark_fired(f.index); return std::make_unique<Done>();
       case Fault::Kind::kCrash:
-        std::fflush(nullptr);
-        if (f.signal != 0) {
-          std::signal(f.signal, SIG_DFL);
-          std::raise(f.signal);
-        }
-        std::_Exit(f.exit_code);
       case Fault::Kind::kExitEarly:
-        std::fflush(nullptr);
-        std::_Exit(0);
-      case Fault::Kind::kSleep:
-        std::this_thread::sleep_for(std::chrono::duration<double>(f.seconds));
-        break;
+      case Fault::Kind::kSleep: act(f); break;
       case Fault::Kind::kRoot:
-        call.root = f.root >= 0 ? f.root : (call.root + 1) % inner_->world_size();
+        mark_fired(f.index);
+        call.root = f.root >= 0 ? f.root : (call.root + 1) % ws;
         break;
+      case Fault::Kind::kReduce:
+        mark_fired(f.index);
+        call.reduce = f.reduce ? *f.reduce : call.reduce == ReduceOp::kSum ? ReduceOp::kMax : ReduceOp::kSum;
+        break;
+      case Fault::Kind::kSplit: {
+        mark_fired(f.index);
+        const int from = donor(call.send_counts, f.delta);
+        const int to = (from + 1) % ws;
+        call.send_counts[static_cast<std::size_t>(from)] -= f.delta;
+        call.send_counts[static_cast<std::size_t>(to)] += f.delta;
+        break;
+      }
       case Fault::Kind::kCount:
-        call.in.count = std::max<std::int64_t>(0, call.in.count - f.delta);
-        if (call.op == Op::kAllGather) call.out.count = call.in.count * inner_->world_size();
-        else if (call.op != Op::kSend && call.op != Op::kRecv) call.out.count = call.in.count;
-        else call.out = call.in;
+        mark_fired(f.index);
+        if (call.op == Op::kAllToAll) {
+          call.send_counts[static_cast<std::size_t>(donor(call.send_counts, f.delta))] -= f.delta;
+          call.in.count -= f.delta;
+        } else {
+          call.in.count -= f.delta;
+          if (call.op == Op::kAllGather) call.out.count = call.in.count * ws;
+          else if (call.op != Op::kSend && call.op != Op::kRecv) call.out.count = call.in.count;
+          else call.out = call.in;
+        }
         break;
       case Fault::Kind::kDtype: {
+        mark_fired(f.index);
         auto in_tmp = std::make_shared<HostBuffer>(f.dtype, call.in.count);
         convert(call.in, in_tmp->view());
         std::shared_ptr<HostBuffer> out_tmp;
         const View in_user = call.in;
         const View out_user = call.out;
         call.in = in_tmp->view();
-        if (call.op == Op::kAllGather) {
+        if (call.op == Op::kAllGather || call.op == Op::kAllToAll) {
           out_tmp = std::make_shared<HostBuffer>(f.dtype, call.out.count);
           call.out = out_tmp->view();
         } else {

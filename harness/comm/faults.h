@@ -14,27 +14,35 @@
 namespace lockstep::comm {
 
 struct Fault {
-  enum class Kind { kDtype, kCount, kRoot, kSkip, kCrash, kSleep, kExitEarly };
+  enum class Kind { kDtype, kCount, kRoot, kReduce, kSplit, kSkip, kCrash, kSleep, kExitEarly };
   Kind kind = Kind::kSkip;
+  std::size_t index = 0;        // the scenario's [[inject]] number (the board's fired bit)
   int rank = 0;
-  std::int64_t step = -1;       // required
-  std::string phase;            // "" matches any
+  std::int64_t step = -1;       // -1 matches any step
+  std::string phase;            // "" matches any; "startup" fires before the rank connects
   std::int64_t call = -1;       // -1 matches any call index
-  std::optional<Op> op;         // nullopt matches any op
+  std::optional<Op> op;         // nullopt matches any op the fault applies to
   DType dtype = DType::kBF16;   // kDtype
-  std::int64_t delta = 1;       // kCount: elements removed
+  std::int64_t delta = 1;       // kCount: elements removed; kSplit: elements moved
   int root = -1;                // kRoot: -1 means (root + 1) % world_size
+  std::optional<ReduceOp> reduce;  // kReduce: nullopt means max for sum, else sum
   double seconds = 0;           // kSleep
   int signal = 0;               // kCrash: signal to raise, or 0 to exit with exit_code
   int exit_code = 1;
 };
 
 // The [[inject]] kinds handled here: dtype_mismatch, count_mismatch, root_mismatch,
-// skip_collective, crash, sleep, exit_early.
+// reduce_mismatch, split_mismatch, skip_collective, crash, sleep, exit_early.
 const std::vector<std::string>& comm_fault_kinds();
 bool is_comm_fault(std::string_view kind);
 // Parses one [[inject]] table; throws InputError naming file:line and the key.
 Fault parse_fault(const scenario::Injection& injection, int world_size);
+// Whether `f` can change a call of `op` (a dtype on a barrier cannot, ...).
+bool applies_to(const Fault& f, Op op);
+// "step 20, op all_to_all" / "phase preflight" / "any call": what a call must match.
+std::string describe_target(const Fault& f);
+// Fires the faults of this rank that target phase "startup" (before the rank connects).
+void fire_startup_faults(const std::vector<Fault>& faults, int rank);
 
 class FaultInjector final : public Backend {
  public:

@@ -350,6 +350,38 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
   return std::nullopt;
 }
 
+std::optional<Diagnosis> skipped_collective(const Board& board, int me, std::int64_t issued, const CallSite& here,
+                                            const std::string& failure, double wait_s) {
+  const int ws = board.world_size();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  auto ready = [&](int r) {
+    const auto v = board.view(r);
+    return v.issued > issued || v.state == RankState::kFinished || v.state == RankState::kFailed;
+  };
+  for (;;) {
+    bool all = true;
+    for (int r = 0; r < ws; ++r) all = all && (r == me || ready(r));
+    if (all || std::chrono::steady_clock::now() > until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::vector<int> waiting;
+  std::vector<std::int64_t> rec, first;
+  for (int r = 0; r < ws; ++r) {
+    if (r == me || !board.read_fingerprint(r, issued, rec)) continue;
+    const bool passed = phase_of(rec.data()) == here.phase &&
+                        std::pair(here.step, here.index) > std::pair(rec[kStep], rec[kIndex]);
+    if (!passed) continue;
+    if (waiting.empty()) first = rec;
+    waiting.push_back(r);
+  }
+  if (waiting.empty()) return std::nullopt;
+  std::ostringstream os;
+  os << "collective #" << issued << ": rank " << me << " did not take part in the "
+     << to_string(static_cast<Op>(first[kOp])) << " that " << rank_list(waiting) << " issued from "
+     << site_of(first.data()) << "; it went past that call without issuing it, then failed: " << failure;
+  return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), me, issued};
+}
+
 std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, const Call& receiver,
                                    int receiver_rank) {
   const auto* s = sender.data();

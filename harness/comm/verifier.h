@@ -75,6 +75,15 @@ std::size_t fingerprint_words(int world_size);
 std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gathered,
                                             int world_size,
                                             const std::vector<bool>* present = nullptr);
+// Called when this rank failed on its own (a check, an error) after issuing `issued`
+// collectives, with `here` the site its next call would have. If peers wait in collective
+// #issued at a site this rank has already passed in the same phase, the rank skipped that
+// collective and the failure is a consequence: returns missing_participant naming this rank
+// (quoting `failure`). Waits up to `wait_s` for live peers to reach collective #issued, so
+// that the answer does not depend on timing. nullopt when the rank did not skip.
+std::optional<Diagnosis> skipped_collective(const Board& board, int me, std::int64_t issued, const CallSite& here,
+                                            const std::string& failure, double wait_s);
+
 // Compares a received p2p record with the receiver's own call.
 std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, const Call& receiver,
                                    int receiver_rank);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -18,7 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/comm/board.h"
+#include "harness/comm/faults.h"
 #include "harness/launch/processes.h"
+#include "harness/launch/watchdog.h"
 #include "harness/launch/system_run.h"
 #include "reference/common/device.h"
 #include "harness/comm/engines.h"
@@ -102,6 +105,14 @@ Outcome judge_exits(const std::vector<Child>& kids, const comm::Board& board, co
       return {std::nullopt, "rank " + std::to_string(r) + ": " + (st ? st->value("message", "bad input") : "bad input")};
     }
   }
+  // 2b. A rank that could not write its status: the report folder's disk, not the rank.
+  for (int r = 0; r < ws; ++r) {
+    const auto& c = kids[static_cast<std::size_t>(r)];
+    if (c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitNoStatus) {
+      return {std::nullopt, "rank " + std::to_string(r) + " could not write its status file under " + dir +
+                                " (is the report disk full or read-only?); see rank" + std::to_string(r) + ".log"};
+    }
+  }
   // 3. The earliest rank that crashed or failed on its own.
   const Child* first = nullptr;
   int first_rank = -1;
@@ -182,6 +193,93 @@ Diagnosis judge_timeout(const comm::Board& board, const std::vector<Child>& kids
     os << others_waiting(board, blamed, kids);
   }
   return Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, seq};
+}
+
+// How far a starting rank got, from the activity it published (rank_main.cpp, graph_spec.cpp);
+// an activity of lockstep's that this list does not know counts as the furthest.
+int startup_stage(const std::string& activity) {
+  static const char* kStages[] = {"", "connecting to the store", "creating process groups", "building the workload"};
+  for (int i = 0; i < 4; ++i) {
+    if (activity == kStages[i]) return i;
+  }
+  return 4;
+}
+
+// Start-up took longer than its bound: who is still starting and what they report doing, and
+// where the ranks that did start are. The ranks furthest behind are blamed; when every rank
+// is at the same point, nobody is.
+Diagnosis judge_startup(const comm::Board& board, const Watchdog& dog) {
+  const auto& starting = dog.starting();
+  std::ostringstream os;
+  os << "start-up took longer than " << dog.limits().startup_s << " s (run.startup_timeout_s)";
+  std::vector<std::pair<std::string, std::vector<int>>> doing;
+  int behind = 1 << 20;
+  int ahead = -1;
+  for (int r : starting) {
+    const std::string a = board.view(r).activity;
+    behind = std::min(behind, startup_stage(a));
+    ahead = std::max(ahead, startup_stage(a));
+    auto it = std::find_if(doing.begin(), doing.end(), [&](auto& g) { return g.first == a; });
+    if (it == doing.end()) doing.push_back({a, {r}});
+    else it->second.push_back(r);
+  }
+  std::sort(doing.begin(), doing.end(), [](auto& x, auto& y) { return startup_stage(x.first) < startup_stage(y.first); });
+  for (const auto& [a, ranks] : doing) {
+    os << ": " << join_ranks(ranks) << (ranks.size() == 1 ? " is" : " are") << " still starting ("
+       << (a.empty() ? "nothing reported yet: the process is starting or loading its libraries" : a) << ")";
+  }
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < board.world_size(); ++r) {
+    const auto t = dog.startup_seconds(r);
+    if (!t) continue;
+    const auto v = board.view(r);
+    const std::string what = v.in_collective() ? "waiting in " + v.waiting_in() : "last completed " + v.last_completed();
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == what; });
+    if (it == groups.end()) groups.push_back({what, {r}});
+    else it->second.push_back(r);
+  }
+  for (const auto& [what, ranks] : groups) {
+    os << "; " << join_ranks(ranks) << " started (after ";
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      os << (i ? ", " : "") << std::fixed << std::setprecision(1) << *dog.startup_seconds(ranks[i]) << " s";
+    }
+    os << ") and " << (ranks.size() == 1 ? "is " : "are ") << what;
+  }
+  const bool someone_ahead = !groups.empty() || ahead > behind;
+  return Diagnosis{DiagnosisKind::kTimeout, os.str(), someone_ahead ? doing.front().second.front() : -1, -1};
+}
+
+// The run kept making progress but did not end within run.deadline_s.
+Diagnosis judge_deadline(const comm::Board& board, double deadline_s) {
+  std::ostringstream os;
+  os << "the run did not end within run.deadline_s = " << deadline_s << " s, although it kept making progress";
+  for (int r = 0; r < board.world_size(); ++r) {
+    const auto v = board.view(r);
+    os << "; rank " << r << ' ' << (v.in_collective() ? "in " + v.waiting_in() : "last completed " + v.last_completed());
+  }
+  return Diagnosis{DiagnosisKind::kTimeout, os.str(), -1, -1};
+}
+
+// "" when every [[inject]] fired on some rank; else an error naming the first that did not. An
+// injection that never fired tested nothing, whatever the outcome.
+std::string unfired_injections(const scenario::Scenario& s, const comm::Board& board, const std::optional<Diagnosis>& d) {
+  std::uint64_t fired = 0;
+  for (int r = 0; r < board.world_size(); ++r) fired |= board.view(r).fired;
+  for (const auto& inj : s.injections) {
+    if (fired & (std::uint64_t{1} << inj.index)) continue;
+    std::ostringstream os;
+    os << "injection " << inj.label() << " never fired: ";
+    if (comm::is_comm_fault(inj.kind)) {
+      const comm::Fault f = comm::parse_fault(inj, s.world_size);
+      os << "rank " << f.rank << " issued no call matching " << comm::describe_target(f) << " (it last completed "
+         << board.view(f.rank).last_completed() << ")";
+    } else {
+      os << "the workload never reached the point it changes (check its step, rank or the data it needs)";
+    }
+    if (d) os << "; the run ended with " << to_string(d->kind) << " before it could: " << d->message;
+    return os.str();
+  }
+  return "";
 }
 
 bool meets(const scenario::Expectation& e, const std::optional<Diagnosis>& d, std::string& why) {
@@ -287,7 +385,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     }
     const std::string board_path = dir + "/board.bin";
     comm::Board board = comm::Board::create(board_path, s.world_size, comm::fingerprint_words(s.world_size));
-    comm::StoreServer store(s.world_size, s.timeout_s + 30);
+    comm::StoreServer store(s.world_size, engine_timeout_s(s));
 
     RankProcesses procs;
     for (int r = 0; r < s.world_size; ++r) {
@@ -301,45 +399,37 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
       procs.spawn(argv, env, rank::log_path(dir, r));
     }
 
-    // Watch: progress is any change on the board or any exit.
-    std::int64_t last_progress = -1;
-    auto last_change = Clock::now();
-    std::optional<Clock::time_point> first_bad_exit;
-    Outcome outcome;
-    bool timed_out = false;
-    const auto timeout = std::chrono::duration<double>(s.timeout_s);
-    for (;;) {
-      const bool all_done = procs.reap();
-      std::int64_t progress = board.progress();
-      for (const auto& c : procs.children()) progress += c.exited;
-      if (progress != last_progress) {
-        last_progress = progress;
-        last_change = Clock::now();
-      }
-      if (all_done) break;
-      if (!first_bad_exit) {
-        for (const auto& c : procs.children()) {
-          const bool clean = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitClean;
-          if (c.exited && !clean) first_bad_exit = Clock::now();
-        }
+    // Watch (watchdog.h): start-up, then no progress for timeout_s, and the deadline.
+    Watchdog dog(s.world_size, watchdog_limits(s), Clock::now());
+    Watchdog::Verdict verdict = Watchdog::Verdict::kWatch;
+    std::vector<Watchdog::Rank> seen(static_cast<std::size_t>(s.world_size));
+    while (verdict == Watchdog::Verdict::kWatch) {
+      procs.reap();
+      for (int r = 0; r < s.world_size; ++r) {
+        const auto& c = procs.children()[static_cast<std::size_t>(r)];
+        const auto v = board.view(r);
+        auto& k = seen[static_cast<std::size_t>(r)];
+        k.exited = c.exited;
         // A rank that exited cleanly without finishing leaves the others waiting.
-        for (int r = 0; r < s.world_size; ++r) {
-          const auto& c = procs.children()[static_cast<std::size_t>(r)];
-          if (c.exited && board.view(r).state != comm::RankState::kFinished) first_bad_exit = Clock::now();
-        }
+        k.bad_exit = c.exited && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitClean &&
+                                   v.state == comm::RankState::kFinished);
+        k.started = v.started();
+        k.progress = v.issued + v.completed + v.p2p + static_cast<std::int64_t>(v.state);
       }
-      if (first_bad_exit && Clock::now() - *first_bad_exit > kSettle) break;
-      if (Clock::now() - last_change > timeout) {
-        timed_out = true;
-        break;
-      }
-      std::this_thread::sleep_for(kPoll);
+      verdict = dog.observe(seen, Clock::now());
+      if (verdict == Watchdog::Verdict::kWatch) std::this_thread::sleep_for(kPoll);
     }
     procs.reap();
-    outcome = judge_exits(procs.children(), board, dir);
-    if (!outcome.diagnosis && outcome.error.empty() && timed_out) {
-      outcome.diagnosis = judge_timeout(board, procs.children(), s.timeout_s);
+    for (int r = 0; r < s.world_size; ++r) {
+      if (auto t = dog.startup_seconds(r)) res.startup_s = std::max(res.startup_s, *t);
     }
+    Outcome outcome = judge_exits(procs.children(), board, dir);
+    if (!outcome.diagnosis && outcome.error.empty()) {
+      if (verdict == Watchdog::Verdict::kStartupTimeout) outcome.diagnosis = judge_startup(board, dog);
+      else if (verdict == Watchdog::Verdict::kTimeout) outcome.diagnosis = judge_timeout(board, procs.children(), s.timeout_s);
+      else if (verdict == Watchdog::Verdict::kDeadline) outcome.diagnosis = judge_deadline(board, s.deadline_s);
+    }
+    if (outcome.error.empty()) outcome.error = unfired_injections(s, board, outcome.diagnosis);
     procs.kill_all();
 
     // Collect what the ranks left.

@@ -22,6 +22,7 @@
 #include "harness/comm/verifier.h"
 #include "harness/core/error.h"
 #include "harness/core/fs.h"
+#include "harness/launch/watchdog.h"
 #include "harness/report/dump.h"
 #include "harness/workloads/workload.h"
 
@@ -105,7 +106,27 @@ int rank_main(const RankOptions& options) {
     board = comm::Board::attach(path);
     slot = &board.slot(rank);
     slot->state.store(static_cast<int>(comm::RankState::kRunning));
+    comm::set_own_slot(slot);
   }
+  std::vector<std::string> kinds;
+  for (const auto& inj : s.injections) kinds.push_back(inj.kind);
+  comm::set_injection_kinds(std::move(kinds));
+  std::vector<comm::Fault> faults;
+  for (const auto& inj : s.injections) {
+    if (comm::is_comm_fault(inj.kind)) faults.push_back(comm::parse_fault(inj, world_size));
+  }
+  comm::fire_startup_faults(faults, rank);
+  // Set once the chain exists: what a failure needs to tell a skipped collective from its own.
+  comm::Communicator* communicator_ptr = nullptr;
+  comm::Monitor* monitor_ptr = nullptr;
+  // A rank that fails on its own after passing a collective its peers wait in skipped it.
+  auto explain = [&](const std::string& failure) -> std::optional<Diagnosis> {
+    if (!board.valid() || !communicator_ptr || !monitor_ptr) return std::nullopt;
+    // Peers explaining their own failure wait for this rank to end or go on: it has ended.
+    slot->state.store(static_cast<int>(comm::RankState::kFailed));
+    return comm::skipped_collective(board, rank, monitor_ptr->collectives_issued(), communicator_ptr->site(), failure,
+                                    std::min(s.timeout_s, 15.0));
+  };
   // Called from the main thread, or from the verifier's watcher thread: the first caller ends
   // the process, a second one blocks until it has.
   static std::mutex finishing;
@@ -116,7 +137,14 @@ int rank_main(const RankOptions& options) {
       slot->state.store(static_cast<int>(code == kExitClean ? comm::RankState::kFinished
                                                             : comm::RankState::kFailed));
     }
-    write_status(status_file, status);
+    try {
+      write_status(status_file, status);
+    } catch (const std::exception& e) {
+      // A full or read-only report disk: say so, and still end (never throw out of here: the
+      // handler that catches it would call finish() again and wait on `finishing` forever).
+      std::cerr << "lockstep rank " << rank << ": cannot write " << status_file << ": " << e.what() << '\n';
+      code = kExitNoStatus;
+    }
     std::fflush(nullptr);
     // Engine threads may still be blocked in a collective that will never complete; do not
     // run their destructors.
@@ -129,10 +157,12 @@ int rank_main(const RankOptions& options) {
     so.port = port;
     so.is_server = rank == 0 && !store_hosted;
     so.world_size = world_size;
-    so.timeout_s = s.timeout_s + 30;
+    so.timeout_s = launch::engine_timeout_s(s);
+    comm::set_activity("connecting to the store");
     auto store = comm::connect_store(so);
     const std::string gloo_host = is_loopback(master) ? "127.0.0.1" : "";
-    const double engine_timeout = s.timeout_s + 30;  // the launcher's watchdog fires first
+    const double engine_timeout = launch::engine_timeout_s(s);  // the launcher's watchdog fires first
+    comm::set_activity("creating process groups");
 
     std::unique_ptr<comm::Backend> chain;
     if (s.backend == scenario::Backend::kNccl) {
@@ -167,17 +197,15 @@ int rank_main(const RankOptions& options) {
     const bool record = s.verify != scenario::VerifyMode::kOff;
     auto monitor = std::make_unique<comm::Monitor>(std::move(chain), slot,
                                                    record ? trace_path(dir, rank) : "");
-    comm::Monitor* monitor_ptr = monitor.get();
+    monitor_ptr = monitor.get();
     chain = std::move(monitor);
-    std::vector<comm::Fault> faults;
-    for (const auto& inj : s.injections) {
-      if (comm::is_comm_fault(inj.kind)) faults.push_back(comm::parse_fault(inj, world_size));
-    }
     if (!faults.empty()) chain = std::make_unique<comm::FaultInjector>(std::move(chain), std::move(faults));
 
     // Deliberately never destroyed: ~ProcessGroupGloo joins worker threads that may be stuck
     // in a collective that a diagnosed peer will never join. The rank ends with _Exit.
     auto& communicator = *new comm::Communicator(std::move(chain));
+    communicator_ptr = &communicator;
+    comm::set_activity("building the workload");
     report::DumpWriter dump(options.dump ? (std::filesystem::path(options.report_dir) / "dump" / s.slug()).string() : "",
                             rank);
     const workloads::WorkloadSpec* spec = workloads::find(s.workload);
@@ -199,9 +227,16 @@ int rank_main(const RankOptions& options) {
     status["collectives"] = monitor_ptr->collectives_issued();
     finish(kExitClean);
   } catch (const DiagnosisError& e) {
+    Diagnosis d = e.diagnosis();
+    // A mismatch of call records is already about the collective sequence; other failures
+    // may be the consequence of a collective this rank skipped.
+    const bool about_collectives = d.kind == DiagnosisKind::kCollectiveMismatch || d.kind == DiagnosisKind::kMissingParticipant;
+    if (!about_collectives) {
+      if (auto skipped = explain(std::string(to_string(d.kind)) + ": " + d.message)) d = *skipped;
+    }
     status["outcome"] = "diagnosis";
-    status["diagnosis"] = diagnosis_json(e.diagnosis());
-    std::cerr << "lockstep rank " << rank << ": " << to_string(e.diagnosis().kind) << ": " << e.what() << '\n';
+    status["diagnosis"] = diagnosis_json(d);
+    std::cerr << "lockstep rank " << rank << ": " << to_string(d.kind) << ": " << d.message << '\n';
     finish(kExitDiagnosed);
   } catch (const comm::CommError& e) {
     status["outcome"] = "comm_error";
@@ -214,6 +249,12 @@ int rank_main(const RankOptions& options) {
     std::cerr << "lockstep rank " << rank << ": " << e.what() << '\n';
     finish(kExitInput);
   } catch (const std::exception& e) {
+    if (auto skipped = explain(std::string("error: ") + e.what())) {
+      status["outcome"] = "diagnosis";
+      status["diagnosis"] = diagnosis_json(*skipped);
+      std::cerr << "lockstep rank " << rank << ": " << to_string(skipped->kind) << ": " << skipped->message << '\n';
+      finish(kExitDiagnosed);
+    }
     status["outcome"] = "error";
     status["message"] = e.what();
     std::cerr << "lockstep rank " << rank << ": error: " << e.what() << '\n';

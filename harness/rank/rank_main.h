@@ -13,6 +13,7 @@ inline constexpr int kExitError = 1;
 inline constexpr int kExitInput = 2;
 inline constexpr int kExitDiagnosed = 3;
 inline constexpr int kExitCommError = 4;
+inline constexpr int kExitNoStatus = 5;  // the status file could not be written (the report disk)
 
 struct RankOptions {
   std::string scenario_file;

@@ -199,6 +199,7 @@ void write_results_json(const RunSummary& run, const std::string& path) {
     s["diagnosis"] = diagnosis_json(r.diagnosis);
     s["reason"] = r.reason;
     s["duration_s"] = r.duration_s;
+    if (r.startup_s >= 0) s["startup_s"] = r.startup_s;
     s["world_size"] = r.world_size;
     s["digest"] = r.digest;
     Json metrics = Json::object();

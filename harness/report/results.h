@@ -33,6 +33,7 @@ struct ScenarioResult {
   std::optional<Diagnosis> diagnosis;  // what the harness observed; nullopt when clean
   std::string reason;    // why it failed, was skipped or errored ("" on pass)
   double duration_s = 0;
+  double startup_s = -1;  // the slowest rank's start-up (spawn to first collective); -1 unknown
   int world_size = 1;
   std::string digest;    // hex digest of the canonical outputs, "" when none
   std::map<std::string, double> metrics;

@@ -202,7 +202,12 @@ std::int64_t Config::get_int(const std::string& key) const {
 
 double Config::get_double(const std::string& key) const {
   const toml::node& node = impl_->require(key);
-  if (const auto* v = node.as_floating_point()) return v->get();
+  if (const auto* v = node.as_floating_point()) {
+    // TOML allows nan and inf; no key of lockstep means either (a sleep of nan seconds never
+    // sleeps, a tolerance of inf accepts anything).
+    if (!std::isfinite(v->get())) fail(key, "must be a finite number, got " + internal::format_double(v->get()));
+    return v->get();
+  }
   if (const auto* v = node.as_integer()) return static_cast<double>(v->get());
   impl_->wrong_type(key, "a number", node);
 }

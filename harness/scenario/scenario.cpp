@@ -22,10 +22,13 @@ namespace fs = std::filesystem;
 
 constexpr int kMaxWorldSize = 64;
 constexpr double kMaxTimeoutS = 3600.0;
+constexpr double kMaxDeadlineS = 86400.0;
+constexpr std::size_t kMaxInjections = 64;  // one bit each on the progress board
 constexpr std::size_t kMaxVariants = 4096;
+constexpr const char* kCatalogFile = "catalog.toml";
 const std::vector<std::string> kRunKeys = {"world_size", "backend",   "device",
                                            "verify",     "timeout_s", "seed",
-                                           "ranks_per_node"};
+                                           "ranks_per_node", "startup_timeout_s", "deadline_s"};
 const std::string kWorkloadPrefix = "workload.";
 
 std::string join(const std::vector<std::string>& items, const std::string& separator) {
@@ -164,6 +167,17 @@ void read_run(const Config& run, Scenario& s) {
   if (!(s.timeout_s > 0.0 && s.timeout_s <= kMaxTimeoutS)) {
     run.fail("timeout_s", "must be in (0, " + internal::format_double(kMaxTimeoutS) +
                               "] seconds, got " + internal::format_double(s.timeout_s));
+  }
+  s.startup_timeout_s = run.get_double("startup_timeout_s", s.startup_timeout_s);
+  if (!(s.startup_timeout_s > 0.0 && s.startup_timeout_s <= kMaxTimeoutS)) {
+    run.fail("startup_timeout_s", "must be in (0, " + internal::format_double(kMaxTimeoutS) +
+                                      "] seconds, got " + internal::format_double(s.startup_timeout_s));
+  }
+  s.deadline_s = run.get_double("deadline_s", std::max(s.deadline_s, s.startup_timeout_s + 2 * s.timeout_s));
+  if (!(s.deadline_s >= s.timeout_s && s.deadline_s <= kMaxDeadlineS)) {
+    run.fail("deadline_s", "must be in [timeout_s, " + internal::format_double(kMaxDeadlineS) + "] = [" +
+                               internal::format_double(s.timeout_s) + ", " + internal::format_double(kMaxDeadlineS) +
+                               "] seconds, got " + internal::format_double(s.deadline_s));
   }
   std::int64_t seed = run.get_int("seed", 0);
   if (seed < 0) run.fail("seed", "must be >= 0, got " + std::to_string(seed));
@@ -334,6 +348,8 @@ std::vector<Scenario> load(const std::string& path, bool validate) {
       injection.kind = entry.get_string("kind");
       if (injection.kind.empty()) entry.fail("kind", "must not be empty");
       injection.config = entry;
+      injection.index = s.injections.size();
+      if (injection.index >= kMaxInjections) entry.fail("kind", "at most " + std::to_string(kMaxInjections) + " [[inject]] tables per scenario");
       s.injections.push_back(std::move(injection));
     }
 
@@ -382,6 +398,10 @@ std::string_view to_string(Device device) {
   return "unknown";
 }
 
+std::string Injection::label() const {
+  return "#" + std::to_string(index) + " (" + kind + ", " + config.where() + ")";
+}
+
 std::string Expectation::expected_label() const {
   return kind ? std::string(to_string(*kind)) : std::string("pass");
 }
@@ -411,13 +431,16 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
     fs::file_status status = fs::status(path, ec);
     if (ec || !fs::exists(status)) throw InputError("no such file or directory: " + path);
     if (!fs::is_directory(status)) {
+      // A FIFO or a device would block or never end: only regular files are scenarios.
+      if (!fs::is_regular_file(status)) throw InputError(path + ": not a regular file (a scenario is a .toml file)");
       add(path);
       continue;
     }
     std::size_t found = 0;
     try {
       for (const auto& entry : fs::recursive_directory_iterator(path)) {
-        if (entry.path().extension() == ".toml" && entry.is_regular_file()) {
+        // catalog.toml is the known-bug catalog (lockstep catalog), not a scenario.
+        if (entry.path().extension() == ".toml" && entry.is_regular_file() && entry.path().filename() != kCatalogFile) {
           add(entry.path().generic_string());
           ++found;
         }

@@ -25,7 +25,10 @@ std::string_view to_string(Device device);
 // whoever handles that kind (the fault-injecting communicator or the workload).
 struct Injection {
   std::string kind;
-  Config config;  // the whole [[inject]] table, `kind` included
+  Config config;       // the whole [[inject]] table, `kind` included
+  std::size_t index = 0;  // its position among the file's [[inject]] tables (at most 64)
+  // "#2 (count_mismatch, scenario.toml:14)", for messages.
+  std::string label() const;
 };
 
 struct Expectation {
@@ -70,7 +73,10 @@ struct Scenario {
   Backend backend = Backend::kGloo;
   Device device = Device::kCpu;
   VerifyMode verify = VerifyMode::kVerify;
-  double timeout_s = 60.0;
+  double timeout_s = 60.0;          // no progress for this long, once every rank has started
+  double startup_timeout_s = 120.0;  // from spawn to a rank's first collective
+  double deadline_s = 900.0;         // the whole run, whatever progress it makes (default:
+                                     // max(900, startup_timeout_s + 2 * timeout_s))
   std::uint64_t seed = 0;
   int ranks_per_node = 1;   // the launcher's node layout: LOCAL_RANK = rank % ranks_per_node
                             // (default world_size: one node; capped at world_size)

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "harness/comm/board.h"
 #include "harness/comm/communicator.h"
 #include "harness/comm/dtype.h"
 #include "harness/report/dump.h"
@@ -113,10 +114,12 @@ class Embedding final : public Workload {
       eo.dim = d;
       eo.storage = t.storage;
       eo.reduce = o_.mean_instead_of_sum ? ref::DuplicateReduce::kMean : o_.reduce;
+      if (o_.mean_instead_of_sum) comm::mark_fired("mean_instead_of_sum");
       eo.optimizer = t.optimizer;
       eo.seed = t.seed;
       eo.init_scale = o_.init_scale;
       eo.lost_update_bug = o_.lost_update;
+      if (o_.lost_update) comm::mark_fired("lost_update");
       embs.push_back(std::make_unique<ref::DistEmbedding>(book, eo, transport));
     }
 
@@ -162,6 +165,7 @@ class Embedding final : public Workload {
         ctx.comm.set_phase("push");
         // The injected bug: a rank with no ids this step does not call step().
         if (!(o_.skip_empty_step && mine.empty())) embs[static_cast<std::size_t>(t)]->step();
+        else comm::mark_fired("skip_empty_step");
         const auto shard = embs[static_cast<std::size_t>(t)]->shard().to_f32();
         std::copy(shard.begin(), shard.end(), mine_buf.begin() + t * per_table + max_chunk * d);
       }
@@ -204,6 +208,7 @@ class Embedding final : public Workload {
     const int devices = node_devices(ctx);
     const int want = ctx.local_rank % devices;
     const int pick = device_index(ctx);
+    if (o_.global_rank_device && pick != want) comm::mark_fired("global_rank_device");
     if (pick != want || pick >= devices) {
       std::ostringstream os;
       os << "rank " << ctx.rank << " (local rank " << ctx.local_rank << " of " << ctx.local_world_size

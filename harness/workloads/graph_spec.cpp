@@ -1,3 +1,4 @@
+#include "harness/comm/board.h"
 #include "harness/workloads/graph_spec.h"
 
 namespace lockstep::workloads {

@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "harness/comm/board.h"
 #include "harness/comm/communicator.h"
 #include "harness/comm/dtype.h"
 #include "harness/report/dump.h"
@@ -128,6 +129,7 @@ class Lookup final : public Workload {
                                    : ref::Device{};
     const auto ids = ref::IdArray::from_host(book_q, o_.id_type, device);
     if (o_.host_only_bug && ids.device().is_cuda()) {
+      comm::mark_fired("host_only_lookup");
       // DGL 2.1.0: the lookup converted the id tensor to NumPy directly, which fails on CUDA.
       fail_with(DiagnosisKind::kDeviceMismatch, me,
                "rank " + std::to_string(me) + ": nid2partid requires host-resident ids, got " +
@@ -167,6 +169,7 @@ class Lookup final : public Workload {
       const std::int64_t orig = o_.range_book ? p.orig_id[static_cast<std::size_t>(b)] : b;
       table[part].push_back(feature(orig));  // ascending book ids == ascending local ids
     }
+    if (o_.minus_one_bug) comm::mark_fired("minus_one_local");
     std::vector<std::int64_t> fetched = o_.minus_one_bug ? fetch_local_only(ctx, g, p, got_part, got_local, book_q, table)
                                                          : fetch(ctx, got_part, got_local, table, parts);
     for (std::size_t k = 0; k < orig_q.size(); ++k) {

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "harness/comm/board.h"
 #include "harness/comm/communicator.h"
 #include "harness/comm/dtype.h"
 #include "harness/core/error.h"
@@ -159,6 +160,7 @@ class Sampling final : public Workload {
     for (std::size_t h = 0; h < o_.sample.fanouts.size(); ++h) {
       key.hop = static_cast<std::int64_t>(h);
       if (o_.skip_empty_hop && dst.empty()) {  // the injected bug: nothing to ask, so no hop
+        comm::mark_fired("skip_empty_hop");
         ref::Block blk;
         out.blocks.push_back(blk);
         continue;
@@ -259,6 +261,7 @@ class Sampling final : public Workload {
       // The injected bug (PyG #9685): replies indexed by position among the owners that were
       // asked, not by owner, which shifts them once an owner before them got no request.
       const Segment& s = seg[o_.wrong_slot ? nonempty : static_cast<std::size_t>(r)];
+      if (o_.wrong_slot && nonempty != static_cast<std::size_t>(r)) comm::mark_fired("wrong_slot");
       ++nonempty;
       std::size_t p = s.pair_at;
       for (std::size_t k = 0; k < mine.size() && k < s.nodes; ++k) {
@@ -316,6 +319,7 @@ class Sampling final : public Workload {
       // The injected bug: an index drawn as 8 random bits modulo the degree (the rand() % n
       // pattern with a short generator), which favours the low positions of every row.
       const std::int64_t n = ref::sample_count(degree, fanout, true);
+      comm::mark_fired("biased_draw");
       for (std::int64_t k = 0; k < n; ++k) {
         const std::uint64_t bits = ref::philox_u64(ref::sample_hop_key(key), static_cast<std::uint64_t>(v), static_cast<std::uint64_t>(k));
         const auto e = b + static_cast<std::size_t>((bits & 0xff) % static_cast<std::uint64_t>(degree));
@@ -328,6 +332,7 @@ class Sampling final : public Workload {
       // The injected bug (pyg-lib #527): one stateful generator shared by every draw, so the
       // result depends on what was drawn before.
       const std::int64_t n = fanout < 0 ? degree : (o_.sample.replace ? fanout : std::min(degree, fanout));
+      comm::mark_fired("shared_generator");
       for (std::int64_t k = 0; k < n; ++k) {
         const auto e = b + static_cast<std::size_t>(rng_() % static_cast<std::uint64_t>(degree));
         nbrs.push_back(rows_.indices[e]);
@@ -337,6 +342,7 @@ class Sampling final : public Workload {
     }
     // The injected bug (cuGraph #2761): more samples than the fanout as the world grows.
     const std::int64_t f = o_.fanout_overflow && fanout > 0 ? fanout + ws - 1 : fanout;
+    if (f != fanout) comm::mark_fired("fanout_overflow");
     ref::sample_node(rows_.indices.data() + b, rows_.edge_ids.data() + b, degree, f, o_.sample.replace || (o_.fanout_overflow && ws > 1), key, v, nbrs, eids);
   }
 

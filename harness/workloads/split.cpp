@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "harness/comm/board.h"
 #include "harness/comm/communicator.h"
 #include "harness/comm/dtype.h"
 #include "harness/report/dump.h"
@@ -45,6 +46,8 @@ class Split final : public Workload {
     const auto ids = global_ids(o_.num_ids, ctx.scenario.seed);
     std::vector<std::vector<std::int64_t>> chunks =
         o_.floor_bug ? ref::floor_division_split(ids, ws) : ref::rank_split(ids, ws);
+    // The floor-division bug changes nothing when the ids divide evenly.
+    if (o_.floor_bug && ids.size() % static_cast<std::size_t>(ws) != 0) comm::mark_fired("floor_division_split");
     const std::size_t produced = chunks.size();
     std::vector<std::int64_t> mine;
     for (std::size_t c = 0; c < chunks.size(); ++c) {

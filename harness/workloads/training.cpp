@@ -17,6 +17,7 @@
 #include <map>
 #include <sstream>
 
+#include "harness/comm/board.h"
 #include "harness/comm/communicator.h"
 #include "harness/comm/dtype.h"
 #include "harness/report/dump.h"
@@ -173,6 +174,7 @@ class Training final : public Workload {
     ctx.comm.set_phase("start");
     ctx.comm.set_step(0);
     const bool reseeded = o_.rank_seeded_init && (o_.seed_rank < 0 || o_.seed_rank == me);
+    if (reseeded && me != 0) comm::mark_fired("rank_seeded_init");
     params_ = tr::init_params(o_.model, reseeded ? seed + static_cast<std::uint64_t>(me) : seed);
     const std::uint64_t checksum = tr::param_checksum(params_);
     check_start_checksum(ctx, checksum);
@@ -191,6 +193,7 @@ class Training final : public Workload {
 
     ctx.comm.set_phase("train");
     if (o_.floor_split) {
+      comm::mark_fired("floor_division_split");
       // The injected bug (PyG's multi-GPU examples): the train set is cut with
       // split(n // world_size), the extra chunk goes round-robin to rank 0, and each rank counts
       // the local batches (batch_size / world_size) of its own chunk for one epoch.
@@ -233,6 +236,7 @@ class Training final : public Workload {
       const tr::Precision precision = cast_now && o_.cast_in_collate ? tr::Precision::kBF16Reduce : o_.precision;
       tr::Batch batch = tr::collate(std::move(*sampled), std::move(rows), o_.model.in_dim, std::move(labels), precision);
       if (cast_now && me == o_.cast_rank) cast_outside_collate(batch);  // the injected bug
+      if (cast_now && (me == o_.cast_rank || o_.cast_in_collate)) comm::mark_fired("cast_bf16_at_step");
       clock = Clock::now();
       double loss_sum = 0;
       std::vector<float> grads(params_.size(), 0.0f);

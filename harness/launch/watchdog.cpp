@@ -1,0 +1,60 @@
+#include "harness/launch/watchdog.h"
+
+#include <algorithm>
+
+namespace lockstep::launch {
+namespace {
+
+double seconds(Watchdog::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+Watchdog::Watchdog(int world_size, Limits limits, Clock::time_point spawned)
+    : limits_(limits), spawned_(spawned), started_at_(static_cast<std::size_t>(world_size)), last_change_(spawned) {}
+
+Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_point now) {
+  std::int64_t total = 0;
+  bool all_exited = true;
+  starting_.clear();
+  for (std::size_t r = 0; r < ranks.size() && r < started_at_.size(); ++r) {
+    const Rank& k = ranks[r];
+    if ((k.started || k.exited) && !started_at_[r]) started_at_[r] = now;
+    total += k.progress + (k.exited ? 1 : 0) + (started_at_[r] ? 1 : 0);
+    all_exited = all_exited && k.exited;
+    if (k.bad_exit && !first_bad_) first_bad_ = now;
+    if (!k.exited && !started_at_[r]) starting_.push_back(static_cast<int>(r));
+  }
+  if (total != last_total_) {
+    last_total_ = total;
+    last_change_ = now;
+  }
+  idle_s_ = seconds(now - last_change_);
+  if (all_exited) return Verdict::kAllExited;
+  if (first_bad_ && seconds(now - *first_bad_) > limits_.settle_s) return Verdict::kSettled;
+  if (seconds(now - spawned_) > limits_.deadline_s) return Verdict::kDeadline;
+  if (!starting_.empty()) {
+    // Someone is still starting: the others may be waiting for it, which is not a hang.
+    return seconds(now - spawned_) > limits_.startup_s ? Verdict::kStartupTimeout : Verdict::kWatch;
+  }
+  // Every live rank has started; the idle clock counts from the last start at the earliest,
+  // since a start is progress.
+  return idle_s_ > limits_.timeout_s ? Verdict::kTimeout : Verdict::kWatch;
+}
+
+Watchdog::Limits watchdog_limits(const scenario::Scenario& s) {
+  Watchdog::Limits l;
+  l.startup_s = s.startup_timeout_s;
+  l.timeout_s = s.timeout_s;
+  l.deadline_s = s.deadline_s;
+  return l;
+}
+
+double engine_timeout_s(const scenario::Scenario& s) { return s.startup_timeout_s + s.timeout_s + 30; }
+
+std::optional<double> Watchdog::startup_seconds(int rank) const {
+  const auto& t = started_at_[static_cast<std::size_t>(rank)];
+  if (!t) return std::nullopt;
+  return seconds(*t - spawned_);
+}
+
+}  // namespace lockstep::launch

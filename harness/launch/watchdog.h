@@ -1,0 +1,78 @@
+#pragma once
+// The watchdog's clock rules, apart from processes so that they can be tested with a fake
+// clock. Both launchers (lockstep's own ranks, and a system under test) feed it what they see
+// at each poll and act on its verdict.
+//
+// A run has two phases per rank. Start-up lasts from spawn to the rank's first collective
+// (process start, loading libraries, building the graph); it has its own bound,
+// startup_timeout_s, measured from spawn. A rank that has started is in the collective phase.
+// The collective timeout (timeout_s of no progress) only runs while every live rank has
+// started: a rank waiting in collective #0 for a peer that is still building its graph is not
+// hung. The deadline bounds the whole run, whatever progress it makes.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "harness/scenario/scenario.h"
+
+namespace lockstep::launch {
+
+class Watchdog {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Limits {
+    double startup_s = 120;
+    double timeout_s = 60;
+    double deadline_s = 900;
+    double settle_s = 0.4;  // after a bad exit, how long the others get to report
+  };
+
+  // What a launcher sees of one rank at one poll.
+  struct Rank {
+    bool exited = false;
+    bool bad_exit = false;      // exited other than cleanly-and-finished
+    bool started = false;       // issued its first collective (or reported progress)
+    std::int64_t progress = 0;  // any counter that moves when the rank makes progress
+  };
+
+  enum class Verdict {
+    kWatch,           // keep polling
+    kAllExited,       // every rank has exited
+    kSettled,         // a rank ended badly and the others had settle_s to report
+    kStartupTimeout,  // a rank has not started within startup_s of spawn
+    kTimeout,         // every live rank has started, and none made progress for timeout_s
+    kDeadline,        // the whole run took deadline_s
+  };
+
+  Watchdog(int world_size, Limits limits, Clock::time_point spawned);
+
+  Verdict observe(const std::vector<Rank>& ranks, Clock::time_point now);
+
+  // The live ranks that had not started at the last observation.
+  const std::vector<int>& starting() const { return starting_; }
+  // Seconds from spawn to the rank's start, or nullopt while it has not started.
+  std::optional<double> startup_seconds(int rank) const;
+  // Seconds without progress at the last observation (in the collective phase).
+  double idle_seconds() const { return idle_s_; }
+  const Limits& limits() const { return limits_; }
+
+ private:
+  Limits limits_;
+  Clock::time_point spawned_;
+  std::vector<std::optional<Clock::time_point>> started_at_;
+  std::int64_t last_total_ = -1;
+  Clock::time_point last_change_;
+  std::optional<Clock::time_point> first_bad_;
+  std::vector<int> starting_;
+  double idle_s_ = 0;
+};
+
+// The limits of a scenario's run.
+Watchdog::Limits watchdog_limits(const scenario::Scenario& s);
+// What engines and the store wait before giving up: longer than any watchdog bound, so that
+// the watchdog always names a hang first.
+double engine_timeout_s(const scenario::Scenario& s);
+
+}  // namespace lockstep::launch
