@@ -222,7 +222,7 @@ TEST_F(BaselineTest, MigratesAVersionOneDatabaseKeepingItsData) {
   const std::string file = path("v1.db");
   exec_raw(file, kV1);
   {
-    Store store(file, /*create=*/false);
+    Store store(file, Access::kWrite);
     EXPECT_EQ(store.schema_version(), 2);
     EXPECT_TRUE(store.integrity_problems().empty());
     const auto runs = store.runs();
@@ -248,7 +248,7 @@ TEST_F(BaselineTest, MigratesAVersionOneDatabaseKeepingItsData) {
 TEST_F(BaselineTest, NewerSchemaIsRefusedWithExitTwo) {
   const std::string file = path("future.db");
   exec_raw(file, "CREATE TABLE t(x); PRAGMA user_version = 99;");
-  EXPECT_THROW(Store(file, false), InputError);
+  EXPECT_THROW(Store(file, Access::kRead), InputError);
   for (const std::string& cmd : std::vector<std::string>{"baseline check", "report --out " + quote(path("rep")), "baseline export"}) {
     const auto r = lockstep(cmd + " --baseline " + quote(file));
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.err;
@@ -265,7 +265,7 @@ TEST_F(BaselineTest, CorruptDatabaseGivesAClearErrorAndExitTwo) {
   // A real database with damaged pages.
   const std::string file = path("damaged.db");
   {
-    Store store(file, true);
+    Store store(file, Access::kCreate);
     for (int i = 0; i < 20; ++i) store.record(test_env("e"), summary(40, 1.0), dir_, i);
     store.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
   }
@@ -299,7 +299,7 @@ TEST_F(BaselineTest, FourConcurrentWritersLoseNothing) {
     if (pid == 0) {
       int code = 0;
       try {
-        Store store(file, /*create=*/true);  // every writer may be the one creating the schema
+        Store store(file, Access::kCreate);  // every writer may be the one creating the schema
         for (int i = 0; i < kRunsEach; ++i) store.record(test_env("env" + std::to_string(w % 2)), summary(kScenarios, w + 1), dir_, i);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "writer %d: %s\n", w, e.what());
@@ -314,7 +314,7 @@ TEST_F(BaselineTest, FourConcurrentWritersLoseNothing) {
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a writer failed";
   }
-  Store store(file, false);
+  Store store(file, Access::kRead);
   EXPECT_TRUE(store.integrity_problems().empty());
   const auto runs = store.runs();
   ASSERT_EQ(runs.size(), static_cast<std::size_t>(kWriters * kRunsEach));
@@ -328,7 +328,7 @@ TEST_F(BaselineTest, FourConcurrentWritersLoseNothing) {
 }
 
 TEST_F(BaselineTest, EnvironmentNameIsBoundToOneStack) {
-  Store store(path("b.db"), true);
+  Store store(path("b.db"), Access::kCreate);
   store.put_environment(test_env("e"));
   auto other = test_env("e");
   other.torch = "2.11.0";
@@ -342,7 +342,7 @@ TEST_F(BaselineTest, ExportImportRoundTripsByteForByte) {
   write_trace(path("r/a"));
   const std::string a = path("a.db");
   {
-    Store store(a, true);
+    Store store(a, Access::kCreate);
     auto run = summary(3, 1.0, "a");
     run.results[1].status = report::Status::kFail;
     run.results[1].diagnosis = Diagnosis{DiagnosisKind::kTimeout, "m", 1, 2};
@@ -365,7 +365,7 @@ TEST_F(BaselineTest, ExportImportRoundTripsByteForByte) {
   r = lockstep("baseline import --baseline " + quote(path("b.db")) + " " + quote(path("one.json")));
   EXPECT_CONTAINS(r.out, "0 run(s) added");
   // One environment only.
-  Store b(path("b.db"), false);
+  Store b(path("b.db"), Access::kRead);
   const std::string e2 = b.export_text("e2");
   EXPECT_EQ(e2.find("\"e1\""), std::string::npos);
   EXPECT_NE(e2.find("\"e2\""), std::string::npos);
@@ -379,7 +379,7 @@ TEST_F(BaselineTest, ExportImportRoundTripsByteForByte) {
 TEST_F(BaselineTest, AlteredTraceIsASequenceChangeNamingRankIndexAndBothRecords) {
   write_trace(path("r/a"));
   write_trace(path("obs/a"), /*rank1_dtype_at_step1=*/"bf16");
-  Store store(path("b.db"), true);
+  Store store(path("b.db"), Access::kCreate);
   store.record(test_env("e"), summary(1, 1.0, "a"), path("r"), 0);
   const auto base = load_baseline(store, "e");
   Observation obs;
@@ -484,7 +484,7 @@ TEST_F(BaselineTest, RunAgainstBaselineReportsSequenceAndDigestChanges) {
 }
 
 TEST_F(BaselineTest, ReportEscapesUserSuppliedStrings) {
-  Store store(path("b.db"), true);
+  Store store(path("b.db"), Access::kCreate);
   auto run = summary(1, 1.0);
   run.results[0].id = "<script>alert(1)</script>";
   run.results[0].metrics["x<img src=y>_per_s"] = 5;
@@ -500,7 +500,7 @@ TEST_F(BaselineTest, ReportEscapesUserSuppliedStrings) {
 }
 
 TEST_F(BaselineTest, ReportStacksStepTimeBreakdownsPerEnvironment) {
-  Store store(path("b.db"), true);
+  Store store(path("b.db"), Access::kCreate);
   auto run = summary(1, 1.0);
   run.results[0].id = "train.gcn";
   run.results[0].metrics = {{"step_time_sampling_s", 0.25}, {"step_time_forward_s", 0.5}, {"step_time_backward_s", 0.25}};

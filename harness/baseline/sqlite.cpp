@@ -3,7 +3,6 @@
 #include <sqlite3.h>
 
 #include <cstring>
-#include <filesystem>
 #include <utility>
 
 #include "harness/core/error.h"
@@ -13,32 +12,50 @@ namespace lockstep::baseline {
 static_assert(SQLITE_ROW == 100 && SQLITE_DONE == 101, "LOCKSTEP_SQLITE assumes these codes");
 
 namespace detail {
-void throw_sqlite(sqlite3* db, int rc, const char* what, const char* file, int line) {
-  const char* base = std::strrchr(file, '/');
-  std::string msg = lockstep::detail::concat(base ? base + 1 : file, ":", line, ": ", what, ": ",
-                                             db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), " (",
-                                             sqlite3_errstr(rc), ")");
-  const int primary = rc & 0xff;
-  if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
-    const char* name = db ? sqlite3_db_filename(db, "main") : nullptr;
-    throw InputError(std::string(name ? name : "database") + ": not a valid lockstep baseline database: " + msg);
+void throw_sqlite(const Db& db, int rc, const char* what, const char* file, int line) {
+  const std::string& path = db.path();
+  switch (rc & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      throw InputError(path + ": not a valid lockstep baseline database: the file is damaged (" + sqlite3_errstr(rc) +
+                       "); restore it from a backup or a text export (lockstep baseline import)");
+    case SQLITE_FULL:
+      throw InputError(path + ": the disk is full (or the database reached its size limit); the write was rolled back");
+    case SQLITE_READONLY:
+      throw InputError(path + ": cannot write: the baseline database, its directory or its filesystem is read-only");
+    case SQLITE_CANTOPEN:
+      throw InputError(path + ": cannot open the baseline database or its -wal, -shm or -journal file next to it"
+                              " (is its directory writable?)");
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      throw InputError(path + ": access to the baseline database was denied");
+    case SQLITE_IOERR:
+      throw InputError(path + ": I/O error on the baseline database (" + sqlite3_errstr(rc) + ")");
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      throw InputError(path + ": the baseline database stayed locked by another process for longer than the busy timeout");
+    default:
+      break;
   }
-  throw Error(msg);
+  const char* base = std::strrchr(file, '/');
+  sqlite3* h = db.handle();
+  throw Error(lockstep::detail::concat(base ? base + 1 : file, ":", line, ": ", what, ": ",
+                                       h ? sqlite3_errmsg(h) : sqlite3_errstr(rc), " (", sqlite3_errstr(rc), ")"));
 }
 }  // namespace detail
 
-Db::Db(const std::string& path, bool create) : path_(path) {
-  if (!create && !std::filesystem::exists(path)) throw InputError(path + ": no such baseline database");
-  const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
+Db::Db(const std::string& path, Mode mode) : path_(path) {
+  int flags = SQLITE_OPEN_NOMUTEX;
+  if (mode == Mode::kReadOnly) flags |= SQLITE_OPEN_READONLY;
+  else flags |= SQLITE_OPEN_READWRITE | (mode == Mode::kCreate ? SQLITE_OPEN_CREATE : 0);
   const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
-    std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);
     db_ = nullptr;
-    throw InputError(path + ": cannot open baseline database: " + msg);
+    detail::throw_sqlite(*this, rc, "sqlite3_open_v2", __FILE__, __LINE__);
   }
   sqlite3_extended_result_codes(db_, 1);
-  LOCKSTEP_SQLITE(db_, sqlite3_busy_timeout(db_, 60000));
+  LOCKSTEP_SQLITE(*this, sqlite3_busy_timeout(db_, 60000));
 }
 
 Db::~Db() {
@@ -61,14 +78,16 @@ void Db::exec(const std::string& sql) {
   const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
     sqlite3_free(err);
-    detail::throw_sqlite(db_, rc, sql.substr(0, 60).c_str(), __FILE__, __LINE__);
+    detail::throw_sqlite(*this, rc, sql.substr(0, 60).c_str(), __FILE__, __LINE__);
   }
 }
 
 std::int64_t Db::last_insert_id() const { return sqlite3_last_insert_rowid(db_); }
 
+bool Db::read_only() const { return sqlite3_db_readonly(db_, "main") == 1; }
+
 Statement::Statement(const Db& db, std::string_view sql) : db_(&db) {
-  LOCKSTEP_SQLITE(db.handle(), sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr));
+  LOCKSTEP_SQLITE(db, sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr));
 }
 
 Statement::~Statement() {
@@ -78,19 +97,19 @@ Statement::~Statement() {
 Statement::Statement(Statement&& other) noexcept : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)) {}
 
 Statement& Statement::bind(int index, std::int64_t value) {
-  LOCKSTEP_SQLITE(db_->handle(), sqlite3_bind_int64(stmt_, index, value));
+  LOCKSTEP_SQLITE(*db_, sqlite3_bind_int64(stmt_, index, value));
   return *this;
 }
 Statement& Statement::bind(int index, double value) {
-  LOCKSTEP_SQLITE(db_->handle(), sqlite3_bind_double(stmt_, index, value));
+  LOCKSTEP_SQLITE(*db_, sqlite3_bind_double(stmt_, index, value));
   return *this;
 }
 Statement& Statement::bind(int index, std::string_view value) {
-  LOCKSTEP_SQLITE(db_->handle(), sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT));
+  LOCKSTEP_SQLITE(*db_, sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT));
   return *this;
 }
 Statement& Statement::bind_null(int index) {
-  LOCKSTEP_SQLITE(db_->handle(), sqlite3_bind_null(stmt_, index));
+  LOCKSTEP_SQLITE(*db_, sqlite3_bind_null(stmt_, index));
   return *this;
 }
 
@@ -98,7 +117,7 @@ bool Statement::step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  detail::throw_sqlite(db_->handle(), rc, sqlite3_sql(stmt_), __FILE__, __LINE__);
+  detail::throw_sqlite(*db_, rc, sqlite3_sql(stmt_), __FILE__, __LINE__);
 }
 
 void Statement::run() {

@@ -15,9 +15,10 @@ namespace lockstep::baseline {
 // An open database connection. Movable, not copyable; closed in the destructor.
 class Db {
  public:
-  // Opens (creating when `create`) the file at `path`. Throws InputError when the file is
-  // missing (and !create) or is not a SQLite database.
-  Db(const std::string& path, bool create);
+  enum class Mode { kReadOnly, kReadWrite, kCreate };
+  // Opens the file at `path` (kCreate: creating it when missing). Checks nothing about its
+  // content (see Store). Throws InputError when it cannot be opened.
+  Db(const std::string& path, Mode mode);
   ~Db();
   Db(Db&& other) noexcept;
   Db& operator=(Db&& other) noexcept;
@@ -27,6 +28,8 @@ class Db {
   // Runs one or more statements that return no rows. Throws Error on failure.
   void exec(const std::string& sql);
   std::int64_t last_insert_id() const;
+  // True when the connection cannot write (the file or its filesystem is read-only).
+  bool read_only() const;
   const std::string& path() const { return path_; }
   sqlite3* handle() const { return db_; }
 
@@ -84,13 +87,16 @@ class Transaction {
 };
 
 namespace detail {
-[[noreturn]] void throw_sqlite(sqlite3* db, int rc, const char* what, const char* file, int line);
+// Failures of the file (damaged, not a database, read-only, cannot open, disk full, I/O, locked)
+// throw InputError with a plain one-line message naming `db`'s path; the rest (misuse, SQL
+// errors, constraints: bugs) throw Error("file:line: what: <sqlite message>").
+[[noreturn]] void throw_sqlite(const Db& db, int rc, const char* what, const char* file, int line);
 }
 
 }  // namespace lockstep::baseline
 
-// LOCKSTEP_SQLITE(db, call): throws lockstep::Error("file:line: what: <sqlite message>") unless
-// `call` returns SQLITE_OK, SQLITE_ROW or SQLITE_DONE.
+// LOCKSTEP_SQLITE(db, call): throws (see detail::throw_sqlite) unless `call` returns SQLITE_OK,
+// SQLITE_ROW or SQLITE_DONE. `db` is the Db the call is about.
 #define LOCKSTEP_SQLITE(db, call)                                                          \
   do {                                                                                     \
     const int lockstep_rc_ = (call);                                                       \

@@ -4,6 +4,9 @@
 // collective sequences (per rank, in order, with the fingerprint fields), metric samples and
 // per-rank collective timelines. The schema is versioned through PRAGMA user_version and
 // migrated forward on open; a database newer than this binary is refused (InputError).
+// Opening checks the file before anything writes to it: a file that is empty, not SQLite,
+// another application's SQLite database, damaged (PRAGMA quick_check), newer, or read-only
+// when the command writes is refused with InputError and left as it was.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -18,6 +21,9 @@
 namespace lockstep::baseline {
 
 inline constexpr int kSchemaVersion = 2;
+// PRAGMA application_id of files this lockstep creates or migrates ("LkSt"). Files made by
+// earlier versions have 0 and are recognised by their tables.
+inline constexpr std::int32_t kApplicationId = 0x4c6b5374;
 // Calls per rank kept in a stored timeline (the sequence itself is always complete).
 inline constexpr int kTimelineCallsPerRank = 256;
 
@@ -46,12 +52,20 @@ struct StoredRun {
   std::vector<StoredResult> results;
 };
 
+// What the command opening a store will do with it.
+enum class Access {
+  kRead,    // only reads (an older schema is still migrated, which writes)
+  kWrite,   // writes: the file and its directory must be writable
+  kCreate,  // as kWrite, creating the file (complete, in WAL mode) when the path does not exist
+};
+
 class Store {
  public:
-  // Opens `path` (creating it when `create`), enables WAL and migrates the schema. Throws
-  // InputError for a file that is not a baseline database, is corrupt, or is newer than this
-  // binary.
-  Store(const std::string& path, bool create);
+  // Opens `path` for `access` after checking it (see the top of this file); a writing open
+  // enables WAL, and any open migrates an older schema. Throws InputError naming `path` for a
+  // missing (unless kCreate), empty, foreign, damaged, newer or (for writing) read-only file,
+  // which is then left byte for byte as it was, without -wal or -shm files of ours.
+  Store(const std::string& path, Access access);
 
   int schema_version();
   // PRAGMA integrity_check plus foreign_key_check; empty when the database is sound.

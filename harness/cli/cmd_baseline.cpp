@@ -19,7 +19,7 @@ void add_baseline(CLI::App& app, int& exit_code) {
   auto* check = cmd->add_subcommand("check", "Run PRAGMA integrity_check and foreign_key_check; exit 2 when damaged");
   check->add_option("--baseline", *db, "the SQLite baseline database")->required();
   check->callback([db, &exit_code] {
-    baseline::Store store(*db, /*create=*/false);
+    baseline::Store store(*db, baseline::Access::kRead);
     const auto problems = store.integrity_problems();
     if (!problems.empty()) {
       std::string msg = *db + ": database is damaged:";
@@ -37,7 +37,7 @@ void add_baseline(CLI::App& app, int& exit_code) {
   imp->add_option("--baseline", *db, "the SQLite baseline database")->required();
   imp->add_option("files", *import_files, "exports written by `lockstep baseline export`")->required();
   imp->callback([db, import_files, &exit_code] {
-    baseline::Store store(*db, /*create=*/true);
+    baseline::Store store(*db, baseline::Access::kCreate);
     for (const auto& f : *import_files) {
       std::ifstream in(f, std::ios::binary);
       if (!in) throw InputError(f + ": cannot read");
@@ -56,7 +56,7 @@ void add_baseline(CLI::App& app, int& exit_code) {
   exp->add_option("--out", *out, "output file (default: standard output)");
   exp->add_option("--env", *env, "export only this environment's runs");
   exp->callback([db, out, env, &exit_code] {
-    baseline::Store store(*db, /*create=*/false);
+    baseline::Store store(*db, baseline::Access::kRead);
     const std::string text = store.export_text(*env);
     if (out->empty()) std::cout << text;
     else write_file_atomically(*out, text);

@@ -36,7 +36,7 @@ void add_compare(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(1e-9, 0.5));
   cmd->callback([a, &exit_code] {
-    baseline::Store store(a->baseline, /*create=*/false);
+    baseline::Store store(a->baseline, baseline::Access::kRead);
     const auto c = baseline::compare(store, a->from, a->to, a->rule);
     const std::string text = a->json ? baseline::comparison_json(c).dump(2) + "\n" : baseline::comparison_markdown(c);
     std::cout << text;

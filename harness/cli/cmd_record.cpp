@@ -47,7 +47,7 @@ void add_record(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 1024));
   cmd->callback([a, &exit_code] {
     const auto scenarios = launch::filter_scenarios(scenario::load_paths(a->paths), a->filter);
-    baseline::Store store(a->baseline, /*create=*/true);
+    baseline::Store store(a->baseline, baseline::Access::kCreate);
     const auto env = baseline::detect_environment(a->env);
     store.put_environment(env);  // refuses a name bound to another stack before running anything
     launch::LaunchOptions opts;

@@ -17,7 +17,7 @@ void add_report(CLI::App& app, int& exit_code) {
   cmd->add_option("--baseline", *db, "the SQLite baseline database")->required();
   cmd->add_option("--out", *out, "output directory")->required();
   cmd->callback([db, out, &exit_code] {
-    baseline::Store store(*db, /*create=*/false);
+    baseline::Store store(*db, baseline::Access::kRead);
     baseline::write_report(store, *out);
     std::cout << "wrote " << *out << "/index.html and " << *out << "/report.md\n";
     exit_code = 0;

@@ -67,7 +67,7 @@ void add_run(CLI::App& app, int& exit_code) {
       return;
     }
     // Open (and validate) the store before spending time on the suite.
-    baseline::Store store(a->baseline, /*create=*/false);
+    baseline::Store store(a->baseline, baseline::Access::kRead);
     const std::string env = a->env.empty() ? baseline::default_environment_name() : a->env;
     if (!store.environment(env)) throw InputError("--env: no environment named '" + env + "' in " + a->baseline);
     auto session = baseline::run_repeated(scenarios, opts, a->repeat, std::cout);
