@@ -378,6 +378,11 @@ std::vector<std::string> Store::integrity_problems() {
 
 void Store::put_environment(const Environment& e) {
   Transaction tx(db_);
+  add_environment(e);
+  tx.commit();
+}
+
+void Store::add_environment(const Environment& e) {
   if (auto have = environment(e.name)) {
     auto differ = [&](const char* what, const std::string& a, const std::string& b) {
       if (a != b)
@@ -399,7 +404,6 @@ void Store::put_environment(const Environment& e) {
   ins.bind(1, e.name).bind(2, e.torch).bind(3, e.torch_line).bind(4, e.cuda).bind(5, e.nccl).bind(6, e.compiler);
   ins.bind(7, e.cpu).bind(8, e.gpu).bind(9, e.driver).bind(10, e.lockstep_rev);
   ins.run();
-  tx.commit();
 }
 
 std::vector<Environment> Store::environments() {
@@ -524,7 +528,6 @@ void Store::insert_run(const StoredRun& run) {
 
 std::string Store::record(const Environment& env, const report::RunSummary& summary, const std::string& report_dir,
                           int repeat) {
-  put_environment(env);
   StoredRun run;
   run.uid = new_uid();
   run.environment = env.name;
@@ -557,6 +560,7 @@ std::string Store::record(const Environment& env, const report::RunSummary& summ
     run.results.push_back(std::move(s));
   }
   Transaction tx(db_);
+  add_environment(env);
   for (const auto& [hash, seq] : sequences) put_sequence(hash, seq);
   insert_run(run);
   tx.commit();
@@ -683,7 +687,7 @@ std::string Store::export_text(const std::string& environment) {
   return os.str();
 }
 
-int Store::import_text(const std::string& text, const std::string& source) {
+Export parse_export(const std::string& text, const std::string& source) {
   Json j;
   try {
     j = Json::parse(text);
@@ -696,28 +700,26 @@ int Store::import_text(const std::string& text, const std::string& source) {
   if (version < 1 || version > kSchemaVersion)
     throw InputError(source + ": export schema_version " + std::to_string(version) + " is not supported (this lockstep: 1.." +
                      std::to_string(kSchemaVersion) + ")");
-  int added = 0;
+  Export out;
+  out.source = source;
   try {
     for (const auto& e : j.at("environments")) {
-      put_environment(Environment{e.at("name"), e.at("torch"), e.at("torch_line"), e.at("cuda"), e.at("nccl"),
-                                  e.at("compiler"), e.at("cpu"), e.at("gpu"), e.at("driver"), e.at("lockstep_rev")});
+      out.environments.push_back(Environment{e.at("name"), e.at("torch"), e.at("torch_line"), e.at("cuda"), e.at("nccl"),
+                                             e.at("compiler"), e.at("cpu"), e.at("gpu"), e.at("driver"),
+                                             e.at("lockstep_rev")});
     }
-    Transaction tx(db_);
     for (const auto& s : j.at("sequences")) {
       Sequence seq;
       for (const auto& rank : s.at("ranks")) {
         seq.emplace_back();
         for (const auto& c : rank) seq.back().push_back(call_from_json(c));
       }
-      put_sequence(s.at("hash").get<std::string>(), seq);
+      out.sequences.emplace_back(s.at("hash").get<std::string>(), std::move(seq));
     }
     for (const auto& r : j.at("runs")) {
-      const std::string uid = r.at("uid");
-      Statement have(db_, "SELECT 1 FROM runs WHERE uid = ?");
-      have.bind(1, uid);
-      if (have.step()) continue;
-      StoredRun run{uid, r.at("environment"), r.at("started_at"), r.at("kind"), r.at("repeat").get<int>(),
+      StoredRun run{r.at("uid"), r.at("environment"), r.at("started_at"), r.at("kind"), r.at("repeat").get<int>(),
                     r.at("lockstep_rev"), r.value("host", ""), {}};
+      std::set<std::string> scenarios;
       for (const auto& x : r.at("results")) {
         StoredResult s;
         s.scenario = x.at("scenario");
@@ -733,16 +735,48 @@ int Store::import_text(const std::string& text, const std::string& source) {
         s.sequence = x.at("sequence");
         for (const auto& [k, v] : x.at("metrics").items()) s.metrics[k] = v.get<double>();
         if (x.contains("timeline") && !x["timeline"].is_null()) s.timeline = x["timeline"].dump();
+        if (!scenarios.insert(s.scenario).second)
+          throw InputError(source + ": run " + run.uid + " has scenario " + s.scenario + " twice");
         run.results.push_back(std::move(s));
       }
-      insert_run(run);
-      ++added;
+      out.runs.push_back(std::move(run));
     }
-    tx.commit();
   } catch (const nlohmann::json::exception& e) {
     throw InputError(source + ": malformed baseline export: " + e.what());
   }
+  return out;
+}
+
+std::vector<int> Store::import_exports(const std::vector<Export>& exports) {
+  std::vector<int> added;
+  Transaction tx(db_);
+  for (const auto& x : exports) {
+    int n = 0;
+    try {
+      for (const auto& e : x.environments) add_environment(e);
+      for (const auto& [hash, seq] : x.sequences) put_sequence(hash, seq);
+      for (const auto& run : x.runs) {
+        Statement have(db_, "SELECT 1 FROM runs WHERE uid = ?");
+        have.bind(1, run.uid);
+        if (have.step()) continue;
+        insert_run(run);
+        ++n;
+      }
+    } catch (const InputError& e) {
+      // A conflict with the database (an environment bound to another stack, a run of an
+      // unknown environment): name the export. Failures of the file itself name the file.
+      const std::string what = e.what();
+      if (what.rfind(db_.path() + ":", 0) == 0) throw;
+      throw InputError(x.source + ": " + what);
+    }
+    added.push_back(n);
+  }
+  tx.commit();
   return added;
+}
+
+int Store::import_text(const std::string& text, const std::string& source) {
+  return import_exports({parse_export(text, source)}).front();
 }
 
 }  // namespace lockstep::baseline

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/baseline/environment.h"
@@ -59,6 +60,18 @@ enum class Access {
   kCreate,  // as kWrite, creating the file (complete, in WAL mode) when the path does not exist
 };
 
+// A parsed text export (Store::export_text), ready to import.
+struct Export {
+  std::string source;  // where it came from, for messages
+  std::vector<Environment> environments;
+  std::vector<std::pair<std::string, Sequence>> sequences;  // by hash
+  std::vector<StoredRun> runs;
+};
+
+// Parses an export without touching any database. Throws InputError naming `source` for
+// malformed or unsupported input.
+Export parse_export(const std::string& text, const std::string& source);
+
 class Store {
  public:
   // Opens `path` for `access` after checking it (see the top of this file); a writing open
@@ -89,14 +102,18 @@ class Store {
 
   // The reviewable text export (JSON, deterministic order); only `environment` when not "".
   std::string export_text(const std::string& environment = "");
-  // Merges an export: environments by name, sequences by hash, runs by uid (present ones are
-  // skipped). Returns the number of runs added. Throws InputError naming `source` for bad input.
+  // Merges exports in one transaction, all or nothing: environments by name, sequences by
+  // hash, runs by uid (present ones are skipped). Returns the number of runs added per export.
+  // Throws InputError naming the export's source when one conflicts with the database.
+  std::vector<int> import_exports(const std::vector<Export>& exports);
+  // parse_export then import_exports of that one export.
   int import_text(const std::string& text, const std::string& source);
 
   Db& db() { return db_; }
 
  private:
   void migrate();
+  void add_environment(const Environment& env);  // put_environment inside the caller's transaction
   std::int64_t env_id(const std::string& name);
   std::int64_t put_sequence(const std::string& hash, const Sequence& sequence);
   void insert_run(const StoredRun& run);

@@ -1,6 +1,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -33,19 +34,24 @@ void add_baseline(CLI::App& app, int& exit_code) {
   });
 
   auto import_files = std::make_shared<std::vector<std::string>>();
-  auto* imp = cmd->add_subcommand("import", "Merge text exports (JSON) into the database (created when missing)");
+  auto* imp = cmd->add_subcommand(
+      "import", "Merge text exports (JSON) into the database (created when missing); all files or nothing");
   imp->add_option("--baseline", *db, "the SQLite baseline database")->required();
   imp->add_option("files", *import_files, "exports written by `lockstep baseline export`")->required();
   imp->callback([db, import_files, &exit_code] {
-    baseline::Store store(*db, baseline::Access::kCreate);
+    // Every file is read and parsed before the database is opened, and all are merged in one
+    // transaction.
+    std::vector<baseline::Export> exports;
     for (const auto& f : *import_files) {
       std::ifstream in(f, std::ios::binary);
       if (!in) throw InputError(f + ": cannot read");
       std::ostringstream text;
       text << in.rdbuf();
-      const int added = store.import_text(text.str(), f);
-      std::cout << f << ": " << added << " run(s) added\n";
+      exports.push_back(baseline::parse_export(text.str(), f));
     }
+    baseline::Store store(*db, baseline::Access::kCreate);
+    const auto added = store.import_exports(exports);
+    for (std::size_t i = 0; i < exports.size(); ++i) std::cout << exports[i].source << ": " << added[i] << " run(s) added\n";
     exit_code = 0;
   });
 
