@@ -31,10 +31,10 @@ void add_compare(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", a->out, "also write the report here (Markdown, or JSON with --json)");
   cmd->add_option("--tolerance", a->rule.tolerance, "relative throughput change always tolerated")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 10.0));
+      ->check(CLI::Range(0.0, 10.0) & finite());
   cmd->add_option("--alpha", a->rule.alpha, "significance level of the one-sided Mann-Whitney tests")
       ->capture_default_str()
-      ->check(CLI::Range(1e-9, 0.5));
+      ->check(CLI::Range(1e-9, 0.5) & finite());
   cmd->callback([a, &exit_code] {
     baseline::Store store(a->baseline, baseline::Access::kRead);
     const auto c = baseline::compare(store, a->from, a->to, a->rule);

@@ -8,6 +8,7 @@
 #include "harness/baseline/environment.h"
 #include "harness/baseline/store.h"
 #include "harness/cli/commands.h"
+#include "harness/launch/cancel.h"
 #include "harness/launch/suite.h"
 
 namespace lockstep::cli {
@@ -22,7 +23,7 @@ void add_record(CLI::App& app, int& exit_code) {
     std::string baseline;
     std::string env;
     int repeat = 5;
-    std::string report_dir = "lockstep-report";
+    std::string report_dir;  // "": a fresh folder per run (fresh_report_dir)
     std::string filter;
     int max_ranks = 16;
   };
@@ -35,8 +36,9 @@ void add_record(CLI::App& app, int& exit_code) {
   cmd->add_option("--repeat", a->repeat, "record the suite this many times (samples for the throughput rule)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  cmd->add_option("--report-dir", a->report_dir, "where each run's report goes (overwritten by the next repeat once recorded)")
-      ->capture_default_str();
+  cmd->add_option("--report-dir", a->report_dir,
+                  "where each run's report goes, overwritten by the next repeat once recorded (default: a new\n"
+                  "folder per run, lockstep-report/run-<UTC time>-<pid>, with lockstep-report/latest pointing at it)");
   cmd->add_option_function<std::string>(
       "--python", [](const std::string& p) { ::setenv("LOCKSTEP_PYTHON", p.c_str(), 1); },
       "systems under test: the Python interpreter that replaces {python} in [system] command\n"
@@ -52,7 +54,10 @@ void add_record(CLI::App& app, int& exit_code) {
     store.put_environment(env);  // refuses a name bound to another stack before running anything
     launch::LaunchOptions opts;
     opts.binary = launch::self_executable();
-    opts.report_dir = a->report_dir;
+    const bool fresh = a->report_dir.empty();
+    opts.report_dir = fresh ? fresh_report_dir() : a->report_dir;
+    prepare_report_dir(opts.report_dir, "--report-dir");
+    launch::install_cancel_handlers();
     opts.max_ranks = a->max_ranks;
     opts.progress = isatty(STDOUT_FILENO);
     bool met = true;
@@ -65,12 +70,18 @@ void add_record(CLI::App& app, int& exit_code) {
         std::cout << "== " << o.label << " ==\n";
       }
       const auto run = launch::run_suite(scenarios, o, std::cout);
+      if (launch::cancelled()) {
+        // An interrupted repeat is not a measurement: nothing of it goes into the baseline.
+        std::cout << "cancelled by " << launch::cancel_signal_name() << ": repeat " << i + 1 << " was not recorded\n";
+        break;
+      }
       const std::string uid = store.record(env, run, o.report_dir, i);
       met = met && launch::all_met(run);
       std::cout << "recorded run " << uid << " (" << env.name << ", repeat " << i + 1 << "/" << a->repeat << ") in "
                 << a->baseline << '\n';
     }
-    exit_code = met ? 0 : 1;
+    if (fresh) link_latest(opts.report_dir);
+    exit_code = exit_code_after(met ? 0 : 1);
   });
 }
 

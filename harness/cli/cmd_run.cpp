@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -9,6 +10,7 @@
 #include "harness/baseline/session.h"
 #include "harness/cli/commands.h"
 #include "harness/core/error.h"
+#include "harness/launch/cancel.h"
 #include "harness/launch/suite.h"
 
 namespace lockstep::cli {
@@ -17,7 +19,7 @@ void add_run(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("run", "Run scenario files or directories and judge each against its expectation");
   struct Args {
     std::vector<std::string> paths;
-    std::string report_dir = "lockstep-report";
+    std::string report_dir;  // "": a fresh folder per run (fresh_report_dir)
     std::string filter;
     bool dump = false;
     int max_ranks = 16;
@@ -29,8 +31,8 @@ void add_run(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<Args>();
   cmd->add_option("paths", a->paths, "scenario files or directories (searched for *.toml)")->required();
   cmd->add_option("--report-dir", a->report_dir,
-                  "write results.json, junit.xml and per-scenario rank logs and traces here")
-      ->capture_default_str();
+                  "write results.json, junit.xml and per-scenario rank logs and traces here (default: a new\n"
+      "folder per run, lockstep-report/run-<UTC time>-<pid>, with lockstep-report/latest pointing at it)");
   cmd->add_option_function<std::string>(
       "--python", [](const std::string& p) { ::setenv("LOCKSTEP_PYTHON", p.c_str(), 1); },
       "systems under test: the Python interpreter that replaces {python} in [system] command\n"
@@ -49,30 +51,39 @@ void add_run(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 100));
   cmd->add_option("--tolerance", a->rule.tolerance, "with --baseline: relative slowdown always tolerated")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 10.0));
+      ->check(CLI::Range(0.0, 10.0) & finite());
   cmd->add_option("--alpha", a->rule.alpha, "with --baseline: significance level of the one-sided Mann-Whitney test")
       ->capture_default_str()
-      ->check(CLI::Range(1e-9, 0.5));
+      ->check(CLI::Range(1e-9, 0.5) & finite());
   cmd->callback([a, &exit_code] {
     const auto scenarios = launch::filter_scenarios(scenario::load_paths(a->paths), a->filter);
+    // Open (and validate) the store before spending time on the suite, or creating anything.
+    std::optional<baseline::Store> store;
+    std::string env;
+    if (!a->baseline.empty()) {
+      store.emplace(a->baseline, baseline::Access::kRead);
+      env = a->env.empty() ? baseline::default_environment_name() : a->env;
+      if (!store->environment(env)) throw InputError("--env: no environment named '" + env + "' in " + a->baseline);
+    }
     launch::LaunchOptions opts;
     opts.binary = launch::self_executable();
-    opts.report_dir = a->report_dir;
+    const bool fresh = a->report_dir.empty();
+    opts.report_dir = fresh ? fresh_report_dir() : a->report_dir;
+    prepare_report_dir(opts.report_dir, "--report-dir");
+    launch::install_cancel_handlers();
     opts.dump = a->dump;
     opts.max_ranks = a->max_ranks;
     opts.progress = isatty(STDOUT_FILENO);
     if (a->baseline.empty()) {
       const auto run = launch::run_suite(scenarios, opts, std::cout);
-      exit_code = launch::all_met(run) ? 0 : 1;
+      if (fresh) link_latest(opts.report_dir);
+      exit_code = exit_code_after(launch::all_met(run) ? 0 : 1);
       return;
     }
-    // Open (and validate) the store before spending time on the suite.
-    baseline::Store store(a->baseline, baseline::Access::kRead);
-    const std::string env = a->env.empty() ? baseline::default_environment_name() : a->env;
-    if (!store.environment(env)) throw InputError("--env: no environment named '" + env + "' in " + a->baseline);
     auto session = baseline::run_repeated(scenarios, opts, a->repeat, std::cout);
-    const int failed = baseline::check_session(store, env, scenarios, session, opts, a->repeat, a->rule, std::cout);
-    exit_code = failed == 0 && launch::all_met(session.runs.front()) ? 0 : 1;
+    const int failed = baseline::check_session(*store, env, scenarios, session, opts, a->repeat, a->rule, std::cout);
+    if (fresh) link_latest(opts.report_dir);
+    exit_code = exit_code_after(failed == 0 && launch::all_met(session.runs.front()) ? 0 : 1);
   });
 }
 

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   lockstep::cli::add_baseline(app, exit_code);
   lockstep::cli::add_compare(app, exit_code);
   lockstep::cli::add_report(app, exit_code);
+  lockstep::cli::add_catalog(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

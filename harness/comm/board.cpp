@@ -175,6 +175,7 @@ SlotView Board::view(int rank) const {
   v.last_phase = load_phase(s.last_phase);
   v.activity = load_phase(s.activity);
   v.fired = s.fired.load();
+  v.max_step = s.max_step.load();
   return v;
 }
 

@@ -28,6 +28,7 @@ struct alignas(64) BoardSlot {
   std::atomic<std::uint64_t> last_phase[3]{};
   std::atomic<std::uint64_t> activity[3]{};  // what a starting rank does, e.g. "building graph"
   std::atomic<std::uint64_t> fired{0};       // bit i: the scenario's [[inject]] #i fired here
+  std::atomic<std::int64_t> max_step{-1};    // the highest step a collective was issued from
 };
 
 // A snapshot of one slot, for messages.
@@ -37,6 +38,7 @@ struct SlotView {
   RankState state = RankState::kStarting;
   std::string phase, last_phase, activity;
   std::uint64_t fired = 0;
+  std::int64_t max_step = -1;
 
   bool in_collective() const { return issued > completed; }
   // Past start-up: the rank has issued its first call, or has ended.

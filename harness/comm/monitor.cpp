@@ -59,6 +59,7 @@ std::unique_ptr<Pending> Monitor::start(Call& call) {
     } else {
       board_->op.store(static_cast<std::int32_t>(call.op), std::memory_order_relaxed);
       board_->step.store(call.site.step, std::memory_order_relaxed);
+      if (call.site.step > board_->max_step.load(std::memory_order_relaxed)) board_->max_step.store(call.site.step, std::memory_order_relaxed);
       board_->index.store(call.site.index, std::memory_order_relaxed);
       Board::store_phase(board_->phase, call.site.phase);
       board_->issued.store(call.seq + 1, std::memory_order_release);

@@ -20,6 +20,7 @@
 
 #include "harness/comm/board.h"
 #include "harness/comm/faults.h"
+#include "harness/launch/cancel.h"
 #include "harness/launch/processes.h"
 #include "harness/launch/watchdog.h"
 #include "harness/launch/system_run.h"
@@ -271,8 +272,10 @@ std::string unfired_injections(const scenario::Scenario& s, const comm::Board& b
     os << "injection " << inj.label() << " never fired: ";
     if (comm::is_comm_fault(inj.kind)) {
       const comm::Fault f = comm::parse_fault(inj, s.world_size);
-      os << "rank " << f.rank << " issued no call matching " << comm::describe_target(f) << " (it last completed "
-         << board.view(f.rank).last_completed() << ")";
+      const auto v = board.view(f.rank);
+      os << "rank " << f.rank << " issued no call matching " << comm::describe_target(f) << " (";
+      if (v.max_step >= 0) os << "the last step it issued a collective from was " << v.max_step << "; ";
+      os << "it last completed " << v.last_completed() << ")";
     } else {
       os << "the workload never reached the point it changes (check its step, rank or the data it needs)";
     }
@@ -403,7 +406,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     Watchdog dog(s.world_size, watchdog_limits(s), Clock::now());
     Watchdog::Verdict verdict = Watchdog::Verdict::kWatch;
     std::vector<Watchdog::Rank> seen(static_cast<std::size_t>(s.world_size));
-    while (verdict == Watchdog::Verdict::kWatch) {
+    while (verdict == Watchdog::Verdict::kWatch && !cancelled()) {
       procs.reap();
       for (int r = 0; r < s.world_size; ++r) {
         const auto& c = procs.children()[static_cast<std::size_t>(r)];
@@ -418,6 +421,14 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
       }
       verdict = dog.observe(seen, Clock::now());
       if (verdict == Watchdog::Verdict::kWatch) std::this_thread::sleep_for(kPoll);
+    }
+    if (cancelled()) {
+      procs.kill_all();
+      fs::remove(board_path);
+      res.duration_s = elapsed();
+      res.status = report::Status::kCancelled;
+      res.reason = "cancelled by " + cancel_signal_name() + " while running; its ranks were stopped";
+      return res;
     }
     procs.reap();
     for (int r = 0; r < s.world_size; ++r) {
@@ -460,8 +471,8 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     res.reason = why;
   } catch (const std::exception& e) {
     res.duration_s = elapsed();
-    res.status = report::Status::kError;
-    res.reason = e.what();
+    res.status = cancelled() ? report::Status::kCancelled : report::Status::kError;
+    res.reason = cancelled() ? "cancelled by " + cancel_signal_name() + " while running; its ranks were stopped" : e.what();
   }
   return res;
 }

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "harness/core/error.h"
+#include "harness/launch/cancel.h"
 
 #include "harness/comm/engines.h"
 #include "lockstep/config.h"
@@ -35,6 +36,7 @@ const char* label(report::Status s) {
     case report::Status::kFail: return "FAIL ";
     case report::Status::kSkip: return "SKIP ";
     case report::Status::kError: return "ERROR";
+    case report::Status::kCancelled: return "CANCL";
   }
   return "?";
 }
@@ -98,8 +100,25 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
   run.started_at = utc_now();
   const auto t0 = std::chrono::steady_clock::now();
   std::filesystem::create_directories(options.report_dir);
+  // A report left by an earlier run in this folder must not pass for this run's, whatever
+  // happens to this one.
+  for (const char* stale : {"results.json", "junit.xml"}) std::filesystem::remove(std::filesystem::path(options.report_dir) / stale);
   const std::size_t n = scenarios.size();
   for (std::size_t i = 0; i < n; ++i) {
+    if (cancelled()) {
+      report::ScenarioResult r;
+      r.name = scenarios[i].name;
+      r.id = scenarios[i].id();
+      r.file = scenarios[i].file;
+      r.variant = scenarios[i].variant;
+      r.tags = scenarios[i].tags;
+      r.expected = scenarios[i].expect.expected_label();
+      r.world_size = scenarios[i].world_size;
+      r.status = report::Status::kCancelled;
+      r.reason = "not run: the run was cancelled by " + cancel_signal_name();
+      run.results.push_back(std::move(r));
+      continue;
+    }
     if (options.progress) {
       // One redrawn line: position, bar, elapsed time and an estimate of what is left.
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -121,7 +140,8 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
     out.flush();
     run.results.push_back(std::move(r));
   }
-  check_invariance(scenarios, run.results);
+  if (!cancelled()) check_invariance(scenarios, run.results);
+  run.cancelled_by = cancel_signal_name();
   run.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report::write_results_json(run, (std::filesystem::path(options.report_dir) / "results.json").string());
   report::write_junit_xml(run, (std::filesystem::path(options.report_dir) / "junit.xml").string());
@@ -151,7 +171,9 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
         << std::setprecision(1) << row.seconds << '\n';
   }
   out << "\n" << counts[report::Status::kPass] << " passed, " << counts[report::Status::kFail] << " failed, "
-      << counts[report::Status::kSkip] << " skipped, " << counts[report::Status::kError] << " errors in "
+      << counts[report::Status::kSkip] << " skipped, " << counts[report::Status::kError] << " errors"
+      << (run.cancelled_by.empty() ? "" : ", " + std::to_string(counts[report::Status::kCancelled]) + " cancelled by " + run.cancelled_by)
+      << " in "
       << std::fixed << std::setprecision(1) << run.duration_s << " s; report: " << options.report_dir << '\n';
   return run;
 }
@@ -175,7 +197,7 @@ std::vector<scenario::Scenario> filter_scenarios(std::vector<scenario::Scenario>
 
 bool all_met(const report::RunSummary& run) {
   for (const auto& r : run.results) {
-    if (r.status == report::Status::kFail || r.status == report::Status::kError) return false;
+    if (r.status == report::Status::kFail || r.status == report::Status::kError || r.status == report::Status::kCancelled) return false;
   }
   return true;
 }

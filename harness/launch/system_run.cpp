@@ -16,7 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/error.h"
+#include "harness/launch/cancel.h"
 #include "harness/launch/processes.h"
+#include "harness/launch/watchdog.h"
 #include "harness/rank/rank_main.h"
 #include "harness/sut/capability.h"
 #include "harness/sut/io.h"
@@ -161,44 +163,40 @@ std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vec
     return text;
   };
   std::vector<std::string> progress(static_cast<std::size_t>(ws));
-  int exits = 0;
-  auto last_change = Clock::now(), last_progress_poll = Clock::now();
-  std::optional<Clock::time_point> first_bad;
-  bool timed_out = false;
-  const auto timeout = std::chrono::duration<double>(s.timeout_s);
-  for (;;) {
-    const bool all = procs.reap();
-    int now_exits = 0;
-    for (const auto& c : procs.children()) now_exits += c.exited;
-    if (now_exits != exits) {
-      exits = now_exits;
-      last_change = Clock::now();
-    }
-    if (Clock::now() - last_progress_poll > kProgressPoll) {
-      last_progress_poll = Clock::now();
-      for (int r = 0; r < ws; ++r) {
+  std::vector<std::int64_t> moves(static_cast<std::size_t>(ws), 0);
+  // Watch (watchdog.h): a rank has started once it reported progress (lockstep_sut.start()
+  // does, after the adapter's imports), or exited.
+  Watchdog dog(ws, watchdog_limits(s), t0);
+  Watchdog::Verdict verdict = Watchdog::Verdict::kWatch;
+  std::vector<Watchdog::Rank> seen(static_cast<std::size_t>(ws));
+  auto last_progress_poll = Clock::now() - kProgressPoll;
+  while (verdict == Watchdog::Verdict::kWatch && !cancelled()) {
+    procs.reap();
+    const bool poll_files = Clock::now() - last_progress_poll >= kProgressPoll;
+    if (poll_files) last_progress_poll = Clock::now();
+    for (int r = 0; r < ws; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      const auto& c = procs.children()[i];
+      if (poll_files) {
         std::string p = progress_of(r);
-        if (p != progress[static_cast<std::size_t>(r)]) {
-          progress[static_cast<std::size_t>(r)] = std::move(p);
-          last_change = Clock::now();
+        if (p != progress[i]) {
+          progress[i] = std::move(p);
+          ++moves[i];
         }
       }
+      auto& k = seen[i];
+      k.exited = c.exited;
+      k.bad_exit = c.exited && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0 && fs::exists(done_file(r)));
+      k.started = moves[i] > 0;
+      k.progress = moves[i];
     }
-    if (all) break;
-    if (!first_bad) {
-      for (int r = 0; r < ws; ++r) {
-        const auto& c = procs.children()[static_cast<std::size_t>(r)];
-        const bool clean = c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0;
-        if (c.exited && (!clean || !fs::exists(done_file(r)))) first_bad = Clock::now();
-      }
-    }
-    if (first_bad && Clock::now() - *first_bad > kSettle) break;
-    if (Clock::now() - last_change > timeout) {
-      timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(kPoll);
+    verdict = dog.observe(seen, Clock::now());
+    if (verdict == Watchdog::Verdict::kWatch) std::this_thread::sleep_for(kPoll);
   }
+  if (cancelled()) throw Error("cancelled by " + cancel_signal_name());
+  const bool timed_out = verdict == Watchdog::Verdict::kTimeout;
+  int exits = 0;
+  for (const auto& c : procs.children()) exits += c.exited;
   procs.reap();
   run_s = std::chrono::duration<double>(Clock::now() - t0).count();
   auto& kids = procs.children();
@@ -239,7 +237,26 @@ std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vec
                                 r, -1};
     }
   }
-  // 3. No progress for timeout_s.
+  // 3. Start-up past its bound: the ranks that never got to lockstep_sut.start().
+  if (!d && verdict == Watchdog::Verdict::kStartupTimeout) {
+    const auto& starting = dog.starting();
+    std::ostringstream os;
+    os << "start-up took longer than " << s.startup_timeout_s << " s (run.startup_timeout_s): ";
+    for (std::size_t i = 0; i < starting.size(); ++i) os << (i ? "," : (starting.size() == 1 ? "rank " : "ranks ")) << starting[i];
+    os << " (system " << sys.name << ") never reached lockstep_sut.start() (its imports or set-up are still running)";
+    const bool some_started = static_cast<int>(starting.size()) < ws - exits;
+    if (some_started) os << "; the other ranks started";
+    d = Diagnosis{DiagnosisKind::kTimeout, os.str(), some_started ? starting.front() : -1, -1};
+  }
+  if (!d && verdict == Watchdog::Verdict::kDeadline) {
+    std::ostringstream os;
+    os << "the run did not end within run.deadline_s = " << s.deadline_s << " s, although it kept making progress";
+    for (int r = 0; r < ws; ++r) {
+      if (const std::string w = what_of(r); !w.empty()) os << "; rank " << r << " last reported: " << w;
+    }
+    d = Diagnosis{DiagnosisKind::kTimeout, os.str(), -1, -1};
+  }
+  // 4. No progress for timeout_s.
   if (!d && timed_out) {
     std::vector<int> running;
     for (int r = 0; r < ws; ++r) {

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
 struct Counts {
-  int total = 0, pass = 0, fail = 0, skip = 0, error = 0;
+  int total = 0, pass = 0, fail = 0, skip = 0, error = 0, cancelled = 0;
 };
 
 Counts count(const RunSummary& run) {
@@ -29,6 +29,7 @@ Counts count(const RunSummary& run) {
       case Status::kFail: ++c.fail; break;
       case Status::kSkip: ++c.skip; break;
       case Status::kError: ++c.error; break;
+      case Status::kCancelled: ++c.cancelled; break;
     }
   }
   return c;
@@ -172,6 +173,7 @@ std::string_view to_string(Status status) {
     case Status::kFail: return "fail";
     case Status::kSkip: return "skip";
     case Status::kError: return "error";
+    case Status::kCancelled: return "cancelled";
   }
   return "error";
 }
@@ -186,6 +188,10 @@ void write_results_json(const RunSummary& run, const std::string& path) {
   root["duration_s"] = run.duration_s;
   root["summary"] = {{"total", c.total}, {"pass", c.pass}, {"fail", c.fail},
                      {"skip", c.skip},   {"error", c.error}};
+  if (!run.cancelled_by.empty()) {
+    root["summary"]["cancelled"] = c.cancelled;
+    root["cancelled_by"] = run.cancelled_by;
+  }
   Json scenarios = Json::array();
   for (const auto& r : run.results) {
     Json s;
@@ -223,7 +229,7 @@ void write_junit_xml(const RunSummary& run, const std::string& path) {
   const Counts c = count(run);
   const std::string totals = " tests=\"" + std::to_string(c.total) + "\" failures=\"" +
                              std::to_string(c.fail) + "\" errors=\"" + std::to_string(c.error) +
-                             "\" skipped=\"" + std::to_string(c.skip) + "\" time=\"" +
+                             "\" skipped=\"" + std::to_string(c.skip + c.cancelled) + "\" time=\"" +
                              seconds(run.duration_s) + "\"";
   std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   xml += "<testsuites name=\"lockstep\"" + totals + ">\n";
@@ -238,6 +244,7 @@ void write_junit_xml(const RunSummary& run, const std::string& path) {
         xml += "/>\n";
         continue;
       case Status::kSkip:
+      case Status::kCancelled:
         xml += ">\n      <skipped message=" + attr(r.reason) + "/>\n";
         break;
       case Status::kFail:

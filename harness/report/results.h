@@ -12,7 +12,8 @@
 
 namespace lockstep::report {
 
-enum class Status { kPass, kFail, kSkip, kError };
+// kCancelled: not finished because the run was interrupted (SIGINT/SIGTERM).
+enum class Status { kPass, kFail, kSkip, kError, kCancelled };
 std::string_view to_string(Status status);
 
 // A per-step curve a workload reports (e.g. the training loss). Invariant [matrix] variants
@@ -51,6 +52,7 @@ struct RunSummary {
   std::string started_at;  // ISO 8601 UTC
   double duration_s = 0;
   std::vector<ScenarioResult> results;
+  std::string cancelled_by;  // "SIGINT" / "SIGTERM" when the run was interrupted, else ""
 };
 
 inline constexpr int kResultsSchemaVersion = 1;

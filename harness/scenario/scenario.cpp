@@ -282,6 +282,7 @@ std::vector<Scenario> load(const std::string& path, bool validate) {
   if (fs::is_directory(path, ec)) {
     throw InputError(path + ": is a directory; expected a scenario file (*.toml)");
   }
+  if (!fs::is_regular_file(path, ec)) throw InputError(path + ": not a regular file (a scenario is a .toml file)");
   std::shared_ptr<const toml::table> document;
   try {
     document = std::make_shared<const toml::table>(toml::parse_file(path));
@@ -473,6 +474,18 @@ std::vector<Scenario> load_paths(const std::vector<std::string>& paths) {
 }
 
 namespace internal {
+
+Config load_document(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw InputError(path + ": not a regular file");
+  try {
+    return make_root_config(std::make_shared<const toml::table>(toml::parse_file(path)), path);
+  } catch (const toml::parse_error& e) {
+    const auto& begin = e.source().begin;
+    throw InputError(path + ":" + std::to_string(begin.line) + ":" + std::to_string(begin.column) + ": " +
+                     std::string(e.description()));
+  }
+}
 
 std::vector<Scenario> load_file_unvalidated(const std::string& path) {
   return load(path, /*validate=*/false);
