@@ -14,24 +14,37 @@ struct StoreOptions {
   bool is_server = false;
   int world_size = 1;
   double timeout_s = 60;
+  // A c10d FileStore at this path instead of a TCPStore (local runs on LibTorch 1.13, whose
+  // TCPStore server cannot be kept off the network; see StoreServer).
+  std::string file;
+  // LOCKSTEP_STORE_TOKEN: every key goes under this prefix (a c10d PrefixStore), so a process
+  // that reaches the store without the token cannot join or read this run's rendezvous.
+  std::string token;
 };
 
-// Connects to, or hosts, a c10d TCPStore. Throws CommError when it cannot.
+// Connects to, or hosts, a c10d TCPStore (or opens the FileStore). Throws CommError when it
+// cannot. A server on LibTorch 2.x listens on `host` only (bound by lockstep, handed over as
+// masterListenFd); LibTorch 1.13's TCPStore always listens on every interface.
 std::shared_ptr<Store> connect_store(const StoreOptions& options);
 
-// Hosts a c10d TCPStore on an OS-chosen free loopback port, for the launcher: runs started in
-// parallel on one machine never collide. The server lives as long as this object.
+// The store of a local run, for the launcher; it lives as long as this object. On LibTorch 2.x
+// a c10d TCPStore listening on 127.0.0.1 only, on an OS-chosen free port (runs started in
+// parallel never collide). LibTorch 1.13's TCPStore server binds the wildcard address with no
+// way to restrict it, so there the ranks share a c10d FileStore in `dir` instead: no socket at
+// all. Either way nothing on the network can reach a local run's rendezvous.
 class StoreServer {
  public:
-  StoreServer(int world_size, double timeout_s);
+  StoreServer(int world_size, double timeout_s, const std::string& dir);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
-  int port() const { return port_; }
+  int port() const { return port_; }          // 0 with a FileStore
+  const std::string& file() const { return file_; }  // "" with a TCPStore
 
  private:
   std::shared_ptr<Store> store_;
   int port_ = 0;
+  std::string file_;
 };
 
 // A c10d ProcessGroupGloo over `store`, its keys under `prefix` (several groups may share a

@@ -1,6 +1,8 @@
 #include "harness/comm/faults.h"
 
+#include <algorithm>
 #include <csignal>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -42,12 +44,27 @@ class CastPending final : public Pending {
   View in_user_, out_user_;
 };
 
+// Runs `after` once the call has completed.
+class ThenPending final : public Pending {
+ public:
+  ThenPending(std::unique_ptr<Pending> inner, std::function<void()> after) : inner_(std::move(inner)), after_(std::move(after)) {}
+  void wait() override {
+    inner_->wait();
+    after_();
+  }
+
+ private:
+  std::unique_ptr<Pending> inner_;
+  std::function<void()> after_;
+};
+
 }  // namespace
 
 const std::vector<std::string>& comm_fault_kinds() {
   static const std::vector<std::string> kinds = {"dtype_mismatch",  "count_mismatch", "root_mismatch",
-                                                 "reduce_mismatch", "split_mismatch", "skip_collective",
-                                                 "crash",           "sleep",          "exit_early"};
+                                                 "reduce_mismatch", "split_mismatch", "corrupt_output",
+                                                 "skip_collective", "crash",          "sleep",
+                                                 "exit_early"};
   return kinds;
 }
 
@@ -65,6 +82,7 @@ bool applies_to(const Fault& f, Op op) {
     case Fault::Kind::kRoot: return op == Op::kBroadcast;
     case Fault::Kind::kReduce: return op == Op::kAllReduce;
     case Fault::Kind::kSplit: return op == Op::kAllToAll;
+    case Fault::Kind::kCorrupt: return op != Op::kBarrier && op != Op::kSend;
     case Fault::Kind::kSkip:
     case Fault::Kind::kCrash:
     case Fault::Kind::kSleep:
@@ -124,6 +142,7 @@ Fault parse_fault(const scenario::Injection& injection, int world_size) {
   else if (k == "root_mismatch") f.kind = Fault::Kind::kRoot;
   else if (k == "reduce_mismatch") f.kind = Fault::Kind::kReduce;
   else if (k == "split_mismatch") f.kind = Fault::Kind::kSplit;
+  else if (k == "corrupt_output") f.kind = Fault::Kind::kCorrupt;
   else if (k == "skip_collective") f.kind = Fault::Kind::kSkip;
   else if (k == "crash") f.kind = Fault::Kind::kCrash;
   else if (k == "sleep") f.kind = Fault::Kind::kSleep;
@@ -173,6 +192,10 @@ Fault parse_fault(const scenario::Injection& injection, int world_size) {
       if (world_size < 2) c.fail("kind", "split_mismatch needs world_size >= 2 (a split to move elements between)");
       if (!f.op) f.op = Op::kAllToAll;
       break;
+    case Fault::Kind::kCorrupt:
+      f.element = c.get_int("element", -1);
+      if (f.element < -1) c.fail("element", "must be >= 0 (or -1 for the last element), got " + std::to_string(f.element));
+      break;
     case Fault::Kind::kRoot:
       f.root = static_cast<int>(c.get_int("root", -1));
       if (f.root < -1 || f.root >= world_size) c.fail("root", "out of range: " + std::to_string(f.root));
@@ -214,6 +237,7 @@ Fault parse_fault(const scenario::Injection& injection, int world_size) {
                      (f.kind == Fault::Kind::kRoot     ? " (only broadcast has a root)"
                       : f.kind == Fault::Kind::kReduce ? " (only all_reduce has a reduce op)"
                       : f.kind == Fault::Kind::kSplit  ? " (only all_to_all has split sizes)"
+                      : f.kind == Fault::Kind::kCorrupt ? " (it has no output)"
                                                        : " (a barrier carries no data)"));
   }
   c.finish();
@@ -254,6 +278,7 @@ std::unique_ptr<Pending> FaultInjector::start(Call& call) {
     if (f.kind == Fault::Kind::kCount && call.op == Op::kAllToAll && donor(call.send_counts, f.delta) < 0) continue;
     if (f.kind == Fault::Kind::kSplit && donor(call.send_counts, f.delta) < 0) continue;
     if (f.kind == Fault::Kind::kCount && call.op != Op::kAllToAll && call.in.count < f.delta) continue;
+    if (f.kind == Fault::Kind::kCorrupt && (call.out.device != DeviceType::kCpu || call.out.count <= std::max<std::int64_t>(f.element, 0))) continue;
     fired_[i] = true;
     switch (f.kind) {
       case Fault::Kind::kSkip: mark_fired(f.index); return std::make_unique<Done>();
@@ -264,6 +289,14 @@ std::unique_ptr<Pending> FaultInjector::start(Call& call) {
         mark_fired(f.index);
         call.root = f.root >= 0 ? f.root : (call.root + 1) % ws;
         break;
+      case Fault::Kind::kCorrupt: {
+        // The engine's result is wrong on this rank (PyTorch #125874: a bf16 all_gather that
+        // returned wrong values): one output element is off by one after the call completes.
+        mark_fired(f.index);
+        const View out = call.out;
+        const std::int64_t at = f.element >= 0 ? f.element : out.count - 1;
+        return std::make_unique<ThenPending>(inner_->start(call), [out, at] { store_from_double(out, at, load_as_double(out, at) + 1); });
+      }
       case Fault::Kind::kReduce:
         mark_fired(f.index);
         call.reduce = f.reduce ? *f.reduce : call.reduce == ReduceOp::kSum ? ReduceOp::kMax : ReduceOp::kSum;

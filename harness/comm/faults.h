@@ -14,7 +14,7 @@
 namespace lockstep::comm {
 
 struct Fault {
-  enum class Kind { kDtype, kCount, kRoot, kReduce, kSplit, kSkip, kCrash, kSleep, kExitEarly };
+  enum class Kind { kDtype, kCount, kRoot, kReduce, kSplit, kCorrupt, kSkip, kCrash, kSleep, kExitEarly };
   Kind kind = Kind::kSkip;
   std::size_t index = 0;        // the scenario's [[inject]] number (the board's fired bit)
   int rank = 0;
@@ -24,6 +24,7 @@ struct Fault {
   std::optional<Op> op;         // nullopt matches any op the fault applies to
   DType dtype = DType::kBF16;   // kDtype
   std::int64_t delta = 1;       // kCount: elements removed; kSplit: elements moved
+  std::int64_t element = -1;    // kCorrupt: the output element changed (-1: the last)
   int root = -1;                // kRoot: -1 means (root + 1) % world_size
   std::optional<ReduceOp> reduce;  // kReduce: nullopt means max for sum, else sum
   double seconds = 0;           // kSleep
@@ -32,7 +33,7 @@ struct Fault {
 };
 
 // The [[inject]] kinds handled here: dtype_mismatch, count_mismatch, root_mismatch,
-// reduce_mismatch, split_mismatch, skip_collective, crash, sleep, exit_early.
+// reduce_mismatch, split_mismatch, corrupt_output, skip_collective, crash, sleep, exit_early.
 const std::vector<std::string>& comm_fault_kinds();
 bool is_comm_fault(std::string_view kind);
 // Parses one [[inject]] table; throws InputError naming file:line and the key.

@@ -3,6 +3,17 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include <chrono>
 #include <cstdlib>
@@ -202,7 +213,61 @@ class GlooBackend final : public Backend {
 
 }  // namespace
 
+namespace {
+
+#if TORCH_VERSION_MAJOR >= 2
+// A listening TCP socket on host:port (port 0: any free one), for TCPStoreOptions::
+// masterListenFd, so that the store listens where asked instead of on every interface.
+int listen_on(const std::string& host, int port, int& bound_port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &res) != 0 || !res) {
+    throw CommError("cannot resolve the store address " + host);
+  }
+  int fd = -1;
+  std::string why = "no address";
+  for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 2048) != 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(res);
+  if (fd < 0) throw CommError("cannot listen on " + host + ":" + service + " for the store: " + why);
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  bound_port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                          : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  return fd;
+}
+#endif
+
+c10::intrusive_ptr<c10d::Store> with_token(c10::intrusive_ptr<c10d::Store> store, const std::string& token) {
+  if (token.empty()) return store;
+  return c10::make_intrusive<c10d::PrefixStore>("lockstep-token-" + token + "/", std::move(store));
+}
+
+}  // namespace
+
 std::shared_ptr<Store> connect_store(const StoreOptions& options) {
+  if (!options.file.empty()) {
+    try {
+      return std::make_shared<C10dStore>(
+          with_token(c10::make_intrusive<c10d::FileStore>(options.file, options.world_size), options.token));
+    } catch (const std::exception& e) {
+      throw CommError("cannot open the FileStore " + options.file + ": " + first_line(e.what()));
+    }
+  }
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(options.port);
   opts.isServer = options.is_server;
@@ -210,26 +275,45 @@ std::shared_ptr<Store> connect_store(const StoreOptions& options) {
   opts.waitWorkers = false;
   opts.timeout = to_ms(options.timeout_s);
   try {
-    return std::make_shared<C10dStore>(c10::make_intrusive<c10d::TCPStore>(options.host, opts));
+#if TORCH_VERSION_MAJOR >= 2
+    if (options.is_server) {
+      int bound = 0;
+      opts.masterListenFd = listen_on(options.host, options.port, bound);
+      opts.port = static_cast<std::uint16_t>(bound);
+    }
+#endif
+    return std::make_shared<C10dStore>(with_token(c10::make_intrusive<c10d::TCPStore>(options.host, opts), options.token));
+  } catch (const CommError&) {
+    throw;
   } catch (const std::exception& e) {
     throw CommError("cannot reach the TCPStore at " + options.host + ":" +
                     std::to_string(options.port) + ": " + first_line(e.what()));
   }
 }
 
-StoreServer::StoreServer(int world_size, double timeout_s) {
+StoreServer::StoreServer(int world_size, double timeout_s, const std::string& dir) {
+#if TORCH_VERSION_MAJOR >= 2
   c10d::TCPStoreOptions opts;
-  opts.port = 0;
   opts.isServer = true;
   opts.waitWorkers = false;
   opts.timeout = to_ms(timeout_s);
+  opts.numWorkers = world_size;
   try {
+    int bound = 0;
+    opts.masterListenFd = listen_on("127.0.0.1", 0, bound);
+    opts.port = static_cast<std::uint16_t>(bound);
     auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
     port_ = store->getPort();
     store_ = std::make_shared<C10dStore>(std::move(store));
   } catch (const std::exception& e) {
     throw CommError("cannot host a TCPStore on 127.0.0.1: " + first_line(e.what()));
   }
+#else
+  (void)world_size;
+  (void)timeout_s;
+  file_ = dir + "/store";
+  std::remove(file_.c_str());  // a FileStore left by an earlier run would replay its keys
+#endif
 }
 
 StoreServer::~StoreServer() = default;

@@ -53,6 +53,21 @@ std::optional<nlohmann::json> read_status(const std::string& dir, int rank) {
   }
 }
 
+// 128 random bits, hex.
+std::string random_token() {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  unsigned char bytes[16] = {};
+  in.read(reinterpret_cast<char*>(bytes), sizeof bytes);
+  LOCKSTEP_CHECK(in.gcount() == sizeof bytes, "cannot read /dev/urandom");
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : bytes) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
 std::string join_ranks(const std::vector<int>& ranks) {
   std::ostringstream os;
   os << (ranks.size() == 1 ? "rank " : "ranks ");
@@ -388,8 +403,11 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     }
     const std::string board_path = dir + "/board.bin";
     comm::Board board = comm::Board::create(board_path, s.world_size, comm::fingerprint_words(s.world_size));
-    comm::StoreServer store(s.world_size, engine_timeout_s(s));
+    comm::StoreServer store(s.world_size, engine_timeout_s(s), dir);
 
+    // Every key of this run's rendezvous goes under a secret prefix (comm/engines.h), so another
+    // local process that reaches the store cannot join or read it.
+    const std::string token = random_token();
     RankProcesses procs;
     for (int r = 0; r < s.world_size; ++r) {
       std::vector<std::string> argv = {options.binary, "rank", s.file, "--variant", std::to_string(s.variant_index),
@@ -398,6 +416,9 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
       std::vector<std::string> env = inherited_env();
       for (auto& kv : torchrun_env(r, s.world_size, s.ranks_per_node, store.port())) env.push_back(std::move(kv));
       env.push_back("LOCKSTEP_STORE_HOSTED=1");
+      std::erase_if(env, [](const std::string& e) { return e.rfind("LOCKSTEP_STORE_TOKEN=", 0) == 0; });
+      env.push_back("LOCKSTEP_STORE_TOKEN=" + token);
+      if (!store.file().empty()) env.push_back("LOCKSTEP_STORE_FILE=" + fs::absolute(store.file()).string());
       env.push_back("LOCKSTEP_BOARD=" + board_path);
       procs.spawn(argv, env, rank::log_path(dir, r));
     }

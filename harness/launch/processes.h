@@ -29,7 +29,7 @@ inline std::string signal_name(int sig) {
 // ones, and `also`), so that each rank gets its own.
 inline std::vector<std::string> inherited_env(const std::vector<std::string>& also = {}) {
   static const char* kRankVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                                    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"};
+                                    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT", "LOCKSTEP_STORE_FILE"};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     const std::string kv = *e;

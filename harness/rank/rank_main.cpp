@@ -158,6 +158,8 @@ int rank_main(const RankOptions& options) {
     so.is_server = rank == 0 && !store_hosted;
     so.world_size = world_size;
     so.timeout_s = launch::engine_timeout_s(s);
+    so.file = env_str("LOCKSTEP_STORE_FILE", "");
+    so.token = env_str("LOCKSTEP_STORE_TOKEN", "");
     comm::set_activity("connecting to the store");
     auto store = comm::connect_store(so);
     const std::string gloo_host = is_loopback(master) ? "127.0.0.1" : "";
