@@ -133,12 +133,12 @@ TEST(ReportResultsTest, JsonHasFieldsAndSummaryCounts) {
   EXPECT_NE(text.find("\n  \"summary\": {"), std::string::npos) << "2-space indent";
   const json j = json::parse(text);
 
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["lockstep_version"], "0.1.0");
   EXPECT_EQ(j["torch_version"], "2.5.1");
   EXPECT_EQ(j["started_at"], "2025-01-02T03:04:05Z");
   EXPECT_DOUBLE_EQ(j["duration_s"].get<double>(), 12.5);
-  EXPECT_EQ(j["summary"], json({{"total", 5}, {"pass", 2}, {"fail", 1}, {"skip", 1}, {"error", 1}}));
+  EXPECT_EQ(j["summary"], json({{"total", 5}, {"pass", 2}, {"fail", 1}, {"skip", 1}, {"error", 1}, {"cancelled", 0}}));
 
   ASSERT_EQ(j["scenarios"].size(), 5u);
   const json& p = j["scenarios"][0];

@@ -84,7 +84,7 @@ void add_catalog(CLI::App& app, int& exit_code) {
       for (const auto* s : members[i]) {
         const auto* r = by_id.at(s->id());
         scen.push_back({{"id", r->id}, {"status", std::string(report::to_string(r->status))}, {"reason", r->reason}});
-        if (r->status == report::Status::kSkip) {
+        if (r->status == report::Status::kSkip || r->status == report::Status::kCancelled) {
           ++skipped;
           continue;
         }
@@ -108,6 +108,12 @@ void add_catalog(CLI::App& app, int& exit_code) {
                          {"expect", std::string(to_string(c.expect))},
                          {"detected", ok},
                          {"scenarios", scen}});
+    }
+    if (launch::cancelled()) {
+      // An interrupted catalog run measured nothing: no score, and no catalog.json.
+      std::cout << "\ncancelled by " << launch::cancel_signal_name() << ": no detection score\n";
+      exit_code = exit_code_after(1);
+      return;
     }
     const double score = 100.0 * static_cast<double>(detected) / static_cast<double>(cat.classes.size());
     std::cout << "\ndetection score: " << detected << '/' << cat.classes.size() << " classes (" << std::fixed

@@ -55,6 +55,9 @@ void prepare_report_dir(const std::string& dir, const std::string& option) {
 
 void link_latest(const std::string& dir) {
   std::error_code ec;
+  // Versions before per-run folders wrote here directly: such a report must not pass for
+  // this run's in a script that still reads it.
+  for (const char* old : {"results.json", "junit.xml"}) fs::remove(fs::path(kReportRoot) / old, ec);
   const fs::path target = fs::path(dir).filename();
   const fs::path tmp = fs::path(kReportRoot) / (".latest-" + std::to_string(getpid()));
   fs::remove(tmp, ec);

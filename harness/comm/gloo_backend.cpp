@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -252,6 +253,17 @@ int listen_on(const std::string& host, int port, int& bound_port) {
 }
 #endif
 
+#if TORCH_VERSION_MAJOR >= 2
+bool is_numeric_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* res = nullptr;
+  const bool numeric = getaddrinfo(host.c_str(), nullptr, &hints, &res) == 0;
+  if (res) freeaddrinfo(res);
+  return numeric;
+}
+#endif
+
 c10::intrusive_ptr<c10d::Store> with_token(c10::intrusive_ptr<c10d::Store> store, const std::string& token) {
   if (token.empty()) return store;
   return c10::make_intrusive<c10d::PrefixStore>("lockstep-token-" + token + "/", std::move(store));
@@ -262,8 +274,9 @@ c10::intrusive_ptr<c10d::Store> with_token(c10::intrusive_ptr<c10d::Store> store
 std::shared_ptr<Store> connect_store(const StoreOptions& options) {
   if (!options.file.empty()) {
     try {
-      return std::make_shared<C10dStore>(
-          with_token(c10::make_intrusive<c10d::FileStore>(options.file, options.world_size), options.token));
+      auto store = c10::make_intrusive<c10d::FileStore>(options.file, options.world_size);
+      store->setTimeout(to_ms(options.timeout_s));
+      return std::make_shared<C10dStore>(with_token(std::move(store), options.token));
     } catch (const std::exception& e) {
       throw CommError("cannot open the FileStore " + options.file + ": " + first_line(e.what()));
     }
@@ -276,7 +289,9 @@ std::shared_ptr<Store> connect_store(const StoreOptions& options) {
   opts.timeout = to_ms(options.timeout_s);
   try {
 #if TORCH_VERSION_MAJOR >= 2
-    if (options.is_server) {
+    // Rank 0 of a multi-node run listens only on MASTER_ADDR when it is a numeric address; a
+    // host name (which may resolve to 127.0.1.1 on its own node) keeps c10d's wildcard.
+    if (options.is_server && is_numeric_address(options.host)) {
       int bound = 0;
       opts.masterListenFd = listen_on(options.host, options.port, bound);
       opts.port = static_cast<std::uint16_t>(bound);
@@ -313,10 +328,16 @@ StoreServer::StoreServer(int world_size, double timeout_s, const std::string& di
   (void)timeout_s;
   file_ = dir + "/store";
   std::remove(file_.c_str());  // a FileStore left by an earlier run would replay its keys
+  // Created here, readable by this user only: it holds the run's keys (and token) in clear.
+  const int fd = ::open(file_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) throw CommError("cannot create the FileStore " + file_ + ": " + std::strerror(errno));
+  ::close(fd);
 #endif
 }
 
-StoreServer::~StoreServer() = default;
+StoreServer::~StoreServer() {
+  if (!file_.empty()) std::remove(file_.c_str());  // the ranks are gone (killed and reaped) by now
+}
 
 std::unique_ptr<Backend> make_gloo_backend(std::shared_ptr<Store> store, const std::string& prefix,
                                            int rank, int world_size, double timeout_s,

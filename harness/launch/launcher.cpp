@@ -266,9 +266,10 @@ Diagnosis judge_startup(const comm::Board& board, const Watchdog& dog) {
 }
 
 // The run kept making progress but did not end within run.deadline_s.
-Diagnosis judge_deadline(const comm::Board& board, double deadline_s) {
+Diagnosis judge_deadline(const comm::Board& board, const Watchdog& dog) {
   std::ostringstream os;
-  os << "the run did not end within run.deadline_s = " << deadline_s << " s, although it kept making progress";
+  os << "the run did not end within run.deadline_s = " << dog.limits().deadline_s << " s (its last progress was "
+     << std::fixed << std::setprecision(1) << dog.idle_seconds() << " s before)";
   for (int r = 0; r < board.world_size(); ++r) {
     const auto v = board.view(r);
     os << "; rank " << r << ' ' << (v.in_collective() ? "in " + v.waiting_in() : "last completed " + v.last_completed());
@@ -443,7 +444,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
       verdict = dog.observe(seen, Clock::now());
       if (verdict == Watchdog::Verdict::kWatch) std::this_thread::sleep_for(kPoll);
     }
-    if (cancelled()) {
+    if (verdict == Watchdog::Verdict::kWatch) {  // the loop stopped because the run was cancelled
       procs.kill_all();
       fs::remove(board_path);
       res.duration_s = elapsed();
@@ -459,7 +460,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     if (!outcome.diagnosis && outcome.error.empty()) {
       if (verdict == Watchdog::Verdict::kStartupTimeout) outcome.diagnosis = judge_startup(board, dog);
       else if (verdict == Watchdog::Verdict::kTimeout) outcome.diagnosis = judge_timeout(board, procs.children(), s.timeout_s);
-      else if (verdict == Watchdog::Verdict::kDeadline) outcome.diagnosis = judge_deadline(board, s.deadline_s);
+      else if (verdict == Watchdog::Verdict::kDeadline) outcome.diagnosis = judge_deadline(board, dog);
     }
     if (outcome.error.empty()) outcome.error = unfired_injections(s, board, outcome.diagnosis);
     procs.kill_all();

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -193,7 +194,7 @@ std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vec
     verdict = dog.observe(seen, Clock::now());
     if (verdict == Watchdog::Verdict::kWatch) std::this_thread::sleep_for(kPoll);
   }
-  if (cancelled()) throw Error("cancelled by " + cancel_signal_name());
+  if (verdict == Watchdog::Verdict::kWatch) throw Error("cancelled by " + cancel_signal_name());
   const bool timed_out = verdict == Watchdog::Verdict::kTimeout;
   int exits = 0;
   for (const auto& c : procs.children()) exits += c.exited;
@@ -250,13 +251,14 @@ std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vec
   }
   if (!d && verdict == Watchdog::Verdict::kDeadline) {
     std::ostringstream os;
-    os << "the run did not end within run.deadline_s = " << s.deadline_s << " s, although it kept making progress";
+    os << "the run did not end within run.deadline_s = " << s.deadline_s << " s (its last progress was " << std::fixed
+       << std::setprecision(1) << dog.idle_seconds() << " s before)";
     for (int r = 0; r < ws; ++r) {
       if (const std::string w = what_of(r); !w.empty()) os << "; rank " << r << " last reported: " << w;
     }
     d = Diagnosis{DiagnosisKind::kTimeout, os.str(), -1, -1};
   }
-  // 4. No progress for timeout_s.
+  // 5. No progress for timeout_s.
   if (!d && timed_out) {
     std::vector<int> running;
     for (int r = 0; r < ws; ++r) {

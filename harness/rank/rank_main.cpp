@@ -112,20 +112,17 @@ int rank_main(const RankOptions& options) {
   for (const auto& inj : s.injections) kinds.push_back(inj.kind);
   comm::set_injection_kinds(std::move(kinds));
   std::vector<comm::Fault> faults;
-  for (const auto& inj : s.injections) {
-    if (comm::is_comm_fault(inj.kind)) faults.push_back(comm::parse_fault(inj, world_size));
-  }
-  comm::fire_startup_faults(faults, rank);
   // Set once the chain exists: what a failure needs to tell a skipped collective from its own.
   comm::Communicator* communicator_ptr = nullptr;
   comm::Monitor* monitor_ptr = nullptr;
+  bool board_verifies = false;  // peers publish their call records on the board
   // A rank that fails on its own after passing a collective its peers wait in skipped it.
   auto explain = [&](const std::string& failure) -> std::optional<Diagnosis> {
-    if (!board.valid() || !communicator_ptr || !monitor_ptr) return std::nullopt;
+    if (!board_verifies || !communicator_ptr || !monitor_ptr) return std::nullopt;
     // Peers explaining their own failure wait for this rank to end or go on: it has ended.
     slot->state.store(static_cast<int>(comm::RankState::kFailed));
     return comm::skipped_collective(board, rank, monitor_ptr->collectives_issued(), communicator_ptr->site(), failure,
-                                    std::min(s.timeout_s, 15.0));
+                                    std::min(s.timeout_s / 2, 5.0));
   };
   // Called from the main thread, or from the verifier's watcher thread: the first caller ends
   // the process, a second one blocks until it has.
@@ -152,6 +149,10 @@ int rank_main(const RankOptions& options) {
   };
 
   try {
+    for (const auto& inj : s.injections) {
+      if (comm::is_comm_fault(inj.kind)) faults.push_back(comm::parse_fault(inj, world_size));
+    }
+    comm::fire_startup_faults(faults, rank);
     comm::StoreOptions so;
     so.host = master;
     so.port = port;
@@ -183,6 +184,7 @@ int rank_main(const RankOptions& options) {
     const bool use_board_for_verify = board.valid() &&
                                       board.fingerprint_words() == comm::fingerprint_words(world_size) &&
                                       env_str("LOCKSTEP_VERIFY_CHANNEL", "auto") != "control";
+    board_verifies = use_board_for_verify && s.verify == scenario::VerifyMode::kVerify;
     if (s.verify == scenario::VerifyMode::kVerify) {
       auto on_async_diagnosis = [&](const Diagnosis& d) {
         status["outcome"] = "diagnosis";

@@ -186,12 +186,9 @@ void write_results_json(const RunSummary& run, const std::string& path) {
   root["torch_version"] = run.torch_version;
   root["started_at"] = run.started_at;
   root["duration_s"] = run.duration_s;
-  root["summary"] = {{"total", c.total}, {"pass", c.pass}, {"fail", c.fail},
-                     {"skip", c.skip},   {"error", c.error}};
-  if (!run.cancelled_by.empty()) {
-    root["summary"]["cancelled"] = c.cancelled;
-    root["cancelled_by"] = run.cancelled_by;
-  }
+  root["summary"] = {{"total", c.total}, {"pass", c.pass},   {"fail", c.fail},
+                     {"skip", c.skip},   {"error", c.error}, {"cancelled", c.cancelled}};
+  if (!run.cancelled_by.empty()) root["cancelled_by"] = run.cancelled_by;
   Json scenarios = Json::array();
   for (const auto& r : run.results) {
     Json s;

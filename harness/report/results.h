@@ -55,7 +55,8 @@ struct RunSummary {
   std::string cancelled_by;  // "SIGINT" / "SIGTERM" when the run was interrupted, else ""
 };
 
-inline constexpr int kResultsSchemaVersion = 1;
+// 2: status "cancelled", summary.cancelled (always), cancelled_by, per-scenario startup_s.
+inline constexpr int kResultsSchemaVersion = 2;
 
 // Writes DIR/results.json. Throws lockstep::Error if the file cannot be written.
 void write_results_json(const RunSummary& run, const std::string& path);

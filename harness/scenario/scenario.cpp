@@ -173,10 +173,11 @@ void read_run(const Config& run, Scenario& s) {
     run.fail("startup_timeout_s", "must be in (0, " + internal::format_double(kMaxTimeoutS) +
                                       "] seconds, got " + internal::format_double(s.startup_timeout_s));
   }
-  s.deadline_s = run.get_double("deadline_s", std::max(s.deadline_s, s.startup_timeout_s + 2 * s.timeout_s));
-  if (!(s.deadline_s >= s.timeout_s && s.deadline_s <= kMaxDeadlineS)) {
-    run.fail("deadline_s", "must be in [timeout_s, " + internal::format_double(kMaxDeadlineS) + "] = [" +
-                               internal::format_double(s.timeout_s) + ", " + internal::format_double(kMaxDeadlineS) +
+  const double least = s.startup_timeout_s + s.timeout_s;
+  s.deadline_s = run.get_double("deadline_s", std::max(s.deadline_s, least + s.timeout_s));
+  if (!(s.deadline_s >= least && s.deadline_s <= kMaxDeadlineS)) {
+    run.fail("deadline_s", "must be in [startup_timeout_s + timeout_s, " + internal::format_double(kMaxDeadlineS) + "] = [" +
+                               internal::format_double(least) + ", " + internal::format_double(kMaxDeadlineS) +
                                "] seconds, got " + internal::format_double(s.deadline_s));
   }
   std::int64_t seed = run.get_int("seed", 0);

@@ -75,8 +75,8 @@ struct Scenario {
   VerifyMode verify = VerifyMode::kVerify;
   double timeout_s = 60.0;          // no progress for this long, once every rank has started
   double startup_timeout_s = 120.0;  // from spawn to a rank's first collective
-  double deadline_s = 900.0;         // the whole run, whatever progress it makes (default:
-                                     // max(900, startup_timeout_s + 2 * timeout_s))
+  double deadline_s = 3600.0;        // the whole run, whatever progress it makes (default:
+                                     // max(3600, startup_timeout_s + 2 * timeout_s))
   std::uint64_t seed = 0;
   int ranks_per_node = 1;   // the launcher's node layout: LOCAL_RANK = rank % ranks_per_node
                             // (default world_size: one node; capped at world_size)

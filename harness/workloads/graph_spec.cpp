@@ -49,6 +49,7 @@ bool has_switch_injection(const scenario::Scenario& s, std::string_view kind) {
 }
 
 ref::CsrGraph build_graph(const GraphSpec& g) {
+  comm::set_activity("building the graph");
   if (g.kind == "rmat") {
     const std::int64_t n = std::int64_t{1} << g.scale;
     return ref::rmat(static_cast<int>(g.scale), g.edges >= 0 ? g.edges : 16 * n, g.seed, {});
