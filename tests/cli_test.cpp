@@ -475,6 +475,32 @@ TEST_F(CliTest, ValidateRefusesWhatRunRefuses) {
   EXPECT_CONTAINS(f.err, fifo + ": not a regular file");
 }
 
+// A rank that cannot write its status file (here the path is taken by a directory; a full or
+// read-only report disk does the same) ends with exit code 5 and says why. It used to deadlock:
+// write_status threw while finish() held its lock, and the handler called finish() again.
+TEST_F(CliTest, ARankThatCannotWriteItsStatusEndsInsteadOfDeadlocking) {
+  const std::string file = write("one.toml", R"(name = "cli.one"
+[run]
+world_size = 1
+[workload]
+kind = "collectives"
+steps = 1
+count = 8
+ops = ["all_reduce"]
+[expect]
+outcome = "pass"
+)");
+  const std::string report = dir_ + "/report";
+  fs::create_directories(report + "/cli.one/rank0.status.json");  // a directory where the file goes
+  const std::string cmd = "RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=0 timeout 120 " +
+                          quote(LOCKSTEP_BINARY) + " rank " + quote(file) + " --report-dir " + quote(report) + " >" +
+                          quote(dir_ + "/rank.out") + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 5) << "124 means it hung: " << read_file(dir_ + "/rank.out");
+  EXPECT_CONTAINS(read_file(dir_ + "/rank.out"), "cannot write " + report + "/cli.one/rank0.status.json");
+}
+
 // The known-bug catalog: a class is detected when every scenario that ran gave the expected
 // kind; the score is the share of classes detected, and below 100% the exit code is 1.
 TEST_F(CliTest, CatalogScoresTheClassesItsScenariosDetect) {

@@ -626,6 +626,39 @@ outcome = "pass"
   std::cout << "[ info ] sockets of the run: " << seen << ", listening: " << listening << '\n';
 }
 
+// The issue's case: rank 2 skips the all_to_all carrying its sampling requests, then its own
+// check trips over the requests it never received ("rank 2 was asked for node 0, owned by
+// rank 0"). That is a consequence; the skipped collective is the diagnosis.
+TEST(SkippedCollectiveTest, AFailureAfterASkippedAllToAllIsMissingParticipant) {
+  TempDir dir("lockstep_launcher");
+  const std::string file = dir.write("skip.toml", R"(name = "test.skip_requests"
+[run]
+world_size = 3
+[workload]
+kind = "sampling"
+graph = "rmat"
+scale = 10
+fanouts = [10, 5]
+num_seeds = 192
+batch_size = 64
+[[inject]]
+kind = "skip_collective"
+rank = 2
+step = 0
+phase = "sample"
+op = "all_to_all"
+call = 1
+[expect]
+outcome = "missing_participant"
+rank = 2
+)");
+  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
+  ASSERT_TRUE(r.diagnosis.has_value());
+  EXPECT_CONTAINS(r.diagnosis->message, "rank 2 did not take part in the all_to_all that ranks 0,1 issued from sample step 0 call 1");
+  EXPECT_CONTAINS(r.diagnosis->message, "then failed: invariant_violation");
+}
+
 TEST(LauncherExpectationTest, RightKindWrongRankFails) {
   TempDir dir("lockstep_launcher");
   const std::string file = dir.write("rank.toml", R"(name = "test.wrong_rank"
