@@ -431,9 +431,10 @@ int gather_from_board(const Board& board, int me, std::int64_t seq, const std::v
 class BoardPending final : public Pending {
  public:
   BoardPending(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> data, const Board& board,
-               std::atomic<std::int64_t>& in_flight, std::vector<std::int64_t> record, int me, std::int64_t seq)
+               std::atomic<std::int64_t>& in_flight, std::vector<std::int64_t> record, int me, std::int64_t seq,
+               double grace_s)
       : guard_(std::move(guard)), data_(std::move(data)), board_(board), in_flight_(in_flight),
-        record_(std::move(record)), me_(me), seq_(seq) {}
+        record_(std::move(record)), me_(me), seq_(seq), grace_s_(grace_s) {}
   void wait() override {
     std::exception_ptr failure;
     try {
@@ -446,7 +447,9 @@ class BoardPending final : public Pending {
     const int ws = board_.world_size();
     // After a failure the peers may not have published yet: give them a moment, since a
     // mismatch explains a failure better than the failure itself.
-    for (int i = 0; gather_from_board(board_, me_, seq_, record_, gathered, present) < ws && failure && i < 200; ++i) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s_);
+    while (gather_from_board(board_, me_, seq_, record_, gathered, present) < ws && failure &&
+           std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     in_flight_.store(-1);
@@ -466,14 +469,15 @@ class BoardPending final : public Pending {
   std::vector<std::int64_t> record_;
   int me_;
   std::int64_t seq_;
+  double grace_s_;
 };
 
 }  // namespace
 
 Verifier::Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control, Board* board,
-                   std::function<void(const Diagnosis&)> on_async_diagnosis)
+                   std::function<void(const Diagnosis&)> on_async_diagnosis, double peer_grace_s)
     : inner_(std::move(inner)), control_(std::move(control)), board_(board),
-      on_async_diagnosis_(std::move(on_async_diagnosis)) {
+      on_async_diagnosis_(std::move(on_async_diagnosis)), peer_grace_s_(peer_grace_s) {
   if (board_) watcher_ = std::thread([this] { watch(); });
 }
 
@@ -487,6 +491,9 @@ void Verifier::watch() {
   const int ws = inner_->world_size();
   std::vector<std::int64_t> mine, gathered;
   std::vector<bool> present;
+  // A mismatch seen before every rank has published: when it was first seen, for which slot.
+  std::int64_t partial_seq = -1;
+  auto partial_since = std::chrono::steady_clock::now();
   while (!stop_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const std::int64_t seq = in_flight_.load();
@@ -494,6 +501,15 @@ void Verifier::watch() {
     const int count = gather_from_board(*board_, me, seq, mine, gathered, present);
     if (in_flight_.load() != seq) continue;  // completed meanwhile: the caller checks it
     if (auto d = check_fingerprints(gathered, ws, &present)) {
+      // Ranks that have not published yet are only slower (a loaded machine): wait a little
+      // for them, so that the diagnosis groups every rank and blames the real minority.
+      if (count < ws) {
+        if (partial_seq != seq) {
+          partial_seq = seq;
+          partial_since = std::chrono::steady_clock::now();
+        }
+        if (std::chrono::steady_clock::now() - partial_since < std::chrono::duration<double>(peer_grace_s_)) continue;
+      }
       if (on_async_diagnosis_) on_async_diagnosis_(*d);
     } else if (count == ws && g_engine_failed.load()) {
       abort_if_engine_failed();
@@ -509,7 +525,7 @@ std::unique_ptr<Pending> Verifier::start_on_board(Call& call) {
   in_flight_.store(call.seq);
   auto data = inner_->start(call);
   return std::make_unique<BoardPending>(std::move(guard), std::move(data), *board_, in_flight_, std::move(rec), me,
-                                        call.seq);
+                                        call.seq, std::max(2.0, peer_grace_s_));
 }
 
 std::unique_ptr<Pending> Verifier::start(Call& call) {

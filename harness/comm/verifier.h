@@ -30,9 +30,13 @@ class Board;
 class Verifier final : public Backend {
  public:
   // `control` must be a separate group over the same ranks (host buffers).
+  // `peer_grace_s`: how long a mismatch seen on the board waits for the ranks that have not
+  // published their record yet (slower, on a loaded machine), so that the diagnosis groups
+  // every rank; after it, the ranks present are judged.
   Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control,
            Board* board = nullptr,
-           std::function<void(const Diagnosis&)> on_async_diagnosis = {});
+           std::function<void(const Diagnosis&)> on_async_diagnosis = {},
+           double peer_grace_s = 5.0);
   ~Verifier() override;
 
   int rank() const override { return inner_->rank(); }
@@ -48,6 +52,7 @@ class Verifier final : public Backend {
   std::unique_ptr<Backend> control_;
   Board* board_;
   std::function<void(const Diagnosis&)> on_async_diagnosis_;
+  double peer_grace_s_;
   std::atomic<std::int64_t> in_flight_{-1};
   std::atomic<bool> stop_{false};
   std::thread watcher_;

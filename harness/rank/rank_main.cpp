@@ -196,7 +196,7 @@ int rank_main(const RankOptions& options) {
           std::move(chain),
           comm::make_gloo_backend(store, "control/", rank, world_size, engine_timeout, gloo_host),
           use_board_for_verify ? &board : nullptr,
-          on_async_diagnosis);
+          on_async_diagnosis, std::min(5.0, s.timeout_s / 2));
     }
     const bool record = s.verify != scenario::VerifyMode::kOff;
     auto monitor = std::make_unique<comm::Monitor>(std::move(chain), slot,
