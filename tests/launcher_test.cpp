@@ -659,6 +659,39 @@ rank = 2
   EXPECT_CONTAINS(r.diagnosis->message, "then failed: invariant_violation");
 }
 
+// A mismatch is named with every rank grouped, even when one rank is slow to reach the
+// collective (a loaded machine): rank 3 arrives 1.5 s late, rank 2 casts to bf16. Judging
+// the ranks present at first sight would give "rank 0 ... rank 2 ..." or "ranks 0,1 ...".
+TEST(VerifierGraceTest, ASlowRankIsWaitedForBeforeAMismatchIsNamed) {
+  TempDir dir("lockstep_launcher");
+  const std::string file = dir.write("slow_peer.toml", R"(name = "test.slow_peer"
+[run]
+world_size = 4
+[workload]
+kind = "collectives"
+steps = 2
+count = 64
+ops = ["all_reduce"]
+[[inject]]
+kind = "sleep"
+rank = 3
+step = 1
+seconds = 1.5
+[[inject]]
+kind = "dtype_mismatch"
+rank = 2
+step = 1
+dtype = "bf16"
+[expect]
+outcome = "collective_mismatch"
+rank = 2
+)");
+  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
+  ASSERT_TRUE(r.diagnosis.has_value());
+  EXPECT_CONTAINS(r.diagnosis->message, "ranks 0,1,3 all_reduce f32[64] sum, rank 2 all_reduce bf16[64] sum");
+}
+
 TEST(LauncherExpectationTest, RightKindWrongRankFails) {
   TempDir dir("lockstep_launcher");
   const std::string file = dir.write("rank.toml", R"(name = "test.wrong_rank"
