@@ -48,13 +48,7 @@ using Clock = std::chrono::steady_clock;
 // A fresh directory, removed with everything in it on destruction.
 using test::TempDir;
 
-LaunchOptions options_for(const TempDir& dir, bool dump = false) {
-  LaunchOptions o;
-  o.binary = LOCKSTEP_BINARY;
-  o.report_dir = (dir / "report");
-  o.dump = dump;
-  return o;
-}
+LaunchOptions options_for(const TempDir& dir, bool dump = false) { return test::launch_options(dir, dump); }
 
 // The pids of every live process whose command line mentions `needle`.
 std::vector<pid_t> processes_mentioning(const std::string& needle) {
@@ -121,15 +115,7 @@ TEST(OrphanScanTest, FindsALiveProcessMentioningThePath) {
   EXPECT_TRUE(processes_mentioning(dir.path()).empty());
 }
 
-std::string describe(const report::ScenarioResult& r) {
-  std::ostringstream os;
-  os << "status " << report::to_string(r.status) << ", reason: " << r.reason;
-  if (r.diagnosis) {
-    os << ", diagnosis " << to_string(r.diagnosis->kind) << " rank " << r.diagnosis->rank << ": "
-       << r.diagnosis->message;
-  }
-  return os.str();
-}
+using test::describe;
 
 // The value the collectives workload gives element i of call c at `step` on `rank`, as
 // documented in scenarios/README.md: (rank+1)*(i%3+1) + (step+c)%2.

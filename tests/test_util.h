@@ -9,7 +9,11 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <sstream>
 #include <system_error>
+
+#include "harness/launch/launcher.h"
+#include "harness/report/results.h"
 
 // Expects `needle` in the string `haystack`, printing the whole text when it is missing.
 #define EXPECT_CONTAINS(haystack, needle) \
@@ -77,6 +81,25 @@ inline CliResult run_cli(const std::string& binary, const std::string& args, con
   const std::string err = dir + "/cli.stderr";
   const int status = std::system((quote(binary) + " " + args + " >" + quote(out) + " 2>" + quote(err)).c_str());
   return CliResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
+
+// Launcher options for a run of the CLI binary under test, reporting into `dir`/report.
+inline launch::LaunchOptions launch_options(const TempDir& dir, bool dump = false) {
+  launch::LaunchOptions o;
+  o.binary = LOCKSTEP_BINARY;
+  o.report_dir = dir / "report";
+  o.dump = dump;
+  return o;
+}
+
+// A scenario result in one line, for failure messages.
+inline std::string describe(const report::ScenarioResult& r) {
+  std::ostringstream os;
+  os << "status " << report::to_string(r.status) << ", reason: " << r.reason;
+  if (r.diagnosis) {
+    os << ", diagnosis " << to_string(r.diagnosis->kind) << " rank " << r.diagnosis->rank << ": " << r.diagnosis->message;
+  }
+  return os.str();
 }
 
 }  // namespace lockstep::test

@@ -214,3 +214,66 @@ std::int64_t Board::progress() const {
 }
 
 }  // namespace lockstep::comm
+
+namespace lockstep::comm {
+
+void flight_issued(BoardSlot& slot, std::int64_t seq, const Call& call, std::int64_t t_start_us) {
+  FlightRecord& r = slot.flight[seq % BoardSlot::kFlightRing];
+  r.seq1.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  r.op.store(static_cast<std::int32_t>(call.op), std::memory_order_relaxed);
+  r.dtype.store(static_cast<std::int32_t>(call.in.dtype), std::memory_order_relaxed);
+  r.reduce.store(static_cast<std::int32_t>(call.reduce), std::memory_order_relaxed);
+  r.state.store(static_cast<std::int32_t>(FlightState::kIssued), std::memory_order_relaxed);
+  r.count.store(call.op == Op::kBarrier ? 0 : call.in.count, std::memory_order_relaxed);
+  r.step.store(call.site.step, std::memory_order_relaxed);
+  r.index.store(call.site.index, std::memory_order_relaxed);
+  r.t_start_us.store(t_start_us, std::memory_order_relaxed);
+  r.t_end_us.store(0, std::memory_order_relaxed);
+  Board::store_phase(r.phase, call.site.phase);
+  r.seq1.store(seq + 1, std::memory_order_release);
+}
+
+void flight_done(BoardSlot& slot, std::int64_t seq, bool ok, std::int64_t t_end_us) {
+  FlightRecord& r = slot.flight[seq % BoardSlot::kFlightRing];
+  if (r.seq1.load(std::memory_order_relaxed) != seq + 1) return;
+  r.t_end_us.store(t_end_us, std::memory_order_relaxed);
+  r.state.store(static_cast<std::int32_t>(ok ? FlightState::kCompleted : FlightState::kFailed), std::memory_order_release);
+}
+
+std::vector<FlightView> read_flight(const BoardSlot& slot) {
+  std::vector<FlightView> out;
+  for (const FlightRecord& r : slot.flight) {
+    const std::int64_t seq = r.seq1.load(std::memory_order_acquire) - 1;
+    if (seq < 0) continue;
+    FlightView v;
+    v.seq = seq;
+    v.op = static_cast<Op>(r.op.load(std::memory_order_relaxed));
+    v.dtype = static_cast<DType>(r.dtype.load(std::memory_order_relaxed));
+    v.reduce = static_cast<ReduceOp>(r.reduce.load(std::memory_order_relaxed));
+    v.state = static_cast<FlightState>(r.state.load(std::memory_order_acquire));
+    v.count = r.count.load(std::memory_order_relaxed);
+    v.step = r.step.load(std::memory_order_relaxed);
+    v.index = r.index.load(std::memory_order_relaxed);
+    v.t_start_us = r.t_start_us.load(std::memory_order_relaxed);
+    v.t_end_us = r.t_end_us.load(std::memory_order_relaxed);
+    v.phase = load_phase(r.phase);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (r.seq1.load(std::memory_order_relaxed) != seq + 1) continue;  // rewritten while read
+    out.push_back(std::move(v));
+  }
+  std::sort(out.begin(), out.end(), [](const FlightView& a, const FlightView& b) { return a.seq < b.seq; });
+  return out;
+}
+
+std::string FlightView::describe() const {
+  std::ostringstream os;
+  os << '#' << seq << ' ' << to_string(op);
+  if (op != Op::kBarrier) os << ' ' << to_string(dtype) << '[' << count << ']';
+  if (op == Op::kAllReduce) os << ' ' << to_string(reduce);
+  os << " (" << site_text(phase, step) << ") "
+     << (state == FlightState::kCompleted ? "completed" : state == FlightState::kFailed ? "failed" : "in flight");
+  return os.str();
+}
+
+}  // namespace lockstep::comm

@@ -14,6 +14,38 @@ namespace lockstep::comm {
 
 enum class RankState : std::int32_t { kStarting = 0, kRunning = 1, kFinished = 2, kFailed = 3 };
 
+// One call in a rank's flight recorder (BoardSlot::flight): written by the rank's Monitor when
+// it issues the call and when the call completes or fails, so that the launcher can still read a
+// rank's last calls after it was killed. `seq1` (the call's seq + 1; 0 on the zero-filled board:
+// empty) is written last (release) and cleared first, so a reader that sees the same value
+// before and after reading the fields has a whole record.
+enum class FlightState : std::int32_t { kIssued = 0, kCompleted = 1, kFailed = 2 };
+struct FlightRecord {
+  std::atomic<std::int64_t> seq1{0};  // seq + 1; 0: empty or being written
+  std::atomic<std::int32_t> op{0};
+  std::atomic<std::int32_t> dtype{0};
+  std::atomic<std::int32_t> reduce{0};
+  std::atomic<std::int32_t> state{0};  // FlightState
+  std::atomic<std::int64_t> count{0};
+  std::atomic<std::int64_t> step{-1};
+  std::atomic<std::int64_t> index{0};
+  std::atomic<std::int64_t> t_start_us{0};
+  std::atomic<std::int64_t> t_end_us{0};
+  std::atomic<std::uint64_t> phase[3]{};
+};
+
+// A consistent copy of one FlightRecord.
+struct FlightView {
+  std::int64_t seq = -1, count = 0, step = -1, index = 0, t_start_us = 0, t_end_us = 0;
+  Op op = Op::kBarrier;
+  DType dtype = DType::kF32;
+  ReduceOp reduce = ReduceOp::kSum;
+  FlightState state = FlightState::kIssued;
+  std::string phase;
+  // "#12 all_reduce f32[1316] sum (train.py:88 step 27) completed"
+  std::string describe() const;
+};
+
 struct alignas(64) BoardSlot {
   std::atomic<std::int64_t> issued{0};     // collectives issued (last issued seq + 1)
   std::atomic<std::int64_t> completed{0};  // collectives completed
@@ -29,7 +61,16 @@ struct alignas(64) BoardSlot {
   std::atomic<std::uint64_t> activity[3]{};  // what a starting rank does, e.g. "building graph"
   std::atomic<std::uint64_t> fired{0};       // bit i: the scenario's [[inject]] #i fired here
   std::atomic<std::int64_t> max_step{-1};    // the highest step a collective was issued from
+  static constexpr int kFlightRing = 16;     // the flight recorder: the last 16 collectives
+  FlightRecord flight[kFlightRing];          // collective seq s is in flight[s % kFlightRing]
 };
+
+// The rank's flight recorder, oldest first (at most BoardSlot::kFlightRing records).
+std::vector<FlightView> read_flight(const BoardSlot& slot);
+// Records that collective `seq` was issued (Monitor).
+void flight_issued(BoardSlot& slot, std::int64_t seq, const Call& call, std::int64_t t_start_us);
+// Records that collective `seq` completed (ok) or failed.
+void flight_done(BoardSlot& slot, std::int64_t seq, bool ok, std::int64_t t_end_us);
 
 // A snapshot of one slot, for messages.
 struct SlotView {
@@ -72,6 +113,7 @@ class Board {
   bool valid() const { return slots_ != nullptr; }
   int world_size() const { return world_size_; }
   BoardSlot& slot(int rank) { return slots_[rank]; }
+  const BoardSlot& slot(int rank) const { return slots_[rank]; }
   SlotView view(int rank) const;
   // Sum of every counter: changes whenever any rank makes progress.
   std::int64_t progress() const;

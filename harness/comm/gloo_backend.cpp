@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "harness/comm/c10d_interop.h"
 #include "harness/comm/engines.h"
 #include "harness/core/error.h"
 #include "lockstep/config.h"
@@ -361,6 +362,10 @@ std::unique_ptr<Backend> make_gloo_backend(std::shared_ptr<Store> store, const s
     throw CommError("gloo process group '" + prefix + "' (rank " + std::to_string(rank) + " of " +
                     std::to_string(world_size) + "): " + first_line(e.what()));
   }
+}
+
+std::shared_ptr<Store> wrap_c10d_store(c10::intrusive_ptr<c10d::Store> store) {
+  return std::make_shared<C10dStore>(std::move(store));
 }
 
 std::string torch_version() { return LOCKSTEP_TORCH_VERSION; }

@@ -65,7 +65,8 @@ std::unique_ptr<Pending> Monitor::start(Call& call) {
       board_->issued.store(call.seq + 1, std::memory_order_release);
     }
   }
-  const std::int64_t t0 = trace_ ? now_us() : 0;
+  const std::int64_t t0 = trace_ || board_ ? now_us() : 0;
+  if (board_ && !p2p) flight_issued(*board_, call.seq, call, t0);
   auto inner = inner_->start(call);
   return std::make_unique<MonitoredPending>(this, call, std::move(inner), t0);
 }
@@ -77,6 +78,7 @@ void Monitor::finish(const Call& call, std::int64_t t_start_us, bool ok, const s
     Board::store_phase(board_->last_phase, call.site.phase);
     board_->completed.store(call.seq + 1, std::memory_order_release);
   }
+  if (board_ && !is_p2p(call.op)) flight_done(*board_, call.seq, ok, now_us());
   if (!trace_) return;
   // Formatted by hand: this runs once per call on the hot path (see bench/comm_bench.cpp).
   char buf[1024];
@@ -118,8 +120,9 @@ void Monitor::finish(const Call& call, std::int64_t t_start_us, bool ok, const s
                 static_cast<long long>(call.site.step), static_cast<long long>(call.site.index),
                 static_cast<long long>(t_start_us), static_cast<long long>(now_us()));
   line += buf;
-  // Buffered: flushed when the rank ends (normally, diagnosed, or by an injected crash); a
-  // rank killed by the watchdog loses its unflushed tail, and the board says where it was.
+  // Buffered: flushed when the rank ends (normally, diagnosed, or by an injected crash). A rank
+  // killed by the watchdog loses its unflushed tail; the flight recorder on the board keeps its
+  // last BoardSlot::kFlightRing collectives, which the launcher adds to the trace.
   std::fwrite(line.data(), 1, line.size(), trace_);
 }
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iomanip>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +21,7 @@
 
 #include "harness/comm/board.h"
 #include "harness/comm/faults.h"
+#include "harness/comm/monitor.h"
 #include "harness/launch/cancel.h"
 #include "harness/launch/processes.h"
 #include "harness/launch/watchdog.h"
@@ -95,12 +97,67 @@ std::string others_waiting(const comm::Board& board, int except, const std::vect
   return s;
 }
 
+// "; last collectives: rank 0: #6 all_reduce f32[1316] sum (train.py:88 step 26) completed,
+// #7 ... in flight; rank 1: ..." from the ranks' flight recorders (the last `per_rank` each).
+std::string flight_summary(const comm::Board& board, std::size_t per_rank) {
+  std::ostringstream os;
+  os << "; last collectives:";
+  for (int r = 0; r < board.world_size(); ++r) {
+    const auto records = comm::read_flight(board.slot(r));
+    os << (r ? "; " : " ") << "rank " << r << ": ";
+    if (records.empty()) os << "none";
+    const std::size_t from = records.size() > per_rank ? records.size() - per_rank : 0;
+    for (std::size_t i = from; i < records.size(); ++i) os << (i > from ? ", " : "") << records[i].describe();
+  }
+  return os.str();
+}
+
+// Adds to each rank's trace the flight-recorder records it lacks: the calls of a rank killed
+// before it flushed its trace, and the call each rank was in when the run ended (with the
+// diagnosis, when the diagnosis names that collective).
+void add_flight_records(const comm::Board& board, const std::string& dir, const std::optional<Diagnosis>& d) {
+  for (int r = 0; r < board.world_size(); ++r) {
+    const std::string path = rank::trace_path(dir, r);
+    std::set<std::int64_t> have;
+    {
+      std::ifstream in(path);
+      for (std::string line; std::getline(in, line);) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.value("kind", "") == "collective") have.insert(j.value("seq", std::int64_t{-1}));
+      }
+    }
+    std::ofstream out(path, std::ios::app);
+    for (const auto& f : comm::read_flight(board.slot(r))) {
+      if (have.count(f.seq)) continue;
+      nlohmann::json j = {{"rank", r}, {"seq", f.seq}, {"kind", "collective"}, {"op", comm::to_string(f.op)}};
+      if (f.op != comm::Op::kBarrier) {
+        j["dtype"] = comm::to_string(f.dtype);
+        j["count"] = f.count;
+      }
+      if (f.op == comm::Op::kAllReduce) j["reduce"] = comm::to_string(f.reduce);
+      j["phase"] = f.phase;
+      j["step"] = f.step;
+      j["index"] = f.index;
+      j["flight_recorder"] = true;
+      if (f.state != comm::FlightState::kCompleted) {
+        j["error"] = d && d->seq == f.seq ? std::string(to_string(d->kind)) + ": " + d->message
+                                          : std::string(f.state == comm::FlightState::kFailed ? "failed" : "in flight when the rank ended");
+      }
+      j["t_start_us"] = f.t_start_us;
+      j["t_end_us"] = f.t_end_us ? f.t_end_us : comm::now_us();
+      out << j.dump() << '\n';
+    }
+  }
+}
+
 struct Outcome {
   std::optional<Diagnosis> diagnosis;
   std::string error;  // a harness problem (not a diagnosis), "" if none
 };
 
-Outcome judge_exits(const std::vector<Child>& kids, const comm::Board& board, const std::string& dir) {
+// `exit_finishes`: a clean exit is a finished rank (a program on its own backend, which
+// publishes nothing on the board).
+Outcome judge_exits(const std::vector<Child>& kids, const comm::Board& board, const std::string& dir, bool exit_finishes = false) {
   const int ws = static_cast<int>(kids.size());
   // 1. A rank that reached a diagnosis itself (verifier, workload checks).
   for (int r = 0; r < ws; ++r) {
@@ -151,7 +208,11 @@ Outcome judge_exits(const std::vector<Child>& kids, const comm::Board& board, co
       os << " was killed by " << signal_name(WTERMSIG(first->status));
     } else {
       os << " exited with code " << WEXITSTATUS(first->status);
-      if (auto st = read_status(dir, first_rank); st && st->contains("message")) os << " (" << (*st)["message"].get<std::string>() << ")";
+      if (auto st = read_status(dir, first_rank); st && st->contains("message")) {
+        os << " (" << (*st)["message"].get<std::string>() << ")";
+      } else if (const std::string l = log_last_line(rank::log_path(dir, first_rank)); !l.empty()) {
+        os << " (" << l << ")";  // it wrote no status: a program that failed outside lockstep's backend
+      }
     }
     os << " after completing " << v.last_completed();
     if (v.in_collective()) os << ", while in " << v.waiting_in();
@@ -162,7 +223,7 @@ Outcome judge_exits(const std::vector<Child>& kids, const comm::Board& board, co
   for (int r = 0; r < ws; ++r) {
     const auto& c = kids[static_cast<std::size_t>(r)];
     const auto v = board.view(r);
-    if (c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitClean &&
+    if (c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitClean && !exit_finishes &&
         v.state != comm::RankState::kFinished) {
       std::ostringstream os;
       os << "rank " << r << " exited (code 0) without finishing its workload after completing "
@@ -372,8 +433,8 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     return res;
   }
 
-  if (s.system) {
-    if (std::string why = system_skip_reason(s); !why.empty()) {
+  if (s.system || s.program) {
+    if (std::string why = s.system ? system_skip_reason(s) : program_skip_reason(s); !why.empty()) {
       res.status = report::Status::kSkip;
       res.reason = why;
       return res;
@@ -404,22 +465,44 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     }
     const std::string board_path = dir + "/board.bin";
     comm::Board board = comm::Board::create(board_path, s.world_size, comm::fingerprint_words(s.world_size));
-    comm::StoreServer store(s.world_size, engine_timeout_s(s), dir);
+    // A program (kind = "program") runs as the ranks itself: its rank 0 hosts its own store, as
+    // under torchrun --standalone, and lockstep's c10d backend in it publishes on the board.
+    const bool program = s.program.has_value();
+    const bool unobserved = program && s.program->wrap == "none";
+    std::vector<std::string> program_argv;
+    if (program) {
+      try {
+        program_argv = command_argv(s, s.program->command);
+      } catch (const InputError& e) {
+        fs::remove(board_path);
+        res.duration_s = elapsed();
+        res.status = report::Status::kError;
+        res.reason = s.program->where + ": workload.command: " + e.what();
+        return res;
+      }
+    }
+    std::unique_ptr<comm::StoreServer> store;
+    if (!program) store = std::make_unique<comm::StoreServer>(s.world_size, engine_timeout_s(s), dir);
+    const int program_port = program ? loopback_port() : 0;
 
     // Every key of this run's rendezvous goes under a secret prefix (comm/engines.h), so another
     // local process that reaches the store cannot join or read it.
     const std::string token = random_token();
     RankProcesses procs;
     for (int r = 0; r < s.world_size; ++r) {
+      if (program) {
+        procs.spawn(program_argv, program_env(s, r, program_port, dir, board_path), rank::log_path(dir, r));
+        continue;
+      }
       std::vector<std::string> argv = {options.binary, "rank", s.file, "--variant", std::to_string(s.variant_index),
                                        "--report-dir", options.report_dir};
       if (options.dump) argv.push_back("--dump");
       std::vector<std::string> env = inherited_env();
-      for (auto& kv : torchrun_env(r, s.world_size, s.ranks_per_node, store.port())) env.push_back(std::move(kv));
+      for (auto& kv : torchrun_env(r, s.world_size, s.ranks_per_node, store->port())) env.push_back(std::move(kv));
       env.push_back("LOCKSTEP_STORE_HOSTED=1");
       std::erase_if(env, [](const std::string& e) { return e.rfind("LOCKSTEP_STORE_TOKEN=", 0) == 0; });
       env.push_back("LOCKSTEP_STORE_TOKEN=" + token);
-      if (!store.file().empty()) env.push_back("LOCKSTEP_STORE_FILE=" + fs::absolute(store.file()).string());
+      if (!store->file().empty()) env.push_back("LOCKSTEP_STORE_FILE=" + fs::absolute(store->file()).string());
       env.push_back("LOCKSTEP_BOARD=" + board_path);
       procs.spawn(argv, env, rank::log_path(dir, r));
     }
@@ -437,8 +520,8 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
         k.exited = c.exited;
         // A rank that exited cleanly without finishing leaves the others waiting.
         k.bad_exit = c.exited && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == rank::kExitClean &&
-                                   v.state == comm::RankState::kFinished);
-        k.started = v.started();
+                                   (unobserved || v.state == comm::RankState::kFinished));
+        k.started = unobserved || v.started();
         k.progress = v.issued + v.completed + v.p2p + static_cast<std::int64_t>(v.state);
       }
       verdict = dog.observe(seen, Clock::now());
@@ -456,7 +539,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     for (int r = 0; r < s.world_size; ++r) {
       if (auto t = dog.startup_seconds(r)) res.startup_s = std::max(res.startup_s, *t);
     }
-    Outcome outcome = judge_exits(procs.children(), board, dir);
+    Outcome outcome = judge_exits(procs.children(), board, dir, unobserved);
     if (!outcome.diagnosis && outcome.error.empty()) {
       if (verdict == Watchdog::Verdict::kStartupTimeout) outcome.diagnosis = judge_startup(board, dog);
       else if (verdict == Watchdog::Verdict::kTimeout) outcome.diagnosis = judge_timeout(board, procs.children(), s.timeout_s);
@@ -464,8 +547,13 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     }
     if (outcome.error.empty()) outcome.error = unfired_injections(s, board, outcome.diagnosis);
     procs.kill_all();
+    // A hang or a failed rank: where every rank was, from the flight recorders.
+    if (outcome.diagnosis && (outcome.diagnosis->kind == DiagnosisKind::kTimeout || outcome.diagnosis->kind == DiagnosisKind::kRankFailure)) {
+      outcome.diagnosis->message += flight_summary(board, 2);
+    }
 
     // Collect what the ranks left.
+    if (s.verify != scenario::VerifyMode::kOff) add_flight_records(board, dir, outcome.diagnosis);
     std::vector<std::string> traces;
     for (int r = 0; r < s.world_size; ++r) traces.push_back(rank::trace_path(dir, r));
     report::write_chrome_trace(traces, dir + "/trace.json");

@@ -107,14 +107,20 @@ std::vector<std::string> base_env() {
 
 // Runs argv to completion (or kills it after timeout_s); returns its exit code (-1 when
 // killed or signalled) and the last line of its output.
-int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::string& last) {
+int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::string& last, const std::vector<std::string>& extra_env = {}) {
   char log[] = "/tmp/lockstep-probe-XXXXXX";
   const int fd = mkstemp(log);
   if (fd >= 0) close(fd);
   int code = -1;
   {
     RankProcesses p;
-    p.spawn(argv, base_env(), log);
+    std::vector<std::string> env = base_env();
+    for (const auto& kv : extra_env) {
+      const std::string key = kv.substr(0, kv.find('=') + 1);
+      std::erase_if(env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
+      env.push_back(kv);
+    }
+    p.spawn(argv, env, log);
     const auto t0 = Clock::now();
     while (!p.reap() && Clock::now() - t0 < std::chrono::duration<double>(timeout_s)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     p.kill_all();
@@ -337,30 +343,114 @@ std::string python_interpreter() {
   return p && *p ? p : "python3";
 }
 
-std::string system_skip_reason(const scenario::Scenario& s) {
-  if (!s.system || s.system->python_modules.empty()) return "";
+namespace {
+
+// Why the interpreter cannot import `modules` ("" when it can); cached. `extra_env` is added to
+// the probe's environment (a PYTHONPATH).
+std::string import_skip_reason(const std::vector<std::string>& modules, const std::string& hint,
+                               const std::vector<std::string>& extra_env = {}) {
+  if (modules.empty()) return "";
   static std::mutex mu;
   static std::map<std::string, std::string> cache;
-  std::string modules;
-  for (const auto& m : s.system->python_modules) modules += (modules.empty() ? "" : ", ") + m;
+  std::string list;
+  for (const auto& m : modules) list += (list.empty() ? "" : ", ") + m;
   const std::string python = python_interpreter();
   std::lock_guard<std::mutex> lock(mu);
-  const std::string key = python + "|" + modules;
+  std::string key = python + "|" + list;
+  for (const auto& e : extra_env) key += "|" + e;
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   std::string reason;
   try {
     std::string last;
-    const int code = run_quietly({resolve_program(python), "-c", "import " + modules}, kImportTimeoutS, last);
+    const int code = run_quietly({resolve_program(python), "-c", "import " + list}, kImportTimeoutS, last, extra_env);
     if (code != 0) {
-      reason = "requires python modules " + modules + ": " + python + " cannot import them (" + (last.empty() ? "exit " + std::to_string(code) : last) +
-               "); set LOCKSTEP_PYTHON to an interpreter that has them (ci/systems builds them)";
+      reason = "requires python modules " + list + ": " + python + " cannot import them (" + (last.empty() ? "exit " + std::to_string(code) : last) +
+               "); " + hint;
     }
   } catch (const InputError& e) {
-    reason = std::string("requires python modules ") + modules + ": " + e.what() + "; set LOCKSTEP_PYTHON";
+    reason = std::string("requires python modules ") + list + ": " + e.what() + "; set LOCKSTEP_PYTHON";
   }
   cache[key] = reason;
   return reason;
 }
+
+// build/python beside this lockstep binary: where _lockstep_c10d was built.
+std::string backend_module_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("python") : (exe.parent_path() / "python").string();
+}
+
+std::string backend_pythonpath() {
+  const char* pp = std::getenv("PYTHONPATH");
+  return std::string("PYTHONPATH=") + LOCKSTEP_SOURCE_DIR + "/harness/pytorch/python:" + backend_module_dir() +
+         (pp && *pp ? std::string(":") + pp : "");
+}
+
+}  // namespace
+
+std::string system_skip_reason(const scenario::Scenario& s) {
+  if (!s.system) return "";
+  return import_skip_reason(s.system->python_modules, "set LOCKSTEP_PYTHON to an interpreter that has them (ci/systems builds them)");
+}
+
+std::string program_skip_reason(const scenario::Scenario& s) {
+  if (!s.program) return "";
+  if (std::string why = import_skip_reason(s.program->python_modules, "set LOCKSTEP_PYTHON to an interpreter that has them"); !why.empty()) {
+    return why;
+  }
+  if (s.program->wrap == "none") return "";
+  if (!LOCKSTEP_HAVE_PYTORCH_BACKEND) {
+    return "this build of lockstep has no PyTorch backend (it needs the LibTorch line's libtorch_python and the Python headers; see README)";
+  }
+  // The backend must have been built against the torch this interpreter imports.
+  std::string why = import_skip_reason({"torch", "_lockstep_c10d"},
+                                       "the PyTorch backend is built against LibTorch " LOCKSTEP_TORCH_VERSION
+                                       " (this build's line); set LOCKSTEP_PYTHON to an interpreter whose torch is that version",
+                                       {backend_pythonpath()});
+  return why;
+}
+
+std::vector<std::string> command_argv(const scenario::Scenario& s, const std::vector<std::string>& command) {
+  std::vector<std::string> argv;
+  const std::string scenario_dir = fs::path(s.file).parent_path().empty() ? "." : fs::path(s.file).parent_path().string();
+  for (std::string arg : command) {
+    for (const auto& [token, value] : {std::pair<std::string, std::string>{"{python}", python_interpreter()}, {"{dir}", scenario_dir}}) {
+      for (auto at = arg.find(token); at != std::string::npos; at = arg.find(token, at + value.size())) arg.replace(at, token.size(), value);
+    }
+    argv.push_back(arg);
+  }
+  argv[0] = resolve_program(argv[0]);
+  return argv;
+}
+
+std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board) {
+  std::vector<std::string> env = inherited_env({"PYTHONPATH"});
+  for (auto& kv : torchrun_env(rank, s.world_size, s.ranks_per_node, port)) env.push_back(std::move(kv));
+  env.push_back(backend_pythonpath());
+  env.push_back("PYTHONUNBUFFERED=1");
+  env.push_back("LOCKSTEP_C10D=1");
+  env.push_back("LOCKSTEP_C10D_WRAP=" + s.program->wrap);
+  env.push_back("LOCKSTEP_BOARD=" + fs::absolute(board).string());
+  env.push_back("LOCKSTEP_STATUS=" + fs::absolute(rank::status_path(dir, rank)).string());
+  env.push_back("LOCKSTEP_TRACE=" + fs::absolute(rank::trace_path(dir, rank)).string());
+  env.push_back("LOCKSTEP_VERIFY=" + std::string(scenario::to_string(s.verify)));
+  std::ostringstream t, e;
+  t << s.timeout_s;
+  e << engine_timeout_s(s);
+  env.push_back("LOCKSTEP_TIMEOUT_S=" + t.str());
+  env.push_back("LOCKSTEP_ENGINE_TIMEOUT_S=" + e.str());
+  for (const auto& kv : s.program->env) {  // the scenario's env overrides what lockstep set
+    const std::string key = kv.substr(0, kv.find('=') + 1);
+    std::erase_if(env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
+    env.push_back(kv);
+  }
+  return env;
+}
+
+int loopback_port() { return free_loopback_port(); }
+
+std::string log_last_line(const std::string& file) { return last_line(file); }
 
 SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& options, const std::string& dir) {
   SystemOutcome out;
@@ -378,15 +468,8 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
     return out;
   }
   std::vector<std::string> argv;
-  const std::string scenario_dir = fs::path(s.file).parent_path().empty() ? "." : fs::path(s.file).parent_path().string();
   try {
-    for (std::string arg : sys.command) {
-      for (const auto& [token, value] : {std::pair<std::string, std::string>{"{python}", python_interpreter()}, {"{dir}", scenario_dir}}) {
-        for (auto at = arg.find(token); at != std::string::npos; at = arg.find(token, at + value.size())) arg.replace(at, token.size(), value);
-      }
-      argv.push_back(arg);
-    }
-    argv[0] = resolve_program(argv[0]);
+    argv = command_argv(s, sys.command);
   } catch (const InputError& e) {
     out.error = sys.where + ": system.command: " + e.what();
     return out;

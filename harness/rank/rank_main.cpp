@@ -94,6 +94,8 @@ int rank_main(const RankOptions& options) {
   LOCKSTEP_INPUT_CHECK(world_size == s.world_size, options.scenario_file, ": scenario ", s.id(),
                        " needs world_size ", s.world_size, ", but WORLD_SIZE is ", world_size);
   LOCKSTEP_INPUT_CHECK(rank >= 0 && rank < world_size, "RANK must be in [0, WORLD_SIZE), got ", rank);
+  LOCKSTEP_INPUT_CHECK(!s.program && !s.system, options.scenario_file, ": scenario ", s.id(),
+                       " runs a program or system of its own as its ranks; start it with `lockstep run`, not `lockstep rank`");
 
   const std::string dir = artifacts_dir(options.report_dir, s.slug());
   std::filesystem::create_directories(dir);

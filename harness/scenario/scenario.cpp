@@ -210,6 +210,17 @@ void read_requires(const Config& requires_table, Scenario& s) {
   requires_table.finish();
 }
 
+bool valid_module_name(const std::string& m) {
+  return !m.empty() && std::all_of(m.begin(), m.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; });
+}
+
+void check_env_list(const Config& t, const std::vector<std::string>& env) {
+  for (const auto& kv : env) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) t.fail("env", "expected \"KEY=VALUE\", got \"" + kv + "\"");
+  }
+}
+
 std::optional<SystemSpec> read_system(const Config& root) {
   if (!root.has("system")) return std::nullopt;
   const Config t = root.get_table("system");
@@ -234,14 +245,31 @@ std::optional<SystemSpec> read_system(const Config& root) {
   if (!has_command) t.fail("", "[system] is missing required key 'command'");
   if (sys.command.empty() || sys.command[0].empty()) t.fail("command", "must be a non-empty list of strings (the argv of one rank)");
   for (const auto& m : sys.python_modules) {
-    const bool ok = !m.empty() && std::all_of(m.begin(), m.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; });
-    if (!ok) t.fail("python_modules", "not a module name: \"" + m + "\"");
+    if (!valid_module_name(m)) t.fail("python_modules", "not a module name: \"" + m + "\"");
   }
-  for (const auto& kv : sys.env) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) t.fail("env", "expected \"KEY=VALUE\", got \"" + kv + "\"");
-  }
+  check_env_list(t, sys.env);
   return sys;
+}
+
+// [workload] kind = "program": every key is read here (the launcher runs the program, no
+// workload of lockstep's).
+ProgramSpec read_program(const Config& t) {
+  ProgramSpec p;
+  p.where = t.where();
+  const bool has_command = t.has("command");
+  p.command = t.get_string_list("command", {});
+  p.python_modules = t.get_string_list("python_modules", {});
+  p.env = t.get_string_list("env", {});
+  p.wrap = t.get_string("wrap", "gloo");
+  t.finish();
+  if (!has_command) t.fail("", "[workload] kind = \"program\" is missing required key 'command'");
+  if (p.command.empty() || p.command[0].empty()) t.fail("command", "must be a non-empty list of strings (the argv of one rank)");
+  for (const auto& m : p.python_modules) {
+    if (!valid_module_name(m)) t.fail("python_modules", "not a module name: \"" + m + "\"");
+  }
+  check_env_list(t, p.env);
+  if (p.wrap != "gloo" && p.wrap != "none") t.fail("wrap", "must be \"gloo\" or \"none\", got \"" + p.wrap + "\"");
+  return p;
 }
 
 void read_expect(const Config& expect, Scenario& s) {
@@ -344,8 +372,12 @@ std::vector<Scenario> load(const std::string& path, bool validate) {
     s.workload = workload.get_string("kind");
     if (s.workload.empty()) workload.fail("kind", "must not be empty");
     s.workload_config = workload;
+    if (s.workload == "program") s.program = read_program(workload);
 
     for (const Config& entry : internal::get_table_array(root, "inject")) {
+      if (s.program) {
+        entry.fail("kind", "[[inject]] does not apply to kind = \"program\": a program's bugs are its own options (put them in command)");
+      }
       Injection injection;
       injection.kind = entry.get_string("kind");
       if (injection.kind.empty()) entry.fail("kind", "must not be empty");
@@ -357,7 +389,8 @@ std::vector<Scenario> load(const std::string& path, bool validate) {
 
     read_expect(root.get_table("expect"), s);
     s.system = read_system(root);
-    if (validate) {
+    if (s.system && s.program) root.fail("system", "[system] and [workload] kind = \"program\" exclude each other");
+    if (validate && !s.program) {
       if (s.system) sut::validate(s);
       else workloads::validate(s);
     }

@@ -52,6 +52,18 @@ struct SystemSpec {
   std::string where;                        // file:line of [system]
 };
 
+// [workload] kind = "program": the user's own program runs as the ranks, unchanged, and
+// lockstep's c10d backend carries its collectives (scenarios/README.md, "Programs").
+struct ProgramSpec {
+  std::vector<std::string> command;         // one rank's argv; {python} and {dir} are substituted
+  std::vector<std::string> python_modules;  // the interpreter must import these, else skip
+  std::vector<std::string> env;             // extra KEY=VALUE for the ranks
+  // The backend that lockstep's replaces in init_process_group: "gloo", or "none" (the program
+  // runs on its own backend, unobserved: for overhead baselines only).
+  std::string wrap = "gloo";
+  std::string where;                        // file:line of [workload]
+};
+
 struct Scenario {
   // Identity.
   std::string name;         // from `name`, e.g. "comm.dtype_mismatch"
@@ -88,6 +100,7 @@ struct Scenario {
   std::vector<Injection> injections;
   Expectation expect;
   std::optional<SystemSpec> system;  // set when [system] names a system under test
+  std::optional<ProgramSpec> program;  // set when [workload] kind = "program"
 
   // Variants of one file must give identical result digests when true ([matrix] invariant).
   bool matrix_invariant = true;
