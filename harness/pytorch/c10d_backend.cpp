@@ -199,17 +199,12 @@ comm::ReduceOp reduce_of(const ::c10d::ReduceOp& op) {
               " is not supported (sum, avg, min and max are)");
 }
 
-// Issues `call` through lockstep's chain at the program's call site and waits for it. A
+// Issues `call` through lockstep's chain (at the call site already set) and waits for it. A
 // diagnosis ends the rank here (status file, exit 3), as in rank_main; so does an engine failure
 // (exit 4), which the launcher treats as a consequence of another rank's failure.
-void issue(comm::Call call) {
-  const std::string site = program_site();
-  std::lock_guard<std::mutex> lock(rt->mu);
-  comm::Communicator& c = *rt->communicator;
-  c.set_phase(site.empty() ? "program" : site);
-  c.set_step(rt->step.load());
+void carry(comm::Call call) {
   try {
-    c.start(std::move(call))->wait();
+    rt->communicator->start(std::move(call))->wait();
   } catch (const DiagnosisError& e) {
     diagnosed(e.diagnosis());
   } catch (const comm::CommError& e) {
@@ -218,6 +213,15 @@ void issue(comm::Call call) {
     std::cerr << "lockstep rank " << rt->rank << ": communication error: " << e.what() << std::endl;
     end_rank(rank::kExitCommError);
   }
+}
+
+// `call` at the program's call site: its file:line and step.
+void issue(comm::Call call) {
+  const std::string site = program_site();
+  std::lock_guard<std::mutex> lock(rt->mu);
+  rt->communicator->set_phase(site.empty() ? "program" : site);
+  rt->communicator->set_step(rt->step.load());
+  carry(std::move(call));
 }
 
 // A finished operation (collectives run to completion in issue()), with the future DDP reads.
@@ -406,15 +410,7 @@ void check_replicas(std::int64_t digest) {
   c.op = comm::Op::kAllGather;
   c.in = comm::View{&digest, comm::DType::kI64, 1};
   c.out = comm::View{all.data(), comm::DType::kI64, static_cast<std::int64_t>(all.size())};
-  try {
-    rt->communicator->start(std::move(c))->wait();
-  } catch (const DiagnosisError& e) {
-    diagnosed(e.diagnosis());
-  } catch (const comm::CommError& e) {
-    rt->status["outcome"] = "comm_error";
-    rt->status["message"] = e.what();
-    end_rank(rank::kExitCommError);
-  }
+  carry(std::move(c));
   std::vector<std::pair<std::int64_t, std::vector<int>>> groups;
   for (int r = 0; r < rt->world_size; ++r) {
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == all[static_cast<std::size_t>(r)]; });
@@ -472,15 +468,7 @@ void finish(const std::string& failure, std::int64_t steps, double steps_per_s, 
     rt->communicator->set_step(-1);
     comm::Call c;
     c.op = comm::Op::kBarrier;
-    try {
-      rt->communicator->start(std::move(c))->wait();
-    } catch (const DiagnosisError& e) {
-      diagnosed(e.diagnosis());
-    } catch (const comm::CommError& e) {
-      rt->status["outcome"] = "comm_error";
-      rt->status["message"] = e.what();
-      end_rank(rank::kExitCommError);
-    }
+    carry(std::move(c));
     if (replica_digest >= 0) check_replicas(replica_digest);
   }
   rt->status["outcome"] = "ok";
