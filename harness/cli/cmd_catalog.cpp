@@ -42,7 +42,7 @@ void add_catalog(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 1024));
   cmd->add_option_function<std::string>(
       "--python", [](const std::string& p) { ::setenv("LOCKSTEP_PYTHON", p.c_str(), 1); },
-      "systems under test: the Python interpreter that replaces {python} in [system] command");
+      "systems under test and programs: the Python interpreter that replaces {python} in their command");
   cmd->callback([a, &exit_code] {
     const auto cat = scenario::load_catalog(a->catalog);
     const std::string dir = fs::path(a->catalog).parent_path().empty() ? "." : fs::path(a->catalog).parent_path().string();

@@ -41,7 +41,7 @@ void add_record(CLI::App& app, int& exit_code) {
                   "folder per run, lockstep-report/run-<UTC time>-<pid>, with lockstep-report/latest pointing at it)");
   cmd->add_option_function<std::string>(
       "--python", [](const std::string& p) { ::setenv("LOCKSTEP_PYTHON", p.c_str(), 1); },
-      "systems under test: the Python interpreter that replaces {python} in [system] command\n"
+      "systems under test and programs: the Python interpreter that replaces {python} in their command\n"
       "(default: $LOCKSTEP_PYTHON, else python3), e.g. an environment built by ci/systems");
   cmd->add_option("--filter", a->filter, "record only scenarios whose id or a tag matches this regex");
   cmd->add_option("--max-ranks", a->max_ranks, "skip scenarios that need more rank processes than this")

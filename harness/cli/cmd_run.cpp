@@ -35,7 +35,7 @@ void add_run(CLI::App& app, int& exit_code) {
       "folder per run, lockstep-report/run-<UTC time>-<pid>, with lockstep-report/latest pointing at it)");
   cmd->add_option_function<std::string>(
       "--python", [](const std::string& p) { ::setenv("LOCKSTEP_PYTHON", p.c_str(), 1); },
-      "systems under test: the Python interpreter that replaces {python} in [system] command\n"
+      "systems under test and programs: the Python interpreter that replaces {python} in their command\n"
       "(default: $LOCKSTEP_PYTHON, else python3), e.g. an environment built by ci/systems");
   cmd->add_option("--filter", a->filter, "run only scenarios whose id or a tag matches this regex (ECMAScript, searched)");
   cmd->add_flag("--dump", a->dump, "write each workload's canonical outputs as .npy + manifest.json under REPORT_DIR/dump/");

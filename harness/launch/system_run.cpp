@@ -440,6 +440,13 @@ std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int 
   e << engine_timeout_s(s);
   env.push_back("LOCKSTEP_TIMEOUT_S=" + t.str());
   env.push_back("LOCKSTEP_ENGINE_TIMEOUT_S=" + e.str());
+  // A program on NCCL (a GPU program) is seen by lockstep's NCCL profiler plugin, built beside
+  // this binary: its traces go to <artifacts>/nccl/comm-<hash>/ (harness/nccl_profiler/README.md).
+  const fs::path plugin = fs::path(backend_module_dir()).parent_path() / "lib" / "libnccl-profiler-lockstep.so";
+  if (std::error_code ec; fs::exists(plugin, ec)) {
+    env.push_back("NCCL_PROFILER_PLUGIN=" + plugin.string());
+    env.push_back("LOCKSTEP_NCCL_TRACE_DIR=" + fs::absolute(dir + "/nccl").string());
+  }
   for (const auto& kv : s.program->env) {  // the scenario's env overrides what lockstep set
     const std::string key = kv.substr(0, kv.find('=') + 1);
     std::erase_if(env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
