@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -100,6 +101,12 @@ inline std::string describe(const report::ScenarioResult& r) {
     os << ", diagnosis " << to_string(r.diagnosis->kind) << " rank " << r.diagnosis->rank << ": " << r.diagnosis->message;
   }
   return os.str();
+}
+
+// The value the collectives workload gives element i of call c at `step` on `rank`, as
+// documented in scenarios/README.md: (rank+1)*(i%3+1) + (step+c)%2.
+inline double workload_value(int rank, std::int64_t step, std::int64_t c, std::int64_t i) {
+  return static_cast<double>((rank + 1) * (i % 3 + 1) + (step + c) % 2);
 }
 
 }  // namespace lockstep::test

@@ -553,7 +553,9 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     }
 
     // Collect what the ranks left.
-    if (s.verify != scenario::VerifyMode::kOff) add_flight_records(board, dir, outcome.diagnosis);
+    // A rank that ended cleanly flushed its whole trace: only the others can lack records.
+    const bool all_clean = !outcome.diagnosis && outcome.error.empty();
+    if (s.verify != scenario::VerifyMode::kOff && !all_clean) add_flight_records(board, dir, outcome.diagnosis);
     std::vector<std::string> traces;
     for (int r = 0; r < s.world_size; ++r) traces.push_back(rank::trace_path(dir, r));
     report::write_chrome_trace(traces, dir + "/trace.json");
