@@ -44,7 +44,7 @@ class BaselineTest : public ::testing::Test {
 };
 
 Environment test_env(const std::string& name) {
-  return Environment{name, "9.9.9", "test", "none", "none", "GNU test", "test cpu", "none", "none", "abc123"};
+  return Environment{name, "9.9.9", "test", "none", "none", "GNU test", "test cpu", "none", "none", "abc123", ""};
 }
 
 // A hand-written two-rank trace: step s issues an all_reduce of `dtype` and a barrier.
@@ -223,7 +223,7 @@ TEST_F(BaselineTest, MigratesAVersionOneDatabaseKeepingItsData) {
   exec_raw(file, kV1);
   {
     Store store(file, Access::kWrite);
-    EXPECT_EQ(store.schema_version(), 2);
+    EXPECT_EQ(store.schema_version(), 3);
     EXPECT_TRUE(store.integrity_problems().empty());
     const auto runs = store.runs();
     ASSERT_EQ(runs.size(), 1u);
@@ -232,17 +232,21 @@ TEST_F(BaselineTest, MigratesAVersionOneDatabaseKeepingItsData) {
     ASSERT_EQ(runs[0].results.size(), 1u);
     EXPECT_EQ(runs[0].results[0].digest, "abc");
     EXPECT_EQ(runs[0].results[0].metrics.at("us_per_op"), 12.25);
-    // Version-2 tables work on the migrated file.
+    EXPECT_EQ(runs[0].results[0].verdict, "") << "the column added in version 3 defaults to empty";
+    // Version-2 and version-3 tables work on the migrated file.
     write_trace(path("r/x"));
     auto run = summary(1, 1.0, "x");
     run.results[0].id = "x.a";
+    run.results[0].samples["train/rank1/main_cpu_s"] = {0.25, 0.5, 0.125};
     store.record(test_env("new"), run, path("r"), 0);
-    EXPECT_FALSE(store.runs("new").at(0).results.at(0).timeline.empty());
+    const auto stored = store.runs("new").at(0).results.at(0);
+    EXPECT_FALSE(stored.timeline.empty());
+    EXPECT_EQ(stored.samples.at("train/rank1/main_cpu_s"), (std::vector<double>{0.25, 0.5, 0.125}));
   }
   // The CLI agrees.
   const auto r = lockstep("baseline check --baseline " + quote(file));
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_CONTAINS(r.out, "schema version 2");
+  EXPECT_CONTAINS(r.out, "schema version 3");
 }
 
 TEST_F(BaselineTest, NewerSchemaIsRefusedWithExitTwo) {
@@ -252,7 +256,7 @@ TEST_F(BaselineTest, NewerSchemaIsRefusedWithExitTwo) {
   for (const std::string& cmd : std::vector<std::string>{"baseline check", "report --out " + quote(path("rep")), "baseline export"}) {
     const auto r = lockstep(cmd + " --baseline " + quote(file));
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.err;
-    EXPECT_CONTAINS(r.err, "schema version 99 is newer than this lockstep supports (2)");
+    EXPECT_CONTAINS(r.err, "schema version 99 is newer than this lockstep supports (3)");
   }
 }
 
@@ -478,9 +482,14 @@ TEST_F(BaselineTest, RunAgainstBaselineReportsSequenceAndDigestChanges) {
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string html = lockstep::test::read_file(path("report/index.html"));
   EXPECT_CONTAINS(html, "b.mix");
-  EXPECT_CONTAINS(html, "<svg class=\"timeline\"");
+  EXPECT_CONTAINS(html, "<svg class=\"chart\"");
   EXPECT_EQ(html.find("<script"), std::string::npos) << "self-contained and static";
-  EXPECT_CONTAINS(lockstep::test::read_file(path("report/report.md")), "## Scenarios");
+  // The summary opens the report: the two environments' comparison, with its changes.
+  EXPECT_LT(html.find("<h2>Summary</h2>"), html.find("<h2>Environments</h2>"));
+  EXPECT_CONTAINS(html, "Comparison: e (");
+  EXPECT_CONTAINS(html, "1 sequence_changed");
+  const std::string md = lockstep::test::read_file(path("report/report.md"));
+  EXPECT_LT(md.find("## Summary"), md.find("## History"));
 }
 
 TEST_F(BaselineTest, ReportEscapesUserSuppliedStrings) {

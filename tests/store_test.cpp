@@ -229,13 +229,14 @@ TEST_F(StoreTest, EmptyFileIsRefusedAndAMissingOneIsCreatedComplete) {
   const std::string bytes = read_file(fresh);
   ASSERT_GE(bytes.size(), 100u);
   EXPECT_EQ(bytes.substr(0, 16), std::string("SQLite format 3\0", 16));
-  EXPECT_EQ(bytes.substr(60, 4), std::string("\0\0\0\2", 4));
+  EXPECT_EQ(bytes.substr(60, 4), std::string("\0\0\0\3", 4));
   EXPECT_EQ(bytes.substr(68, 4), "LkSt");
   EXPECT_EQ(bytes[18], 2);
   EXPECT_EQ(bytes[19], 2);
   EXPECT_EQ(query_int(fresh, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-                             "('environments', 'runs', 'results', 'sequences', 'sequence_calls', 'metric_samples', 'timelines')"),
-            7);
+                             "('environments', 'runs', 'results', 'sequences', 'sequence_calls', 'metric_samples', 'timelines',"
+                             " 'sample_series')"),
+            8);
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
@@ -250,7 +251,7 @@ TEST_F(StoreTest, NewerSchemaIsRefusedWithoutAWrite) {
     const FileState before = state_of(file);
     const std::string msg = input_error_of([&] { Store store(file, access); });
     expect_plain(msg, file);
-    EXPECT_CONTAINS(msg, "schema version 99 is newer than this lockstep supports (2)");
+    EXPECT_CONTAINS(msg, "schema version 99 is newer than this lockstep supports (3)");
     EXPECT_UNCHANGED(before, file);
   }
 }

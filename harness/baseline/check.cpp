@@ -9,6 +9,18 @@
 
 namespace lockstep::baseline {
 
+void add_run_samples(const std::map<std::string, double>& metrics,
+                     const std::map<std::string, std::vector<double>>& iterations,
+                     std::map<std::string, std::vector<double>>& samples,
+                     std::map<std::string, std::vector<double>>& run_medians) {
+  for (const auto& [k, v] : metrics) samples[k].push_back(v);
+  for (const auto& [k, v] : iterations) {
+    if (v.empty()) continue;
+    samples[k].insert(samples[k].end(), v.begin(), v.end());
+    run_medians[k].push_back(median(v));
+  }
+}
+
 std::map<std::string, ScenarioBaseline> load_baseline(Store& store, const std::string& environment) {
   std::map<std::string, ScenarioBaseline> out;
   for (const auto& run : store.runs(environment)) {
@@ -21,8 +33,7 @@ std::map<std::string, ScenarioBaseline> load_baseline(Store& store, const std::s
       b.diagnosis = r.diagnosis;
       b.digest = r.digest;
       b.sequence = r.sequence;
-      if (r.status == "pass")
-        for (const auto& [k, v] : r.metrics) b.samples[k].push_back(v);
+      if (r.status == "pass") add_run_samples(r.metrics, r.samples, b.samples, b.run_medians);
     }
   }
   return out;
@@ -57,14 +68,24 @@ std::optional<Diagnosis> check_exact(Store& store, const ScenarioBaseline& base,
   return std::nullopt;
 }
 
+namespace {
+const std::vector<double>& runs_of(const std::map<std::string, std::vector<double>>& m, const std::string& metric) {
+  static const std::vector<double> none;
+  auto it = m.find(metric);
+  return it == m.end() ? none : it->second;
+}
+}  // namespace
+
 std::vector<std::pair<std::string, Judgement>> throughput_suspects(
-    const ScenarioBaseline& base, const std::map<std::string, std::vector<double>>& samples, const RuleOptions& rule) {
+    const ScenarioBaseline& base, const std::map<std::string, std::vector<double>>& samples,
+    const std::map<std::string, std::vector<double>>& run_medians, const RuleOptions& rule) {
   std::vector<std::pair<std::string, Judgement>> out;
   if (base.status != "pass") return out;
   for (const auto& [metric, observed] : samples) {
     auto it = base.samples.find(metric);
     if (it == base.samples.end()) continue;
-    const Judgement j = judge(metric, it->second, observed, rule);
+    const Judgement j = judge(metric, it->second, observed, rule_for(metric, rule), runs_of(base.run_medians, metric),
+                              runs_of(run_medians, metric));
     if (j.slower) out.emplace_back(metric, j);
   }
   return out;
@@ -113,7 +134,8 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
       for (const auto& [metric, xs] : x.samples) {
         auto it = y.samples.find(metric);
         if (it == y.samples.end()) continue;
-        const Judgement j = judge(metric, xs, it->second, rule);
+        const Judgement j = judge(metric, xs, it->second, rule_for(metric, rule), runs_of(x.run_medians, metric),
+                                  runs_of(y.run_medians, metric));
         if (j.judged) s.metrics[metric] = j;
       }
       if (x.status != y.status || x.diagnosis != y.diagnosis) {

@@ -19,6 +19,8 @@ namespace lockstep::baseline {
 struct ScenarioBaseline {
   std::string status, expected, diagnosis, digest, sequence;
   std::map<std::string, std::vector<double>> samples;
+  // Per-iteration metrics: the median of each recorded run (the run-to-run spread).
+  std::map<std::string, std::vector<double>> run_medians;
   int runs = 0;
 };
 // Keyed by scenario id. Empty when the environment recorded nothing.
@@ -31,16 +33,24 @@ struct Observation {
   std::vector<std::string> digests;          // per repeat
   std::vector<std::optional<Sequence>> sequences;  // per repeat
   std::map<std::string, std::vector<double>> samples;
+  std::map<std::string, std::vector<double>> run_medians;  // per-iteration metrics, per repeat
 };
+
+// Adds one clean run's samples to `samples` (its metrics, one value each, and its
+// per-iteration samples) and the median of each per-iteration metric to `run_medians`.
+void add_run_samples(const std::map<std::string, double>& metrics,
+                     const std::map<std::string, std::vector<double>>& iterations,
+                     std::map<std::string, std::vector<double>>& samples,
+                     std::map<std::string, std::vector<double>>& run_medians);
 
 // The baseline checks of one scenario, in order: digest (result_mismatch), collective sequence
 // (sequence_changed), throughput (throughput_regression). Returns the first failing check's
 // diagnosis, or nullopt. `suspects` receives the metrics whose throughput rule fired (the
 // caller confirms them with fresh samples before declaring a regression).
 std::optional<Diagnosis> check_exact(Store& store, const ScenarioBaseline& base, const Observation& obs);
-std::vector<std::pair<std::string, Judgement>> throughput_suspects(const ScenarioBaseline& base,
-                                                                   const std::map<std::string, std::vector<double>>& samples,
-                                                                   const RuleOptions& rule);
+std::vector<std::pair<std::string, Judgement>> throughput_suspects(
+    const ScenarioBaseline& base, const std::map<std::string, std::vector<double>>& samples,
+    const std::map<std::string, std::vector<double>>& run_medians, const RuleOptions& rule);
 
 enum class Verdict { kSame, kResultsChanged, kSequenceChanged, kThroughputChanged, kOnlyInFrom, kOnlyInTo };
 std::string_view to_string(Verdict verdict);

@@ -1,4 +1,5 @@
 #include "harness/baseline/environment.h"
+#include "harness/perf/cost.h"
 
 #include <filesystem>
 #include <fstream>
@@ -51,6 +52,7 @@ Environment detect_environment(const std::string& name) {
   e.nccl = LOCKSTEP_HAVE_NCCL ? LOCKSTEP_NCCL_VERSION : "none";
   e.compiler = LOCKSTEP_CXX_COMPILER;
   e.cpu = cpu_model();
+  e.counters = perf::Counters().availability();
   e.gpu = "none";
   e.driver = "none";
   if (ref::cuda_device_count() > 0) {

@@ -15,6 +15,9 @@ struct Environment {
   std::string gpu;           // GPU model, "none" without a visible GPU
   std::string driver;        // NVIDIA driver version, "none" without a GPU
   std::string lockstep_rev;  // git revision lockstep was configured at
+  // Hardware counters perf_event_open offers here: "instructions,cycles", or "none: <why>"
+  // (informational: never part of an environment's identity).
+  std::string counters;
 };
 
 // The environment of this binary on this machine; `name` is `name` or, when empty,

@@ -7,9 +7,11 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/baseline/check.h"
 #include "harness/baseline/stats.h"
 #include "harness/core/fs.h"
 
@@ -17,7 +19,6 @@ namespace lockstep::baseline {
 namespace {
 
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
-constexpr int kTimelineCallsShown = 96;
 
 std::string num(double v) {
   char buf[32];
@@ -39,94 +40,110 @@ std::string md_escape(const std::string& s) {
   return out;
 }
 
-std::string op_color(const std::string& op) {
-  static const std::map<std::string, std::string> kOp = {
-      {"all_reduce", "#1f77b4"}, {"all_gather", "#2ca02c"}, {"all_to_all", "#ff7f0e"}, {"broadcast", "#9467bd"},
-      {"barrier", "#7f7f7f"},    {"send", "#8c564b"},       {"recv", "#e377c2"}};
-  auto it = kOp.find(op);
-  return it == kOp.end() ? "#17becf" : it->second;
-}
-
 struct Point {
-  int x;  // global run ordinal
+  int x;     // global run ordinal
   double y;
+  std::string mark;  // "": plain; else why this run is marked (a check's declared change)
+  bool check = false;  // a `run --baseline` check (hollow), not a recorded sample
 };
 
-// A line chart: one series per environment over the global run ordinal.
-std::string line_chart(const std::string& title, const std::map<std::string, std::vector<Point>>& series,
-                       const std::map<std::string, int>& env_color, int runs) {
-  const double W = 520, H = 170, L = 64, R = 12, T = 22, B = 26;
+// 1-2-5 "nice" tick values spanning [lo, hi], about `want` of them.
+std::vector<double> nice_ticks(double lo, double hi, int want) {
+  const double raw = (hi - lo) / std::max(1, want);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw) break;
+  }
+  std::vector<double> out;
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+  return out;
+}
+
+// A line chart of one metric over the runs, one series per legend entry. Axes with values;
+// the legend wraps under the plot so that every entry fits; marked runs get a red ring whose
+// tooltip says what was declared.
+std::string line_chart(const std::string& title, const std::string& unit,
+                       const std::vector<std::pair<std::string, std::vector<Point>>>& series,
+                       const std::vector<std::string>& run_labels) {
+  const double W = 560, L = 58, R = 12, T = 22, plot_h = 120;
   double lo = INFINITY, hi = -INFINITY;
+  int x_lo = INT32_MAX, x_hi = INT32_MIN;
   for (const auto& [_, pts] : series)
     for (const auto& p : pts) {
       lo = std::min(lo, p.y);
       hi = std::max(hi, p.y);
+      x_lo = std::min(x_lo, p.x);
+      x_hi = std::max(x_hi, p.x);
     }
   if (!std::isfinite(lo)) return "";
-  if (hi == lo) {
-    hi += std::fabs(hi) * 0.05 + 1e-12;
-    lo -= std::fabs(lo) * 0.05 + 1e-12;
+  if (hi - lo < std::fabs(hi) * 0.02 + 1e-12) {  // a flat line: show +-2% around it
+    const double mid = (hi + lo) / 2, half = std::fabs(mid) * 0.02 + 1e-12;
+    lo = mid - half;
+    hi = mid + half;
   }
-  const double pad = (hi - lo) * 0.08;
+  const double pad = (hi - lo) * 0.06;
   lo -= pad;
   hi += pad;
-  auto X = [&](int x) { return L + (runs <= 1 ? 0.5 : static_cast<double>(x) / (runs - 1)) * (W - L - R); };
-  auto Y = [&](double y) { return T + (1 - (y - lo) / (hi - lo)) * (H - T - B); };
+  const auto ticks = nice_ticks(lo, hi, 4);
+  // The legend: entries flow left to right and wrap.
+  std::vector<std::tuple<double, double, std::size_t>> legend;  // x, row, series index
+  double lx = L, rows = 1;
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const double w = 16 + 6.0 * static_cast<double>(series[i].first.size()) + 14;
+    if (lx + w > W - R && lx > L) {
+      lx = L;
+      ++rows;
+    }
+    legend.emplace_back(lx, rows - 1, i);
+    lx += w;
+  }
+  const double axis_y = T + plot_h, H = axis_y + 30 + 14 * rows;
+  auto X = [&](int x) {
+    return L + (x_hi == x_lo ? 0.5 : static_cast<double>(x - x_lo) / (x_hi - x_lo)) * (W - L - R);
+  };
+  auto Y = [&](double y) { return T + (1 - (y - lo) / (hi - lo)) * plot_h; };
   std::ostringstream os;
   os << "<svg class=\"chart\" viewBox=\"0 0 " << W << ' ' << H << "\" width=\"" << W << "\" height=\"" << H
-     << "\" role=\"img\"><title>" << html_escape(title) << "</title>";
-  os << "<text x=\"" << L << "\" y=\"14\" class=\"t\">" << html_escape(title) << "</text>";
-  os << "<line x1=\"" << L << "\" y1=\"" << H - B << "\" x2=\"" << W - R << "\" y2=\"" << H - B << "\" class=\"ax\"/>";
-  os << "<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\"" << H - B << "\" class=\"ax\"/>";
-  for (int k = 0; k <= 2; ++k) {
-    const double v = lo + (hi - lo) * (k + 0.5) / 3;
-    os << "<text x=\"" << L - 4 << "\" y=\"" << px(Y(v) + 4) << "\" class=\"yl\">" << num(v) << "</text>";
+     << "\" role=\"img\"><title>" << html_escape(title) << "</title><text x=\"" << L << "\" y=\"14\" class=\"t\">"
+     << html_escape(title) << (unit.empty() ? "" : " (" + html_escape(unit) + ")") << "</text>";
+  for (double v : ticks) {
+    const std::string y = px(Y(v));
+    os << "<line x1=\"" << L << "\" y1=\"" << y << "\" x2=\"" << W - R << "\" y2=\"" << y << "\" class=\"g\"/><text x=\""
+       << L - 4 << "\" y=\"" << px(Y(v) + 3) << "\" class=\"yl\">" << num(v) << "</text>";
   }
-  os << "<text x=\"" << (W + L) / 2 << "\" y=\"" << H - 6 << "\" class=\"xl\">recorded run (oldest to newest)</text>";
-  for (const auto& [env, pts] : series) {
-    const std::string color = kColors[env_color.at(env) % 8];
-    std::string path;
-    for (const auto& p : pts) path += (path.empty() ? "M" : " L") + px(X(p.x)) + "," + px(Y(p.y));
-    os << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.5\"/>";
-    for (const auto& p : pts)
-      os << "<circle cx=\"" << px(X(p.x)) << "\" cy=\"" << px(Y(p.y)) << "\" r=\"2.5\" fill=\"" << color
-         << "\"><title>" << html_escape(env) << ": " << num(p.y) << "</title></circle>";
+  os << "<path d=\"M" << L << ',' << T << "V" << axis_y << "H" << W - R << "\" class=\"ax\"/>";
+  // x ticks: the first and last run, and about four between, labelled with their revision.
+  std::set<int> xt{x_lo, x_hi};
+  for (int k = 1; k < 4 && x_hi - x_lo > 4; ++k) xt.insert(x_lo + (x_hi - x_lo) * k / 4);
+  for (int x : xt) {
+    os << "<text x=\"" << px(X(x)) << "\" y=\"" << axis_y + 12 << "\" class=\"xl\">#" << x + 1
+       << (static_cast<std::size_t>(x) < run_labels.size() ? " " + html_escape(run_labels[static_cast<std::size_t>(x)]) : "")
+       << "</text>";
+  }
+  os << "<text x=\"" << W - R << "\" y=\"" << axis_y + 24 << "\" class=\"yl\">run # and lockstep revision, in recording order</text>";
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const std::string color = kColors[i % 8];
+    std::string pts;
+    for (const auto& p : series[i].second) pts += (pts.empty() ? "" : " ") + px(X(p.x)) + "," + px(Y(p.y));
+    os << "<polyline points=\"" << pts << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.4\"/>";
+    for (const auto& p : series[i].second) {
+      const bool marked = !p.mark.empty();
+      if (!marked && !p.check) continue;
+      os << "<circle cx=\"" << px(X(p.x)) << "\" cy=\"" << px(Y(p.y)) << "\" r=\"" << (marked ? 4.5 : 2.5) << "\" fill=\""
+         << (p.check ? "#fff" : color) << "\" stroke=\"" << (marked ? "#d00" : color) << "\" stroke-width=\""
+         << (marked ? 2 : 1) << "\"><title>run #" << p.x + 1 << " " << html_escape(series[i].first) << ": " << num(p.y)
+         << (marked ? "; " + html_escape(p.mark) : "") << "</title></circle>";
+    }
+  }
+  for (const auto& [x, row, i] : legend) {
+    const double y = axis_y + 34 + 14 * row;
+    os << "<rect x=\"" << px(x) << "\" y=\"" << px(y - 8) << "\" width=\"10\" height=\"10\" fill=\"" << kColors[i % 8]
+       << "\"/><text x=\"" << px(x + 14) << "\" y=\"" << px(y + 1) << "\" class=\"lg\">" << html_escape(series[i].first)
+       << "</text>";
   }
   os << "</svg>";
-  return os.str();
-}
-
-std::string timeline_svg(const std::string& title, const nlohmann::json& t) {
-  const auto& ranks = t.at("ranks");
-  double end = 1;
-  for (const auto& rank : ranks) {
-    int i = 0;
-    for (const auto& span : rank) {
-      if (i++ >= kTimelineCallsShown) break;
-      end = std::max(end, span.at(2).get<double>());
-    }
-  }
-  const double W = 720, L = 56, R = 10, row = 18, T = 20;
-  const double H = T + row * static_cast<double>(ranks.size()) + 18;
-  std::ostringstream os;
-  os << "<svg class=\"timeline\" viewBox=\"0 0 " << W << ' ' << px(H) << "\" width=\"" << W << "\" height=\"" << px(H)
-     << "\" role=\"img\"><title>" << html_escape(title) << "</title>";
-  os << "<text x=\"" << L << "\" y=\"13\" class=\"t\">" << html_escape(title) << "</text>";
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    const double y = T + row * static_cast<double>(r);
-    os << "<text x=\"" << L - 6 << "\" y=\"" << px(y + 12) << "\" class=\"yl\">rank " << r << "</text>";
-    int i = 0;
-    for (const auto& span : ranks[r]) {
-      if (i++ >= kTimelineCallsShown) break;
-      const std::string op = span.at(0).get<std::string>();
-      const double s = span.at(1).get<double>(), e = span.at(2).get<double>();
-      const double x0 = L + s / end * (W - L - R), x1 = L + e / end * (W - L - R);
-      os << "<rect x=\"" << px(x0) << "\" y=\"" << px(y + 2) << "\" width=\"" << px(std::max(0.8, x1 - x0))
-         << "\" height=\"" << row - 4 << "\" fill=\"" << op_color(op) << "\"><title>" << html_escape(op) << " "
-         << num(s) << "-" << num(e) << " us</title></rect>";
-    }
-  }
-  os << "<text x=\"" << W - R << "\" y=\"" << px(H - 4) << "\" class=\"yl\">" << num(end / 1000) << " ms</text></svg>";
   return os.str();
 }
 
@@ -134,8 +151,9 @@ constexpr const char* kCss = R"css(
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}
 th{background:#f3f3f3}.chart,.timeline{margin:4px 8px 4px 0;background:#fafafa;border:1px solid #e4e4e4}
-.t{font-size:12px;font-weight:600}.yl{font-size:10px;text-anchor:end;fill:#555}.xl{font-size:10px;text-anchor:middle;fill:#777}
-.ax{stroke:#999}.sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 10px;vertical-align:-2px}
+.t{font-size:12px;font-weight:600}.yl{font-size:10px;text-anchor:end;fill:#555}.xl{font-size:10px;text-anchor:middle;fill:#555}
+.lg{font-size:10px;fill:#333}.ax{stroke:#888;fill:none}.g{stroke:#e6e6e6}.counts span{margin-right:14px}
+.bad{color:#b00;font-weight:600}.okc{color:#286}
 section{border-top:1px solid #ddd;margin-top:18px}code{background:#f4f4f4;padding:0 3px}
 )css";
 
@@ -157,27 +175,154 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-void write_report(Store& store, const std::string& out_dir) {
+namespace {
+
+bool declared(const std::string& verdict) {
+  return verdict == "result_mismatch" || verdict == "sequence_changed" || verdict == "throughput_regression";
+}
+
+std::string ms(double seconds) { return num(seconds * 1e3); }
+
+// The summary's check part: the latest `run --baseline` check, its declared changes first.
+void summarize_check(const StoredRun& run, std::ostringstream& h, std::ostringstream& md) {
+  std::map<std::string, int> counts;
+  std::vector<const StoredResult*> changed;
+  for (const auto& r : run.results) {
+    ++counts[r.verdict.empty() ? "unknown" : r.verdict];
+    if (declared(r.verdict)) changed.push_back(&r);
+  }
+  const std::string head = "Latest check: " + run.environment + " baseline, lockstep " + run.lockstep_rev + ", " + run.started_at;
+  h << "<h3>" << html_escape(head) << "</h3><p class=\"counts\">";
+  md << "### " << md_escape(head) << "\n\n";
+  for (const char* k : {"throughput_regression", "result_mismatch", "sequence_changed"}) {
+    const int n = counts.count(k) ? counts[k] : 0;
+    h << "<span class=\"" << (n ? "bad" : "okc") << "\">" << n << " " << k << "</span> ";
+    md << "**" << n << " " << k << "**; ";
+  }
+  for (const auto& [k, n] : counts) {
+    if (declared(k)) continue;
+    h << "<span>" << n << " " << html_escape(k) << "</span> ";
+    md << n << " " << md_escape(k) << "; ";
+  }
+  h << "</p>";
+  md << "\n\n";
+  if (!changed.empty()) {
+    h << "<table><tr><th>scenario</th><th>declared</th><th>detail</th></tr>";
+    md << "| scenario | declared | detail |\n|---|---|---|\n";
+    for (const auto* r : changed) {
+      h << "<tr><td>" << html_escape(r->scenario) << "</td><td class=\"bad\">" << html_escape(r->verdict) << "</td><td>"
+        << html_escape(r->verdict_detail) << "</td></tr>";
+      md << "| " << md_escape(r->scenario) << " | **" << md_escape(r->verdict) << "** | " << md_escape(r->verdict_detail)
+         << " |\n";
+    }
+    h << "</table>";
+    md << "\n";
+  }
+}
+
+// The summary's comparison part: verdicts first, then how tight the CPU-time rule is.
+void summarize_comparison(const Comparison& c, std::ostringstream& h, std::ostringstream& md) {
+  std::map<std::string, int> counts;
+  for (const auto& s : c.scenarios) ++counts[std::string(to_string(s.verdict))];
+  const std::string head = "Comparison: " + c.from.name + " (" + std::to_string(c.from_runs) + " runs) vs " + c.to.name +
+                           " (" + std::to_string(c.to_runs) + " runs)";
+  h << "<h3>" << html_escape(head) << "</h3><p class=\"counts\">";
+  md << "### " << md_escape(head) << "\n\n";
+  for (const auto& [k, n] : counts) {
+    h << "<span class=\"" << (k == "same" ? "okc" : "bad") << "\">" << n << " " << html_escape(k) << "</span> ";
+    md << (k == "same" ? "" : "**") << n << " " << md_escape(k) << (k == "same" ? "" : "**") << "; ";
+  }
+  h << "</p>";
+  md << "\n\n";
+  std::vector<double> tolerated;
+  for (const auto& s : c.scenarios)
+    for (const auto& [m, j] : s.metrics)
+      if (is_iteration_metric(m)) tolerated.push_back(j.threshold);
+  if (!tolerated.empty()) {
+    std::sort(tolerated.begin(), tolerated.end());
+    const std::string line = "Per-iteration CPU-time metrics judged: " + std::to_string(tolerated.size()) +
+                             "; tolerated change: median " + num(100 * median(tolerated)) + "%, 90th percentile " +
+                             num(100 * tolerated[tolerated.size() * 9 / 10]) + "%, max " + num(100 * tolerated.back()) + "%.";
+    h << "<p>" << html_escape(line) << "</p>";
+    md << md_escape(line) << "\n\n";
+  }
+  bool any = false;
+  for (const auto& s : c.scenarios) {
+    if (s.verdict == Verdict::kSame) continue;
+    if (!any) {
+      h << "<table><tr><th>scenario</th><th>verdict</th><th>detail</th></tr>";
+      md << "| scenario | verdict | detail |\n|---|---|---|\n";
+      any = true;
+    }
+    h << "<tr><td>" << html_escape(s.scenario) << "</td><td class=\"bad\">" << to_string(s.verdict) << "</td><td>"
+      << html_escape(s.detail) << "</td></tr>";
+    md << "| " << md_escape(s.scenario) << " | **" << to_string(s.verdict) << "** | " << md_escape(s.detail) << " |\n";
+  }
+  if (any) {
+    h << "</table>";
+    md << "\n";
+  }
+}
+
+}  // namespace
+
+void write_report(Store& store, const std::string& out_dir, const ReportOptions& options) {
   const auto envs = store.environments();
   const auto runs = store.runs();
-  std::map<std::string, int> env_color;
-  for (const auto& e : envs) env_color.emplace(e.name, static_cast<int>(env_color.size()));
+  std::vector<std::string> run_labels;
+  for (const auto& r : runs) run_labels.push_back(r.lockstep_rev.substr(0, 7));
 
-  // scenario -> metric -> env -> points; scenario -> env -> latest timeline.
-  std::map<std::string, std::map<std::string, std::map<std::string, std::vector<Point>>>> series;
-  std::map<std::string, std::map<std::string, std::string>> timeline;
-  std::map<std::string, std::map<std::string, std::map<std::string, std::vector<double>>>> step_times;
+  // scenario -> chart title -> series -> points, in run order.
+  struct Charts {
+    std::map<std::string, std::map<std::string, std::vector<Point>>> by_metric;
+    std::map<std::string, std::string> unit;
+  };
+  std::map<std::string, Charts> charts;
+  // scenario -> metric -> env -> per-run values (the Markdown tables).
+  std::map<std::string, std::map<std::string, std::map<std::string, std::vector<double>>>> values;
   std::map<std::string, std::map<std::string, std::string>> latest_status;
+  std::map<std::string, std::map<std::string, std::map<std::string, std::vector<double>>>> step_times;
+  int checks = 0;
+  const StoredRun* last_check = nullptr;
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    for (const auto& r : runs[i].results) {
-      latest_status[r.scenario][runs[i].environment] = r.status + (r.diagnosis.empty() ? "" : " (" + r.diagnosis + ")");
-      if (r.status != "pass") continue;
+    const auto& run = runs[i];
+    const bool check = run.kind == "check";
+    if (check) {
+      ++checks;
+      last_check = &run;
+    }
+    for (const auto& r : run.results) {
+      if (!check) latest_status[r.scenario][run.environment] = r.status + (r.diagnosis.empty() ? "" : " (" + r.diagnosis + ")");
+      // A check that declared a change marked its clean run as failed: it is shown, marked.
+      if (r.status != "pass" && !(check && declared(r.verdict))) continue;
+      const std::string mark = check && declared(r.verdict) ? r.verdict + ": " + r.verdict_detail : "";
+      const Point base{static_cast<int>(i), 0, mark, check};
+      auto& c = charts[r.scenario];
       for (const auto& [m, v] : r.metrics) {
-        series[r.scenario][m][runs[i].environment].push_back({static_cast<int>(i), v});
-        if (m.rfind("step_time_", 0) == 0) step_times[r.scenario][runs[i].environment][m].push_back(v);
+        if (direction_of(m) == Direction::kNeutral) continue;
+        Point p = base;
+        p.y = v;
+        c.by_metric[m][run.environment].push_back(p);
+        values[r.scenario][m][run.environment].push_back(v);
+        if (!check && m.rfind("step_time_", 0) == 0) step_times[r.scenario][run.environment][m].push_back(v);
       }
-      series[r.scenario]["scenario_wall_s"][runs[i].environment].push_back({static_cast<int>(i), r.duration_s});
-      if (!r.timeline.empty()) timeline[r.scenario][runs[i].environment] = r.timeline;
+      // Per-iteration CPU time: per phase, the slowest rank's median iteration of this run.
+      std::map<std::string, double> slowest;
+      for (const auto& [m, v] : r.samples) {
+        if (v.empty()) continue;
+        values[r.scenario][m][run.environment].push_back(median(v));
+        const auto slash = m.find("/rank");
+        if (m.size() < 11 || m.compare(m.size() - 11, 11, "/main_cpu_s") != 0) continue;
+        double& s = slowest[m.substr(0, slash)];
+        s = std::max(s, median(v) * 1e3);
+      }
+      for (const auto& [phase, v] : slowest) {
+        Point p = base;
+        p.y = v;
+        const std::string title = "CPU time per iteration, main thread, slowest rank";
+        c.unit[title] = "ms";
+        c.by_metric[title][run.environment + " " + phase].push_back(p);
+      }
     }
   }
 
@@ -185,35 +330,49 @@ void write_report(Store& store, const std::string& out_dir) {
   h << "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>lockstep performance baselines</title><style>"
     << kCss << "</style></head><body><h1>lockstep performance baselines</h1>";
   md << "# lockstep performance baselines\n\n";
-  h << "<p>" << runs.size() << " recorded runs, " << series.size() << " scenarios with results. Charts: each metric over the "
-    << "recorded runs (oldest to newest), one line per environment. Direction: <code>*_per_s</code> higher is better; "
-    << "<code>*_s</code>, <code>us_per_*</code>, <code>step_time_*</code> lower is better. <code>scenario_wall_s</code> is the whole scenario including process start. Charts are inline SVG: no script, so the file works where scripts are blocked.</p>";
-  md << runs.size() << " recorded runs, " << series.size() << " scenarios with results.\n\n";
+
+  // Summary first: what the last check and the comparison declared.
+  h << "<h2>Summary</h2>";
+  md << "## Summary\n\n";
+  if (last_check) summarize_check(*last_check, h, md);
+  std::string from = options.from, to = options.to;
+  if (from.empty() && to.empty() && envs.size() == 2) {
+    from = envs[0].name;
+    to = envs[1].name;
+  }
+  if (!from.empty() && !to.empty()) summarize_comparison(compare(store, from, to, options.rule), h, md);
+  if (!last_check && (from.empty() || to.empty())) {
+    h << "<p>No check recorded yet (<code>lockstep run --baseline</code> keeps each check here), and no pair of "
+         "environments to compare (<code>--from</code>, <code>--to</code>).</p>";
+    md << "No check recorded yet, and no pair of environments to compare.\n\n";
+  }
 
   h << "<h2>Environments</h2><table><tr><th>name</th><th>LibTorch</th><th>CUDA</th><th>NCCL</th><th>compiler</th><th>CPU</th>"
-       "<th>GPU</th><th>driver</th><th>lockstep</th><th>runs</th></tr>";
-  md << "## Environments\n\n| name | LibTorch | CUDA | NCCL | compiler | CPU | GPU | driver | lockstep | runs |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n";
+       "<th>GPU / driver</th><th>counters</th><th>lockstep</th><th>records</th><th>checks</th></tr>";
+  md << "## Environments\n\n| name | LibTorch | CUDA | NCCL | compiler | CPU | GPU / driver | counters | lockstep | records | checks |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& e : envs) {
-    int n = 0;
-    for (const auto& r : runs) n += r.environment == e.name;
-    h << "<tr><td><span class=\"sw\" style=\"background:" << kColors[env_color[e.name] % 8] << "\"></span>"
-      << html_escape(e.name) << "</td><td>" << html_escape(e.torch + " (" + e.torch_line + ")") << "</td><td>"
+    int n = 0, k = 0;
+    for (const auto& r : runs) {
+      if (r.environment != e.name) continue;
+      (r.kind == "check" ? k : n) += 1;
+    }
+    const std::string counters = e.counters.empty() ? "not recorded" : e.counters;
+    h << "<tr><td>" << html_escape(e.name) << "</td><td>" << html_escape(e.torch + " (" + e.torch_line + ")") << "</td><td>"
       << html_escape(e.cuda) << "</td><td>" << html_escape(e.nccl) << "</td><td>" << html_escape(e.compiler) << "</td><td>"
-      << html_escape(e.cpu) << "</td><td>" << html_escape(e.gpu) << "</td><td>" << html_escape(e.driver) << "</td><td>"
-      << html_escape(e.lockstep_rev) << "</td><td>" << n << "</td></tr>";
+      << html_escape(e.cpu) << "</td><td>" << html_escape(e.gpu + " / " + e.driver) << "</td><td>" << html_escape(counters)
+      << "</td><td>" << html_escape(e.lockstep_rev) << "</td><td>" << n << "</td><td>" << k << "</td></tr>";
     md << "| " << md_escape(e.name) << " | " << md_escape(e.torch + " (" + e.torch_line + ")") << " | " << md_escape(e.cuda)
        << " | " << md_escape(e.nccl) << " | " << md_escape(e.compiler) << " | " << md_escape(e.cpu) << " | "
-       << md_escape(e.gpu) << " | " << md_escape(e.driver) << " | " << md_escape(e.lockstep_rev) << " | " << n << " |\n";
+       << md_escape(e.gpu + " / " + e.driver) << " | " << md_escape(counters) << " | " << md_escape(e.lockstep_rev) << " | "
+       << n << " | " << k << " |\n";
   }
   h << "</table>";
 
   // Step-time breakdowns (metrics named step_time_<part>_s).
-  h << "<h2>Training step-time breakdown</h2>";
-  md << "\n## Training step-time breakdown\n\n";
-  if (step_times.empty()) {
-    h << "<p>No recorded scenario reports <code>step_time_*_s</code> metrics.</p>";
-    md << "No recorded scenario reports `step_time_*_s` metrics.\n";
+  if (!step_times.empty()) {
+    h << "<h2>Training step-time breakdown</h2>";
+    md << "\n## Training step-time breakdown\n\n";
   }
   for (const auto& [scenario, by_env] : step_times) {
     h << "<h3>" << html_escape(scenario) << "</h3>";
@@ -261,50 +420,35 @@ void write_report(Store& store, const std::string& out_dir) {
     md << "\n";
   }
 
-  h << "<h2>Scenarios</h2>";
-  md << "\n## Scenarios\n\n";
-  for (const auto& [scenario, metrics] : series) {
+  h << "<h2>History</h2><p>" << runs.size() << " runs (" << checks << " of them checks), " << charts.size()
+    << " scenarios with results. Each chart shows one metric over the runs in recording order (the x axis names the "
+       "lockstep revision), one line per environment. Filled line only: recorded baseline runs; hollow dots: "
+       "<code>run --baseline</code> checks; a red ring marks a check that declared a change (its tooltip says what). "
+       "CPU time per iteration is the median over a run's iterations of the phase's CPU time on the rank's main thread, "
+       "for the slowest rank. Charts are inline SVG without scripts.</p>";
+  md << "## History\n\n" << runs.size() << " runs (" << checks
+     << " of them checks). Per metric and environment: the per-run values (per-iteration metrics: the run's median).\n\n";
+  for (const auto& [scenario, c] : charts) {
+    if (c.by_metric.empty()) continue;
     h << "<section><h3>" << html_escape(scenario) << "</h3><p>";
-    md << "### " << md_escape(scenario) << "\n\n";
     for (const auto& [env, st] : latest_status[scenario]) h << html_escape(env) << ": " << html_escape(st) << ". ";
     h << "</p>";
-    md << "| metric | direction | environment | samples | median | min | max |\n|---|---|---|---|---|---|---|\n";
-    for (const auto& [metric, by_env] : metrics) {
-      h << line_chart(metric, by_env, env_color, static_cast<int>(runs.size()));
-      for (const auto& [env, pts] : by_env) {
-        std::vector<double> v;
-        for (const auto& p : pts) v.push_back(p.y);
-        md << "| " << md_escape(metric) << " | " << to_string(direction_of(metric)) << " | " << md_escape(env) << " | "
-           << v.size() << " | " << num(median(v)) << " | " << num(*std::min_element(v.begin(), v.end())) << " | "
-           << num(*std::max_element(v.begin(), v.end())) << " |\n";
-      }
-    }
-    auto tl = timeline.find(scenario);
-    if (tl != timeline.end()) {
-      h << "<h4>Per-rank collective timeline (latest recorded run; first " << kTimelineCallsShown << " calls per rank)</h4>";
-      md << "\nCollective timeline (latest recorded run):\n\n| environment | rank | calls stored | in calls ms | span ms |\n|---|---|---|---|---|\n";
-      for (const auto& [env, text] : tl->second) {
-        const auto t = nlohmann::json::parse(text);
-        h << timeline_svg(env, t);
-        int r = 0;
-        for (const auto& rank : t.at("ranks")) {
-          double busy = 0, span = 0;
-          for (const auto& s : rank) {
-            busy += s.at(2).get<double>() - s.at(1).get<double>();
-            span = std::max(span, s.at(2).get<double>());
-          }
-          md << "| " << md_escape(env) << " | " << r++ << " | " << rank.size() << " | " << num(busy / 1000) << " | "
-             << num(span / 1000) << " |\n";
-        }
-      }
+    for (const auto& [metric, by_series] : c.by_metric) {
+      std::vector<std::pair<std::string, std::vector<Point>>> series(by_series.begin(), by_series.end());
+      auto u = c.unit.find(metric);
+      h << line_chart(metric, u == c.unit.end() ? "" : u->second, series, run_labels);
     }
     h << "</section>";
+    md << "### " << md_escape(scenario) << "\n\n| metric | environment | runs | median | min | max |\n|---|---|---|---|---|---|\n";
+    for (const auto& [metric, by_env] : values[scenario]) {
+      for (const auto& [env, v] : by_env) {
+        md << "| " << md_escape(metric) << " | " << md_escape(env) << " | " << v.size() << " | " << num(median(v)) << " | "
+           << num(*std::min_element(v.begin(), v.end())) << " | " << num(*std::max_element(v.begin(), v.end())) << " |\n";
+      }
+    }
     md << "\n";
   }
-  h << "<p style=\"color:#777\">Colours in timelines: ";
-  for (const char* op : {"all_reduce", "all_gather", "all_to_all", "broadcast", "barrier", "send", "recv"})
-    h << "<span class=\"sw\" style=\"background:" << op_color(op) << "\"></span>" << op;
-  h << "</p></body></html>\n";
+  h << "</body></html>\n";
   std::filesystem::create_directories(out_dir);
   write_file_atomically((std::filesystem::path(out_dir) / "index.html").string(), h.str());
   write_file_atomically((std::filesystem::path(out_dir) / "report.md").string(), md.str());

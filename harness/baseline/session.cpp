@@ -14,6 +14,7 @@ namespace fs = std::filesystem;
 
 bool clean(const report::ScenarioResult& r) { return r.status == report::Status::kPass && !r.diagnosis; }
 
+
 }  // namespace
 
 Session run_repeated(const std::vector<scenario::Scenario>& scenarios, const launch::LaunchOptions& options,
@@ -34,19 +35,19 @@ Session run_repeated(const std::vector<scenario::Scenario>& scenarios, const lau
 
 int check_session(Store& store, const std::string& environment, const std::vector<scenario::Scenario>& scenarios,
                   Session& session, const launch::LaunchOptions& options, int repeat, const RuleOptions& rule,
-                  std::ostream& out) {
+                  std::ostream& out, std::map<std::string, std::pair<std::string, std::string>>* verdicts) {
   const auto base = load_baseline(store, environment);
   if (base.empty())
     throw InputError(store.db().path() + ": no recorded runs for environment '" + environment +
                      "'; record them first with `lockstep record PATHS --baseline " + store.db().path() + "`");
   int failed = 0;
   struct Line {
-    std::string id, digest, sequence, throughput, verdict;
+    std::string id, digest, sequence, throughput, verdict, detail;
   };
   std::vector<Line> lines;
   auto& first = session.runs.front().results;
   for (std::size_t i = 0; i < scenarios.size() && i < first.size(); ++i) {
-    Line line{first[i].id, "-", "-", "-", "ok"};
+    Line line{first[i].id, "-", "-", "-", "ok", ""};
     auto it = base.find(first[i].id);
     if (it == base.end()) {
       line.verdict = "not in baseline";
@@ -63,8 +64,7 @@ int check_session(Store& store, const std::string& environment, const std::vecto
       obs.digests.push_back(r.digest);
       obs.sequences.push_back(clean(r) ? read_sequence((fs::path(session.dirs[k]) / r.artifacts).string(), r.world_size)
                                        : std::nullopt);
-      if (clean(r))
-        for (const auto& [m, v] : r.metrics) obs.samples[m].push_back(v);
+      if (clean(r)) add_run_samples(r.metrics, r.samples, obs.samples, obs.run_medians);
     }
     if (!obs.clean || b.status != "pass" || !b.diagnosis.empty()) {
       line.verdict = obs.clean ? "baseline not clean: not checked" : "not clean: not checked";
@@ -77,11 +77,11 @@ int check_session(Store& store, const std::string& environment, const std::vecto
     if (d && d->kind == DiagnosisKind::kResultMismatch) line.digest = "CHANGED";
     if (d && d->kind == DiagnosisKind::kSequenceChanged) line.sequence = "CHANGED";
     if (!d) {
-      auto suspects = throughput_suspects(b, obs.samples, rule);
+      auto suspects = throughput_suspects(b, obs.samples, obs.run_medians, rule);
       int judged = 0;
       for (const auto& [m, xs] : obs.samples) {
         auto bs = b.samples.find(m);
-        if (bs != b.samples.end() && judge(m, bs->second, xs, rule).judged) ++judged;
+        if (bs != b.samples.end() && judge(m, bs->second, xs, rule_for(m, rule)).judged) ++judged;  // counts only
       }
       line.throughput = judged ? "ok (" + std::to_string(judged) + ")" : "-";
       if (!suspects.empty()) {
@@ -89,17 +89,16 @@ int check_session(Store& store, const std::string& environment, const std::vecto
         // declares a regression.
         out << "throughput suspect " << obs.scenario << ": " << suspects.front().first << " "
             << describe(suspects.front().second) << "; re-measuring " << repeat << "x\n";
-        std::map<std::string, std::vector<double>> fresh;
+        std::map<std::string, std::vector<double>> fresh, fresh_runs;
         for (int k = 0; k < repeat; ++k) {
           launch::LaunchOptions o = options;
           o.progress = false;
           o.report_dir = (fs::path(options.report_dir) / ("confirm-" + std::to_string(k + 1))).string();
           const auto r = launch::run_scenario(scenarios[i], o);
-          if (clean(r))
-            for (const auto& [m, v] : r.metrics) fresh[m].push_back(v);
+          if (clean(r)) add_run_samples(r.metrics, r.samples, fresh, fresh_runs);
         }
         std::string what;
-        for (const auto& [m, j] : throughput_suspects(b, fresh, rule)) {
+        for (const auto& [m, j] : throughput_suspects(b, fresh, fresh_runs, rule)) {
           what += (what.empty() ? "" : "; ") + m + " " + describe(j);
         }
         if (!what.empty()) {
@@ -117,6 +116,7 @@ int check_session(Store& store, const std::string& environment, const std::vecto
       r.status = report::Status::kFail;
       r.reason = "baseline " + environment + ": " + d->message;
       r.diagnosis = *d;
+      line.detail = d->message;
       out << "FAIL  " << r.id << "  " << to_string(d->kind) << "\n        " << d->message << '\n';
     }
     lines.push_back(line);
@@ -131,6 +131,13 @@ int check_session(Store& store, const std::string& environment, const std::vecto
         << l.sequence << std::setw(28) << l.throughput << l.verdict << '\n';
   }
   out << failed << " scenario(s) failed a baseline check\n";
+  if (verdicts) {
+    for (const auto& l : lines) {
+      std::string detail = l.detail;
+      if (detail.empty() && l.throughput != "-") detail = "throughput " + l.throughput;
+      (*verdicts)[l.id] = {l.verdict, detail};
+    }
+  }
   const auto& dir = options.report_dir;
   report::write_results_json(session.runs.front(), (fs::path(dir) / "results.json").string());
   report::write_junit_xml(session.runs.front(), (fs::path(dir) / "junit.xml").string());

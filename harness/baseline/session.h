@@ -2,6 +2,8 @@
 // What `lockstep record` and `lockstep run --baseline` do around the suite runner: run the
 // suite k times, record each run, or check the runs against an environment's baseline.
 #include <iosfwd>
+#include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -28,10 +30,11 @@ Session run_repeated(const std::vector<scenario::Scenario>& scenarios, const lau
 // re-run `repeat` more times and the rule must fire again on the fresh samples). Marks the
 // failing results of session.runs[0] as fail with the diagnosis, rewrites
 // report_dir/results.json and junit.xml, prints a table to `out`. Returns the number of
-// scenarios that failed a baseline check. Throws InputError when the environment has no
-// recorded runs.
+// scenarios that failed a baseline check, and each scenario's verdict ("ok", a diagnosis kind,
+// "not in baseline", ...) and detail in `verdicts` when given. Throws InputError when the
+// environment has no recorded runs.
 int check_session(Store& store, const std::string& environment, const std::vector<scenario::Scenario>& scenarios,
                   Session& session, const launch::LaunchOptions& options, int repeat, const RuleOptions& rule,
-                  std::ostream& out);
+                  std::ostream& out, std::map<std::string, std::pair<std::string, std::string>>* verdicts = nullptr);
 
 }  // namespace lockstep::baseline

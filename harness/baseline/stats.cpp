@@ -90,7 +90,8 @@ Direction direction_of(std::string_view m) {
     return Direction::kHigherIsBetter;
   if (ends_with(m, "_s") || ends_with(m, "_ms") || ends_with(m, "_us") || ends_with(m, "_ns") ||
       starts_with(m, "us_per_") || starts_with(m, "ms_per_") || starts_with(m, "s_per_") ||
-      starts_with(m, "step_time_") || starts_with(m, "time_") || contains(m, "latency"))
+      starts_with(m, "step_time_") || starts_with(m, "time_") || contains(m, "latency") ||
+      ends_with(m, "instructions") || ends_with(m, "cycles"))
     return Direction::kLowerIsBetter;
   return Direction::kNeutral;
 }
@@ -102,6 +103,17 @@ std::string_view to_string(Direction d) {
     case Direction::kNeutral: return "neutral";
   }
   return "?";
+}
+
+bool is_iteration_metric(std::string_view m) {
+  const auto slash = m.find("/rank");
+  return slash != std::string_view::npos && m.find('/', slash + 1) != std::string_view::npos;
+}
+
+RuleOptions rule_for(std::string_view metric, const RuleOptions& options) {
+  RuleOptions o = options;
+  if (is_iteration_metric(metric)) o.tolerance = options.iteration_tolerance;
+  return o;
 }
 
 double median(std::vector<double> v) {
@@ -158,7 +170,7 @@ double mann_whitney_greater(const std::vector<double>& x, const std::vector<doub
 }
 
 Judgement judge(std::string_view metric, const std::vector<double>& baseline, const std::vector<double>& observed,
-                const RuleOptions& o) {
+                const RuleOptions& o, const std::vector<double>& baseline_runs, const std::vector<double>& observed_runs) {
   Judgement j;
   const Direction dir = direction_of(metric);
   if (dir == Direction::kNeutral) return j;
@@ -192,6 +204,16 @@ Judgement judge(std::string_view metric, const std::vector<double>& baseline, co
   const double se = std::sqrt(M_PI / 2) * pooled_sd(b, x) *
                     std::sqrt(1.0 / static_cast<double>(b.size()) + 1.0 / static_cast<double>(x.size()));
   j.threshold = std::max(o.tolerance, std::exp(o.noise_factor * se) - 1);
+  std::vector<double> br, xr;  // log run medians
+  for (double v : baseline_runs)
+    if (v > 0 && std::isfinite(v)) br.push_back(std::log(v));
+  for (double v : observed_runs)
+    if (v > 0 && std::isfinite(v)) xr.push_back(std::log(v));
+  if (br.size() + xr.size() >= 3 && !br.empty() && !xr.empty()) {
+    const double run_se = pooled_sd(br, xr) * std::sqrt(1.0 / static_cast<double>(br.size()) +
+                                                        1.0 / static_cast<double>(xr.size()));
+    j.threshold = std::max(j.threshold, std::exp(o.noise_factor * run_se) - 1);
+  }
   j.slower = j.p_slower < o.alpha && j.slowdown > 1 + j.threshold;
   j.faster = j.p_faster < o.alpha && 1 / j.slowdown > 1 + j.threshold;
   return j;

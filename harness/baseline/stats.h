@@ -9,12 +9,17 @@ namespace lockstep::baseline {
 
 // Which way a metric improves, from its name: `*_per_s`, `*_bw`, `*bandwidth*` are higher-is-
 // better; `*_s`, `*_ms`, `*_us`, `us_per_*`, `*latency*`, `step_time_*` are lower-is-better;
-// anything else (counts such as `steps`) is neutral and never judged.
+// `*instructions`, `*cycles` are lower-is-better; anything else (counts such as `steps`) is
+// neutral and never judged.
 enum class Direction { kHigherIsBetter, kLowerIsBetter, kNeutral };
 Direction direction_of(std::string_view metric);
 std::string_view to_string(Direction direction);
 
 double median(std::vector<double> values);
+
+// Per-iteration cost samples of a rank's phase ("<phase>/rank<r>/cpu_s", ".../instructions"):
+// judged with RuleOptions::iteration_tolerance.
+bool is_iteration_metric(std::string_view metric);
 
 // One-sided Mann-Whitney U test. Returns P(U >= observed U of x over y) under H0 (x and y from
 // one distribution): small when x tends to be larger than y. Exact (ties count 1/2 and are
@@ -26,6 +31,7 @@ double mann_whitney_greater(const std::vector<double>& x, const std::vector<doub
 struct RuleOptions {
   double alpha = 0.01;        // one-sided significance level of each test
   double tolerance = 0.10;    // relative slowdown of the medians that is always tolerated
+  double iteration_tolerance = 0.03;  // the same for per-iteration CPU time and counters
   double noise_factor = 3.0;  // the tolerated slowdown grows to noise_factor standard errors of
                               // the difference of the log medians (robust, pooled spread)
   int min_samples = 3;        // fewer samples on either side: not judged
@@ -45,8 +51,15 @@ struct Judgement {
   bool slower = false;        // p_slower < alpha and slowdown > 1 + threshold
   bool faster = false;        // p_faster < alpha and 1/slowdown > 1 + threshold
 };
+// The rule's options for `metric`: `tolerance` is iteration_tolerance for iteration metrics.
+RuleOptions rule_for(std::string_view metric, const RuleOptions& options);
+// For metrics sampled per iteration, `baseline_runs` and `observed_runs` hold the median of
+// each run's iterations: runs drift as a whole (memory layout, the machine's load), so the
+// tolerated slowdown also grows to noise_factor standard errors of the run-to-run spread
+// (pooled over both sides, when at least 3 runs are given).
 Judgement judge(std::string_view metric, const std::vector<double>& baseline,
-                const std::vector<double>& observed, const RuleOptions& options = {});
+                const std::vector<double>& observed, const RuleOptions& options = {},
+                const std::vector<double>& baseline_runs = {}, const std::vector<double>& observed_runs = {});
 
 // "0.78x (95% CI 0.74-0.81, p=0.004)".
 std::string describe(const Judgement& j);

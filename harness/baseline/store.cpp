@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +56,16 @@ constexpr const char* kMigrateV2 = R"sql(
 ALTER TABLE runs ADD COLUMN host TEXT NOT NULL DEFAULT '';
 CREATE TABLE timelines(result_id INTEGER PRIMARY KEY REFERENCES results(id), spans TEXT NOT NULL);
 CREATE INDEX results_scenario ON results(scenario);
+)sql";
+
+// Version 3: per-iteration samples, the verdicts of checks, the environment's counters.
+constexpr const char* kMigrateV3 = R"sql(
+CREATE TABLE sample_series(
+  result_id INTEGER NOT NULL REFERENCES results(id), name TEXT NOT NULL, vals TEXT NOT NULL,
+  PRIMARY KEY(result_id, name)) WITHOUT ROWID;
+ALTER TABLE results ADD COLUMN verdict TEXT NOT NULL DEFAULT '';
+ALTER TABLE results ADD COLUMN verdict_detail TEXT NOT NULL DEFAULT '';
+ALTER TABLE environments ADD COLUMN counters TEXT NOT NULL DEFAULT '';
 )sql";
 
 std::string new_uid() {
@@ -142,7 +153,24 @@ CallRecord call_from_json(const Json& j) {
 Json env_json(const Environment& e) {
   return Json{{"name", e.name},         {"torch", e.torch}, {"torch_line", e.torch_line}, {"cuda", e.cuda},
               {"nccl", e.nccl},         {"compiler", e.compiler}, {"cpu", e.cpu},       {"gpu", e.gpu},
-              {"driver", e.driver},     {"lockstep_rev", e.lockstep_rev}};
+              {"driver", e.driver},     {"lockstep_rev", e.lockstep_rev}, {"counters", e.counters}};
+}
+
+StoredResult stored_result(const report::ScenarioResult& r) {
+  StoredResult s;
+  s.scenario = r.id;
+  s.name = r.name;
+  s.file = r.file;
+  s.variant = r.variant;
+  s.status = std::string(report::to_string(r.status));
+  s.expected = r.expected;
+  s.diagnosis = r.diagnosis ? std::string(to_string(r.diagnosis->kind)) : "";
+  s.digest = r.digest;
+  s.duration_s = r.duration_s;
+  s.world_size = r.world_size;
+  s.metrics = r.metrics;
+  s.samples = r.samples;
+  return s;
 }
 
 std::int64_t pragma_int(const Db& db, const char* pragma) {
@@ -178,6 +206,10 @@ void upgrade(Db& db, int version) {
   if (version == 1) {
     db.exec(kMigrateV2);
     version = 2;
+  }
+  if (version == 2) {
+    db.exec(kMigrateV3);
+    version = 3;
   }
   db.exec("PRAGMA user_version = " + std::to_string(version));
   db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
@@ -399,20 +431,20 @@ void Store::add_environment(const Environment& e) {
     return;
   }
   Statement ins(db_,
-                "INSERT INTO environments(name, torch, torch_line, cuda, nccl, compiler, cpu, gpu, driver, lockstep_rev)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?)");
+                "INSERT INTO environments(name, torch, torch_line, cuda, nccl, compiler, cpu, gpu, driver, lockstep_rev,"
+                " counters) VALUES(?,?,?,?,?,?,?,?,?,?,?)");
   ins.bind(1, e.name).bind(2, e.torch).bind(3, e.torch_line).bind(4, e.cuda).bind(5, e.nccl).bind(6, e.compiler);
-  ins.bind(7, e.cpu).bind(8, e.gpu).bind(9, e.driver).bind(10, e.lockstep_rev);
+  ins.bind(7, e.cpu).bind(8, e.gpu).bind(9, e.driver).bind(10, e.lockstep_rev).bind(11, e.counters);
   ins.run();
 }
 
 std::vector<Environment> Store::environments() {
   std::vector<Environment> out;
-  Statement st(db_, "SELECT name, torch, torch_line, cuda, nccl, compiler, cpu, gpu, driver, lockstep_rev"
+  Statement st(db_, "SELECT name, torch, torch_line, cuda, nccl, compiler, cpu, gpu, driver, lockstep_rev, counters"
                     " FROM environments ORDER BY name");
   while (st.step()) {
     out.push_back(Environment{st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.text(5), st.text(6),
-                              st.text(7), st.text(8), st.text(9)});
+                              st.text(7), st.text(8), st.text(9), st.text(10)});
   }
   return out;
 }
@@ -504,8 +536,9 @@ void Store::insert_run(const StoredRun& run) {
   const std::int64_t run_id = db_.last_insert_id();
   Statement res(db_,
                 "INSERT INTO results(run_id, scenario, name, file, variant, status, expected, diagnosis, digest,"
-                " duration_s, world_size, sequence_id)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,(SELECT id FROM sequences WHERE hash = ?))");
+                " duration_s, world_size, sequence_id, verdict, verdict_detail)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,(SELECT id FROM sequences WHERE hash = ?),?,?)");
+  Statement ser(db_, "INSERT INTO sample_series(result_id, name, vals) VALUES(?,?,?)");
   Statement met(db_, "INSERT INTO metric_samples(result_id, name, value) VALUES(?,?,?)");
   Statement tl(db_, "INSERT INTO timelines(result_id, spans) VALUES(?,?)");
   for (const auto& r : run.results) {
@@ -513,11 +546,16 @@ void Store::insert_run(const StoredRun& run) {
     res.bind(7, r.expected).bind(8, r.diagnosis).bind(9, r.digest).bind(10, r.duration_s).bind(11, r.world_size);
     if (r.sequence.empty()) res.bind_null(12);
     else res.bind(12, r.sequence);
+    res.bind(13, r.verdict).bind(14, r.verdict_detail);
     res.run();
     const std::int64_t result_id = db_.last_insert_id();
     for (const auto& [k, v] : r.metrics) {
       met.bind(1, result_id).bind(2, k).bind(3, v);
       met.run();
+    }
+    for (const auto& [k, v] : r.samples) {
+      ser.bind(1, result_id).bind(2, k).bind(3, Json(v).dump());
+      ser.run();
     }
     if (!r.timeline.empty()) {
       tl.bind(1, result_id).bind(2, r.timeline);
@@ -538,18 +576,7 @@ std::string Store::record(const Environment& env, const report::RunSummary& summ
   run.host = hostname();
   std::map<std::string, Sequence> sequences;
   for (const auto& r : summary.results) {
-    StoredResult s;
-    s.scenario = r.id;
-    s.name = r.name;
-    s.file = r.file;
-    s.variant = r.variant;
-    s.status = std::string(report::to_string(r.status));
-    s.expected = r.expected;
-    s.diagnosis = r.diagnosis ? std::string(to_string(r.diagnosis->kind)) : "";
-    s.digest = r.digest;
-    s.duration_s = r.duration_s;
-    s.world_size = r.world_size;
-    s.metrics = r.metrics;
+    StoredResult s = stored_result(r);
     if (r.status == report::Status::kPass && !r.diagnosis && !r.artifacts.empty()) {
       if (auto seq = read_sequence((fs::path(report_dir) / r.artifacts).string(), r.world_size)) {
         s.sequence = sequence_hash(*seq);
@@ -562,6 +589,27 @@ std::string Store::record(const Environment& env, const report::RunSummary& summ
   Transaction tx(db_);
   add_environment(env);
   for (const auto& [hash, seq] : sequences) put_sequence(hash, seq);
+  insert_run(run);
+  tx.commit();
+  return run.uid;
+}
+
+std::string Store::record_check(const Environment& env, const report::RunSummary& summary,
+                                const std::map<std::string, std::pair<std::string, std::string>>& verdicts) {
+  StoredRun run;
+  run.uid = new_uid();
+  run.environment = env.name;
+  run.started_at = summary.started_at;
+  run.kind = "check";
+  run.lockstep_rev = env.lockstep_rev;
+  run.host = hostname();
+  for (const auto& r : summary.results) {
+    StoredResult s = stored_result(r);
+    if (auto it = verdicts.find(r.id); it != verdicts.end()) std::tie(s.verdict, s.verdict_detail) = it->second;
+    run.results.push_back(std::move(s));
+  }
+  Transaction tx(db_);
+  env_id(env.name);  // a check is of an environment that has records
   insert_run(run);
   tx.commit();
   return run.uid;
@@ -586,7 +634,7 @@ std::vector<StoredRun> Store::runs(const std::string& environment) {
   {
     Statement st(db_,
                  "SELECT x.id, x.run_id, x.scenario, x.name, x.file, x.variant, x.status, x.expected, x.diagnosis,"
-                 " x.digest, x.duration_s, x.world_size, s.hash, t.spans FROM results x"
+                 " x.digest, x.duration_s, x.world_size, s.hash, t.spans, x.verdict, x.verdict_detail FROM results x"
                  " LEFT JOIN sequences s ON s.id = x.sequence_id LEFT JOIN timelines t ON t.result_id = x.id"
                  " ORDER BY x.run_id, x.scenario");
     while (st.step()) {
@@ -605,6 +653,8 @@ std::vector<StoredRun> Store::runs(const std::string& environment) {
       r.world_size = static_cast<int>(st.int64(11));
       r.sequence = st.text(12);
       r.timeline = st.text(13);
+      r.verdict = st.text(14);
+      r.verdict_detail = st.text(15);
       auto& results = out[it->second].results;
       result_at[st.int64(0)] = {it->second, results.size()};
       results.push_back(std::move(r));
@@ -616,6 +666,15 @@ std::vector<StoredRun> Store::runs(const std::string& environment) {
       auto it = result_at.find(st.int64(0));
       if (it == result_at.end()) continue;
       out[it->second.first].results[it->second.second].metrics[st.text(1)] = st.real(2);
+    }
+  }
+  {
+    Statement st(db_, "SELECT result_id, name, vals FROM sample_series");
+    while (st.step()) {
+      auto it = result_at.find(st.int64(0));
+      if (it == result_at.end()) continue;
+      out[it->second.first].results[it->second.second].samples[st.text(1)] =
+          Json::parse(st.text(2)).get<std::vector<double>>();
     }
   }
   return out;
@@ -672,6 +731,8 @@ std::string Store::export_text(const std::string& environment) {
                {"variant", x.variant},   {"status", x.status},     {"expected", x.expected},
                {"diagnosis", x.diagnosis}, {"digest", x.digest},   {"duration_s", x.duration_s},
                {"world_size", x.world_size}, {"sequence", x.sequence}, {"metrics", x.metrics}};
+        if (!x.samples.empty()) j["samples"] = x.samples;
+        if (!x.verdict.empty()) j["verdict"] = {x.verdict, x.verdict_detail};
         j["timeline"] = x.timeline.empty() ? Json(nullptr) : Json::parse(x.timeline);
         os << (i ? ",\n " : "\n ") << j.dump();
       }
@@ -706,7 +767,7 @@ Export parse_export(const std::string& text, const std::string& source) {
     for (const auto& e : j.at("environments")) {
       out.environments.push_back(Environment{e.at("name"), e.at("torch"), e.at("torch_line"), e.at("cuda"), e.at("nccl"),
                                              e.at("compiler"), e.at("cpu"), e.at("gpu"), e.at("driver"),
-                                             e.at("lockstep_rev")});
+                                             e.at("lockstep_rev"), e.value("counters", "")});
     }
     for (const auto& s : j.at("sequences")) {
       Sequence seq;
@@ -734,6 +795,12 @@ Export parse_export(const std::string& text, const std::string& source) {
         s.world_size = x.at("world_size").get<int>();
         s.sequence = x.at("sequence");
         for (const auto& [k, v] : x.at("metrics").items()) s.metrics[k] = v.get<double>();
+        if (x.contains("samples"))
+          for (const auto& [k, v] : x["samples"].items()) s.samples[k] = v.get<std::vector<double>>();
+        if (x.contains("verdict")) {
+          s.verdict = x["verdict"].at(0).get<std::string>();
+          s.verdict_detail = x["verdict"].at(1).get<std::string>();
+        }
         if (x.contains("timeline") && !x["timeline"].is_null()) s.timeline = x["timeline"].dump();
         if (!scenarios.insert(s.scenario).second)
           throw InputError(source + ": run " + run.uid + " has scenario " + s.scenario + " twice");

@@ -21,7 +21,7 @@
 
 namespace lockstep::baseline {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 // PRAGMA application_id of files this lockstep creates or migrates ("LkSt"). Files made by
 // earlier versions have 0 and are recognised by their tables.
 inline constexpr std::int32_t kApplicationId = 0x4c6b5374;
@@ -39,6 +39,11 @@ struct StoredResult {
   int world_size = 1;
   std::string sequence;   // sequence hash, "" when none was recorded
   std::map<std::string, double> metrics;
+  // Per-iteration samples ("<phase>/rank<r>/cpu_s", ...), in iteration order.
+  std::map<std::string, std::vector<double>> samples;
+  // Runs of kind "check": what the baseline check declared ("ok", "result_mismatch",
+  // "sequence_changed", "throughput_regression", "not checked") and why; "" for records.
+  std::string verdict, verdict_detail;
   std::string timeline;   // compact JSON {"t0_us":..,"ranks":[[[op,start,end],..],..]}, "" when none
 };
 
@@ -46,7 +51,7 @@ struct StoredRun {
   std::string uid;        // unique across databases (import skips a run it already has)
   std::string environment;
   std::string started_at;
-  std::string kind;       // "record"
+  std::string kind;       // "record" (a baseline sample) or "check" (run --baseline: not a sample)
   int repeat = 0;         // 0-based index within one `record --repeat k`
   std::string lockstep_rev;
   std::string host;
@@ -94,6 +99,10 @@ class Store {
   // timeline read from the traces under `report_dir`. Returns the run's uid.
   std::string record(const Environment& env, const report::RunSummary& run, const std::string& report_dir,
                      int repeat);
+  // Records a `run --baseline` check of `environment` as a run of kind "check", with each
+  // scenario's verdict (scenario id -> {verdict, detail}). Returns the run's uid.
+  std::string record_check(const Environment& env, const report::RunSummary& run,
+                           const std::map<std::string, std::pair<std::string, std::string>>& verdicts);
 
   // Runs of `environment` ("" for all), oldest first, with their results.
   std::vector<StoredRun> runs(const std::string& environment = "");

@@ -12,6 +12,7 @@
 #include "harness/core/error.h"
 #include "harness/launch/cancel.h"
 #include "harness/launch/suite.h"
+#include "harness/perf/cost.h"
 
 namespace lockstep::cli {
 
@@ -27,6 +28,7 @@ void add_run(CLI::App& app, int& exit_code) {
     std::string env;
     int repeat = 5;
     baseline::RuleOptions rule;
+    std::string slowdown;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("paths", a->paths, "scenario files or directories (searched for *.toml)")->required();
@@ -52,16 +54,29 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--tolerance", a->rule.tolerance, "with --baseline: relative slowdown always tolerated")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0) & finite());
+  cmd->add_option("--iteration-tolerance", a->rule.iteration_tolerance,
+                  "with --baseline: relative slowdown always tolerated for per-iteration CPU time and counters")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0) & finite());
+  cmd->add_option("--slowdown", a->slowdown,
+                  "inject the slowdown fault into every scenario of lockstep's own workloads: PERCENT[:PHASE[:RANK]]\n"
+                  "more CPU work per iteration (e.g. 10:train:1); with --baseline it shows whether the baseline\n"
+                  "would declare that regression; a scenario where it never fires is an error");
   cmd->add_option("--alpha", a->rule.alpha, "with --baseline: significance level of the one-sided Mann-Whitney test")
       ->capture_default_str()
       ->check(CLI::Range(1e-9, 0.5) & finite());
   cmd->callback([a, &exit_code] {
+    if (!a->slowdown.empty()) perf::parse_slowdown_flag(a->slowdown, "--slowdown");
     const auto scenarios = launch::filter_scenarios(scenario::load_paths(a->paths), a->filter);
     // Open (and validate) the store before spending time on the suite, or creating anything.
     std::optional<baseline::Store> store;
     std::string env;
+    bool save_check = false;
     if (!a->baseline.empty()) {
-      store.emplace(a->baseline, baseline::Access::kRead);
+      // The check is kept in the baseline (a run of kind "check", for the report's history)
+      // when the file can be written; a read-only baseline is still checked against.
+      save_check = ::access(a->baseline.c_str(), W_OK) == 0;
+      store.emplace(a->baseline, save_check ? baseline::Access::kWrite : baseline::Access::kRead);
       env = a->env.empty() ? baseline::default_environment_name() : a->env;
       if (!store->environment(env)) throw InputError("--env: no environment named '" + env + "' in " + a->baseline);
     }
@@ -74,6 +89,7 @@ void add_run(CLI::App& app, int& exit_code) {
     opts.dump = a->dump;
     opts.max_ranks = a->max_ranks;
     opts.progress = isatty(STDOUT_FILENO);
+    opts.slowdown = a->slowdown;
     if (a->baseline.empty()) {
       const auto run = launch::run_suite(scenarios, opts, std::cout);
       if (fresh) link_latest(opts.report_dir);
@@ -81,7 +97,16 @@ void add_run(CLI::App& app, int& exit_code) {
       return;
     }
     auto session = baseline::run_repeated(scenarios, opts, a->repeat, std::cout);
-    const int failed = baseline::check_session(*store, env, scenarios, session, opts, a->repeat, a->rule, std::cout);
+    std::map<std::string, std::pair<std::string, std::string>> verdicts;
+    const int failed =
+        baseline::check_session(*store, env, scenarios, session, opts, a->repeat, a->rule, std::cout, &verdicts);
+    if (save_check) {
+      baseline::Environment checked = *store->environment(env);
+      checked.lockstep_rev = baseline::detect_environment(env).lockstep_rev;  // the revision checked
+      store->record_check(checked, session.runs.front(), verdicts);
+    } else {
+      std::cout << "(" << a->baseline << " is read-only: this check is not kept in its history)\n";
+    }
     if (fresh) link_latest(opts.report_dir);
     exit_code = exit_code_after(failed == 0 && launch::all_met(session.runs.front()) ? 0 : 1);
   });

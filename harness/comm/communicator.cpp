@@ -10,13 +10,17 @@ Communicator::Communicator(std::unique_ptr<Backend> top)
 Communicator::~Communicator() = default;
 
 void Communicator::set_phase(std::string phase) {
-  if (phase != site_.phase) site_.index = 0;
+  if (phase == site_.phase) return;
+  site_.index = 0;
   site_.phase = std::move(phase);
+  if (observer_) observer_(site_.phase, site_.step);
 }
 
 void Communicator::set_step(std::int64_t step) {
-  if (step != site_.step) site_.index = 0;
+  if (step == site_.step) return;
+  site_.index = 0;
   site_.step = step;
+  if (observer_) observer_(site_.phase, site_.step);
 }
 
 std::unique_ptr<Pending> Communicator::start(Call call) {

@@ -2,6 +2,7 @@
 // What workloads call. Owns the decorator chain, and stamps every call with its call site
 // (phase, step, index) so the verifier can tell a skipped collective from a changed one.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ class Communicator {
   std::int64_t step() const { return site_.step; }
   // Where the next call will be issued from (its phase, step and index).
   const CallSite& site() const { return site_; }
+  // Called with (phase, step) whenever either changes: the rank's cost accounting.
+  void set_site_observer(std::function<void(const std::string&, std::int64_t)> observer) {
+    observer_ = std::move(observer);
+  }
 
   // Blocking collectives. Throw CommError on engine failure and DiagnosisError on a verified
   // mismatch; results are only visible in the buffers after a normal return.
@@ -51,6 +56,7 @@ class Communicator {
   int rank_;
   int world_size_;
   CallSite site_;
+  std::function<void(const std::string&, std::int64_t)> observer_;
 };
 
 

@@ -25,6 +25,7 @@
 #include "harness/launch/cancel.h"
 #include "harness/launch/processes.h"
 #include "harness/launch/watchdog.h"
+#include "harness/perf/cost.h"
 #include "harness/launch/system_run.h"
 #include "reference/common/device.h"
 #include "harness/comm/engines.h"
@@ -353,6 +354,8 @@ std::string unfired_injections(const scenario::Scenario& s, const comm::Board& b
       os << "rank " << f.rank << " issued no call matching " << comm::describe_target(f) << " (";
       if (v.max_step >= 0) os << "the last step it issued a collective from was " << v.max_step << "; ";
       os << "it last completed " << v.last_completed() << ")";
+    } else if (inj.kind == "slowdown") {
+      os << "no iteration (a step >= 0) of " << perf::parse_slowdown(inj, s.world_size).describe() << " ran";
     } else {
       os << "the workload never reached the point it changes (check its step, rank or the data it needs)";
     }
@@ -360,6 +363,53 @@ std::string unfired_injections(const scenario::Scenario& s, const comm::Board& b
     return os.str();
   }
   return "";
+}
+
+// The ranks' costs per phase, and the per-iteration samples the baseline rule judges.
+void collect_perf(const scenario::Scenario& s, const std::string& dir, report::ScenarioResult& res) {
+  for (int r = 0; r < s.world_size; ++r) {
+    res.perf.emplace_back();
+    auto st = read_status(dir, r);
+    if (!st || st->value("outcome", "") != "ok" || !st->contains("perf")) continue;
+    const auto& p = (*st)["perf"];
+    res.counters = p.value("availability", "");
+    const auto names = p.value("counters", std::vector<std::string>{});
+    for (const auto& [phase, x] : p.at("phases").items()) {
+      report::PhaseCost c;
+      c.iterations = x.value("iterations", std::int64_t{0});
+      c.wall_s = x.value("wall_s", 0.0);
+      c.cpu_s = x.value("cpu_s", 0.0);
+      c.user_s = x.value("user_s", 0.0);
+      c.sys_s = x.value("sys_s", 0.0);
+      const std::string prefix = phase + "/rank" + std::to_string(r) + "/";
+      c.main_cpu_s = x.value("main_cpu_s", 0.0);
+      if (auto v = x.value("main_cpu_samples", std::vector<double>{}); !v.empty())
+        res.samples[prefix + "main_cpu_s"] = std::move(v);
+      for (const auto& n : names) {
+        c.counters[n] = x.value(n, 0.0);
+        if (auto v = x.value(n + "_samples", std::vector<double>{}); !v.empty()) res.samples[prefix + n] = std::move(v);
+      }
+      res.perf.back()[phase] = c;
+    }
+  }
+}
+
+bool slowdown_fired(const scenario::Scenario& s, const std::string& dir) {
+  for (int r = 0; r < s.world_size; ++r) {
+    auto st = read_status(dir, r);
+    if (st && st->contains("perf") && (*st)["perf"].value("slowdown_fired", false)) return true;
+  }
+  return false;
+}
+
+std::string phases_run(const report::ScenarioResult& res) {
+  std::set<std::string> names;
+  for (const auto& phases : res.perf)
+    for (const auto& [name, c] : phases)
+      if (c.iterations > 0) names.insert(name);
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "(none with steps)" : out;
 }
 
 bool meets(const scenario::Expectation& e, const std::optional<Diagnosis>& d, std::string& why) {
@@ -504,6 +554,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
       env.push_back("LOCKSTEP_STORE_TOKEN=" + token);
       if (!store->file().empty()) env.push_back("LOCKSTEP_STORE_FILE=" + fs::absolute(store->file()).string());
       env.push_back("LOCKSTEP_BOARD=" + board_path);
+      if (!options.slowdown.empty()) env.push_back("LOCKSTEP_SLOWDOWN=" + options.slowdown);
       procs.spawn(argv, env, rank::log_path(dir, r));
     }
 
@@ -560,6 +611,12 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
     for (int r = 0; r < s.world_size; ++r) traces.push_back(rank::trace_path(dir, r));
     report::write_chrome_trace(traces, dir + "/trace.json");
     if (options.dump) report::merge_manifests((fs::path(options.report_dir) / "dump" / s.slug()).string(), s.id());
+    collect_perf(s, dir, res);
+    if (outcome.error.empty() && all_clean && !options.slowdown.empty() && !slowdown_fired(s, dir)) {
+      outcome.error = "--slowdown " + options.slowdown + " never fired: no rank ran an iteration (a step >= 0) of " +
+                      perf::parse_slowdown_flag(options.slowdown, "--slowdown").describe() + "; phases run: " +
+                      phases_run(res);
+    }
     if (auto st = read_status(dir, 0); st && st->value("outcome", "") == "ok") {
       for (auto& [k, v] : (*st)["metrics"].items()) res.metrics[k] = v.get<double>();
       res.digest = st->value("digest", "");

@@ -18,6 +18,9 @@ struct LaunchOptions {
   int max_ranks = 16;      // scenarios that need more ranks are skipped
   bool progress = false;   // run_suite: redraw a progress line on a terminal (isatty)
   std::string label;       // run_suite: shown before each progress line, e.g. "repeat 2/5"
+  // `run --slowdown PERCENT[:PHASE[:RANK]]`: the slowdown fault on every scenario of lockstep's
+  // own workloads ("" none); a scenario where it never fires is an error.
+  std::string slowdown;
 };
 
 // Runs `s` and judges it against its expectation. Never throws for a failing scenario; a

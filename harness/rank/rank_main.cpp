@@ -23,6 +23,7 @@
 #include "harness/core/error.h"
 #include "harness/core/fs.h"
 #include "harness/launch/watchdog.h"
+#include "harness/perf/cost.h"
 #include "harness/report/dump.h"
 #include "harness/workloads/workload.h"
 
@@ -114,6 +115,9 @@ int rank_main(const RankOptions& options) {
   for (const auto& inj : s.injections) kinds.push_back(inj.kind);
   comm::set_injection_kinds(std::move(kinds));
   std::vector<comm::Fault> faults;
+  // Opened before any thread starts, so that Gloo's and the loader's threads are counted.
+  static perf::Counters counters;
+  std::unique_ptr<perf::PhaseClock> clock;
   // Set once the chain exists: what a failure needs to tell a skipped collective from its own.
   comm::Communicator* communicator_ptr = nullptr;
   comm::Monitor* monitor_ptr = nullptr;
@@ -151,9 +155,15 @@ int rank_main(const RankOptions& options) {
   };
 
   try {
+    std::vector<perf::Slowdown> slowdowns;
     for (const auto& inj : s.injections) {
       if (comm::is_comm_fault(inj.kind)) faults.push_back(comm::parse_fault(inj, world_size));
+      if (inj.kind == "slowdown") slowdowns.push_back(perf::parse_slowdown(inj, world_size));
     }
+    // `lockstep run --slowdown`: the same fault on every scenario of a run.
+    if (const std::string flag = env_str("LOCKSTEP_SLOWDOWN", ""); !flag.empty())
+      slowdowns.push_back(perf::parse_slowdown_flag(flag, "LOCKSTEP_SLOWDOWN"));
+    clock = std::make_unique<perf::PhaseClock>(&counters, std::move(slowdowns), rank);
     comm::fire_startup_faults(faults, rank);
     comm::StoreOptions so;
     so.host = master;
@@ -211,6 +221,13 @@ int rank_main(const RankOptions& options) {
     // in a collective that a diagnosed peer will never join. The rank ends with _Exit.
     auto& communicator = *new comm::Communicator(std::move(chain));
     communicator_ptr = &communicator;
+    communicator.set_site_observer([&clock, marked = false](const std::string& phase, std::int64_t step) mutable {
+      clock->mark(phase, step);
+      if (!marked && clock->slowdown_fired()) {
+        comm::mark_fired("slowdown");
+        marked = true;
+      }
+    });
     comm::set_activity("building the workload");
     report::DumpWriter dump(options.dump ? (std::filesystem::path(options.report_dir) / "dump" / s.slug()).string() : "",
                             rank);
@@ -231,6 +248,8 @@ int rank_main(const RankOptions& options) {
     status["digest"] = ctx.digest;
     for (const auto& [name, curve] : ctx.series) status["series"][name] = {{"values", curve.values}, {"rtol", curve.rtol}};
     status["collectives"] = monitor_ptr->collectives_issued();
+    status["perf"] = perf::to_json(clock->finish(), counters);
+    status["perf"]["slowdown_fired"] = clock->slowdown_fired();
     finish(kExitClean);
   } catch (const DiagnosisError& e) {
     Diagnosis d = e.diagnosis();

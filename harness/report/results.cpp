@@ -213,6 +213,20 @@ void write_results_json(const RunSummary& run, const std::string& path) {
       for (const auto& [k, v] : r.series) series[k] = {{"values", v.values}, {"rtol", v.rtol}};
       s["series"] = std::move(series);
     }
+    if (!r.perf.empty()) {
+      Json ranks = Json::array();
+      for (const auto& phases : r.perf) {
+        Json x = Json::object();
+        for (const auto& [name, p] : phases) {
+          x[name] = {{"iterations", p.iterations}, {"wall_s", p.wall_s}, {"cpu_s", p.cpu_s},
+                     {"main_cpu_s", p.main_cpu_s}, {"user_s", p.user_s},   {"sys_s", p.sys_s}};
+          for (const auto& [c, v] : p.counters) x[name][c] = v;
+        }
+        ranks.push_back(std::move(x));
+      }
+      s["perf"] = {{"counters", r.counters}, {"ranks", std::move(ranks)}};
+    }
+    if (!r.samples.empty()) s["samples"] = r.samples;
     s["artifacts"] = r.artifacts;
     if (!r.system.empty()) s["system"] = r.system;
     if (!r.notes.empty()) s["notes"] = r.notes;

@@ -23,6 +23,14 @@ struct Series {
   double rtol = 0;
 };
 
+// What one phase cost on one rank (harness/perf/cost.h): totals over the run.
+struct PhaseCost {
+  std::int64_t iterations = 0;
+  double wall_s = 0, cpu_s = 0, user_s = 0, sys_s = 0;
+  double main_cpu_s = 0;  // the rank's main thread alone
+  std::map<std::string, double> counters;  // "instructions", "cycles" where available
+};
+
 struct ScenarioResult {
   std::string name;      // scenario name
   std::string id;        // name[variant]
@@ -39,6 +47,13 @@ struct ScenarioResult {
   std::string digest;    // hex digest of the canonical outputs, "" when none
   std::map<std::string, double> metrics;
   std::map<std::string, Series> series;  // per-step curves, from rank 0
+  // Cost per rank and phase ({} for a rank that did not end cleanly), which hardware counters
+  // the ranks had ("instructions,cycles" or "none: <why>"), and the per-iteration samples the
+  // baseline rule judges: "<phase>/rank<r>/main_cpu_s" (the rank's main thread: the
+  // workload's own work) and, with counters, "<phase>/rank<r>/instructions" and ".../cycles".
+  std::vector<std::map<std::string, PhaseCost>> perf;
+  std::string counters;
+  std::map<std::string, std::vector<double>> samples;
   std::string artifacts; // report-relative folder with this scenario's logs and traces
   // Systems under test: the system's identity ("dgl 2.1.0, torch 2.2.1"), and notes on what
   // it does differently by declaration, or remarks; both empty for lockstep's own workloads.
@@ -56,7 +71,8 @@ struct RunSummary {
 };
 
 // 2: status "cancelled", summary.cancelled (always), cancelled_by, per-scenario startup_s.
-inline constexpr int kResultsSchemaVersion = 2;
+// 3: per-scenario perf (cost per rank and phase, counters) and samples.
+inline constexpr int kResultsSchemaVersion = 3;
 
 // Writes DIR/results.json. Throws lockstep::Error if the file cannot be written.
 void write_results_json(const RunSummary& run, const std::string& path);

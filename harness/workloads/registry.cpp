@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "harness/comm/faults.h"
+#include "harness/perf/cost.h"
 #include "harness/core/error.h"
 #include "harness/workloads/workload.h"
 
@@ -48,9 +49,12 @@ void validate(const scenario::Scenario& s) {
                                          inj.kind) != spec->injections.end();
     if (comm::is_comm_fault(inj.kind)) {
       comm::parse_fault(inj, s.world_size);
+    } else if (inj.kind == "slowdown") {
+      perf::parse_slowdown(inj, s.world_size);
     } else if (!workload_kind) {
       std::string kinds;
       for (const auto& k : comm::comm_fault_kinds()) kinds += (kinds.empty() ? "" : ", ") + k;
+      kinds += ", slowdown";
       for (const auto& k : spec->injections) kinds += ", " + k;
       inj.config.fail("kind", "unknown injection '" + inj.kind + "' for workload '" + s.workload +
                                   "' (known: " + kinds + ")");
