@@ -262,7 +262,7 @@ TEST_F(CliTest, RunPassingScenarioWritesResultsAndJunit) {
   ASSERT_TRUE(fs::exists(report + "/results.json")) << r.out << r.err;
   const auto j = nlohmann::json::parse(read_file(report + "/results.json"), nullptr, false);
   ASSERT_TRUE(j.is_object()) << "results.json is not a JSON object";
-  EXPECT_EQ(j.value("schema_version", 0), 2);
+  EXPECT_EQ(j.value("schema_version", 0), 3);
   ASSERT_TRUE(j.contains("summary"));
   EXPECT_EQ(j["summary"]["total"], 1);
   EXPECT_EQ(j["summary"]["pass"], 1);
@@ -270,9 +270,13 @@ TEST_F(CliTest, RunPassingScenarioWritesResultsAndJunit) {
   ASSERT_TRUE(j.contains("scenarios") && j["scenarios"].is_array());
   ASSERT_EQ(j["scenarios"].size(), 1u);
   const auto& s = j["scenarios"][0];
-  for (const char* key : {"name", "file", "status", "expected", "diagnosis", "duration_s", "metrics"}) {
+  for (const char* key : {"name", "file", "status", "expected", "diagnosis", "duration_s", "metrics", "perf"}) {
     EXPECT_TRUE(s.contains(key)) << key << " missing in " << s.dump();
   }
+  // Every rank reports what its phases cost; the counters say what this machine offers.
+  ASSERT_TRUE(s.contains("perf") && s["perf"].contains("ranks")) << s.dump();
+  EXPECT_EQ(s["perf"]["ranks"].size(), s["world_size"].get<std::size_t>());
+  EXPECT_FALSE(s["perf"]["counters"].get<std::string>().empty());
   EXPECT_EQ(s["name"], "cli.small");
   EXPECT_EQ(s["file"], file);
   EXPECT_EQ(s["status"], "pass");

@@ -22,6 +22,8 @@
 #include "harness/comm/board.h"
 #include "harness/comm/faults.h"
 #include "harness/comm/monitor.h"
+#include "harness/baseline/check.h"
+#include "harness/baseline/stats.h"
 #include "harness/launch/cancel.h"
 #include "harness/launch/processes.h"
 #include "harness/launch/watchdog.h"
@@ -341,11 +343,13 @@ Diagnosis judge_deadline(const comm::Board& board, const Watchdog& dog) {
 
 // "" when every [[inject]] fired on some rank; else an error naming the first that did not. An
 // injection that never fired tested nothing, whatever the outcome.
-std::string unfired_injections(const scenario::Scenario& s, const comm::Board& board, const std::optional<Diagnosis>& d) {
+std::string unfired_injections(const scenario::Scenario& s, const comm::Board& board, const std::optional<Diagnosis>& d,
+                               bool slowdown_off) {
   std::uint64_t fired = 0;
   for (int r = 0; r < board.world_size(); ++r) fired |= board.view(r).fired;
   for (const auto& inj : s.injections) {
     if (fired & (std::uint64_t{1} << inj.index)) continue;
+    if (slowdown_off && inj.kind == "slowdown") continue;
     std::ostringstream os;
     os << "injection " << inj.label() << " never fired: ";
     if (comm::is_comm_fault(inj.kind)) {
@@ -450,7 +454,80 @@ std::string self_executable() {
   return ec ? std::string("lockstep") : p.string();
 }
 
+namespace {
+report::ScenarioResult run_once(const scenario::Scenario& s, const LaunchOptions& options);
+
+bool self_baselined(const scenario::Scenario& s) {
+  return s.expect.kind == DiagnosisKind::kThroughputRegression &&
+         std::any_of(s.injections.begin(), s.injections.end(), [](const auto& i) { return i.kind == "slowdown"; });
+}
+
+constexpr int kAbRounds = 3;
+
+// A scenario that injects a slowdown and expects throughput_regression is its own baseline:
+// the same scenario with its slowdowns off (the reference) and as written run interleaved,
+// kAbRounds times each, and the throughput rule judges the second against the first.
+report::ScenarioResult run_against_reference(const scenario::Scenario& s, const LaunchOptions& options) {
+  std::map<std::string, std::vector<double>> ref, ref_runs, slowed, slowed_runs;
+  report::ScenarioResult last;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kAbRounds; ++i) {
+    LaunchOptions o = options;
+    o.slowdown_off = true;
+    o.report_dir = (fs::path(options.report_dir) / (s.slug() + "-ab") / ("reference-" + std::to_string(i + 1))).string();
+    // Each run expects throughput_regression, which one run alone cannot give: "clean" here
+    // is a run that ended without a diagnosis or an error.
+    auto ran_clean = [](const report::ScenarioResult& r) {
+      return !r.diagnosis && (r.status == report::Status::kPass || r.status == report::Status::kFail);
+    };
+    const auto a = run_once(s, o);
+    if (!ran_clean(a)) {
+      report::ScenarioResult r = a;
+      r.status = a.status == report::Status::kCancelled ? a.status : report::Status::kError;
+      r.reason = "the reference run (the scenario with its slowdown off) did not pass: " + a.reason;
+      return r;
+    }
+    baseline::add_run_samples({}, a.samples, ref, ref_runs);
+    o = options;
+    if (i + 1 < kAbRounds)
+      o.report_dir = (fs::path(options.report_dir) / (s.slug() + "-ab") / ("slowed-" + std::to_string(i + 1))).string();
+    last = run_once(s, o);
+    if (!ran_clean(last)) return last;
+    baseline::add_run_samples({}, last.samples, slowed, slowed_runs);
+  }
+  std::string what;
+  std::set<int> ranks;  // of the slower per-iteration metrics ("<phase>/rank<r>/...")
+  const baseline::RuleOptions rule;
+  for (const auto& [m, xs] : slowed) {
+    auto it = ref.find(m);
+    if (it == ref.end()) continue;
+    const auto j = baseline::judge(m, it->second, xs, baseline::rule_for(m, rule), ref_runs[m], slowed_runs[m]);
+    if (!j.slower) continue;
+    what += (what.empty() ? "" : "; ") + m + " " + baseline::describe(j);
+    if (const auto k = m.find("/rank"); k != std::string::npos) ranks.insert(std::atoi(m.c_str() + k + 5));
+  }
+  last.duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!what.empty()) {
+    last.diagnosis = Diagnosis{DiagnosisKind::kThroughputRegression,
+                               s.id() + ": slower than the same scenario without its slowdown (" +
+                                   std::to_string(kAbRounds) + " interleaved runs a side): " + what,
+                               ranks.size() == 1 ? *ranks.begin() : -1, -1};
+  }
+  std::string why;
+  last.status = meets(s.expect, last.diagnosis, why) ? report::Status::kPass : report::Status::kFail;
+  last.reason = why;
+  return last;
+}
+}  // namespace
+
 report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOptions& options) {
+  if (self_baselined(s) && !s.requires_cuda && s.requires_ranks <= options.max_ranks && !s.system && !s.program)
+    return run_against_reference(s, options);
+  return run_once(s, options);
+}
+
+namespace {
+report::ScenarioResult run_once(const scenario::Scenario& s, const LaunchOptions& options) {
   report::ScenarioResult res;
   res.name = s.name;
   res.id = s.id();
@@ -555,6 +632,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
       if (!store->file().empty()) env.push_back("LOCKSTEP_STORE_FILE=" + fs::absolute(store->file()).string());
       env.push_back("LOCKSTEP_BOARD=" + board_path);
       if (!options.slowdown.empty()) env.push_back("LOCKSTEP_SLOWDOWN=" + options.slowdown);
+      if (options.slowdown_off) env.push_back("LOCKSTEP_SLOWDOWN_OFF=1");
       procs.spawn(argv, env, rank::log_path(dir, r));
     }
 
@@ -596,7 +674,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
       else if (verdict == Watchdog::Verdict::kTimeout) outcome.diagnosis = judge_timeout(board, procs.children(), s.timeout_s);
       else if (verdict == Watchdog::Verdict::kDeadline) outcome.diagnosis = judge_deadline(board, dog);
     }
-    if (outcome.error.empty()) outcome.error = unfired_injections(s, board, outcome.diagnosis);
+    if (outcome.error.empty()) outcome.error = unfired_injections(s, board, outcome.diagnosis, options.slowdown_off);
     procs.kill_all();
     // A hang or a failed rank: where every rank was, from the flight recorders.
     if (outcome.diagnosis && (outcome.diagnosis->kind == DiagnosisKind::kTimeout || outcome.diagnosis->kind == DiagnosisKind::kRankFailure)) {
@@ -645,5 +723,7 @@ report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOpt
   }
   return res;
 }
+
+}  // namespace
 
 }  // namespace lockstep::launch

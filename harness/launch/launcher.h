@@ -21,10 +21,15 @@ struct LaunchOptions {
   // `run --slowdown PERCENT[:PHASE[:RANK]]`: the slowdown fault on every scenario of lockstep's
   // own workloads ("" none); a scenario where it never fires is an error.
   std::string slowdown;
+  // Internal: the ranks leave out the scenario's own [[inject]] slowdowns (the reference half
+  // of a scenario that is its own performance baseline).
+  bool slowdown_off = false;
 };
 
 // Runs `s` and judges it against its expectation. Never throws for a failing scenario; a
-// problem of the harness itself becomes status `error` with the reason.
+// problem of the harness itself becomes status `error` with the reason. A scenario that
+// injects a slowdown and expects throughput_regression runs 3 times with its slowdown off and
+// 3 times as written, interleaved, and the throughput rule judges the second against the first.
 report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOptions& options);
 
 // Path of the running executable (/proc/self/exe).

@@ -158,7 +158,8 @@ int rank_main(const RankOptions& options) {
     std::vector<perf::Slowdown> slowdowns;
     for (const auto& inj : s.injections) {
       if (comm::is_comm_fault(inj.kind)) faults.push_back(comm::parse_fault(inj, world_size));
-      if (inj.kind == "slowdown") slowdowns.push_back(perf::parse_slowdown(inj, world_size));
+      if (inj.kind == "slowdown" && env_str("LOCKSTEP_SLOWDOWN_OFF", "") != "1")
+        slowdowns.push_back(perf::parse_slowdown(inj, world_size));
     }
     // `lockstep run --slowdown`: the same fault on every scenario of a run.
     if (const std::string flag = env_str("LOCKSTEP_SLOWDOWN", ""); !flag.empty())
