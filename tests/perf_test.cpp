@@ -170,6 +170,18 @@ TEST(ThroughputRuleTest, RunToRunSpreadWidensTheTolerance) {
   const Judgement wide = judge("t/rank0/main_cpu_s", iterations, iterations, o, runs, {1.0});
   EXPECT_NEAR(wide.threshold, want, 1e-12);
   EXPECT_GT(wide.threshold, 0.2);
+  // Paired runs (recorded interleaved): the spread of their differences, which drift shared
+  // by both sides leaves out. Runs 1.0/1.1/0.9 against 1.02/1.12/0.92 drift together.
+  const std::vector<double> beside{1.02, 1.12, 0.92};
+  std::vector<double> d;
+  for (int i = 0; i < 3; ++i) d.push_back(std::log(beside[i]) - std::log(runs[i]));
+  const double dm = (d[0] + d[1] + d[2]) / 3;
+  const double dss = (d[0] - dm) * (d[0] - dm) + (d[1] - dm) * (d[1] - dm) + (d[2] - dm) * (d[2] - dm);
+  const double want_paired = std::max(0.03, std::exp(3 * std::sqrt(dss / 2 / 3)) - 1);
+  const Judgement paired = judge("t/rank0/main_cpu_s", iterations, iterations, o, runs, beside, /*paired=*/true);
+  EXPECT_NEAR(paired.threshold, want_paired, 1e-12);
+  EXPECT_LT(paired.threshold, 0.035) << "the shared drift is not noise";
+  EXPECT_GT(judge("t/rank0/main_cpu_s", iterations, iterations, o, runs, beside).threshold, 0.2) << "unpaired, it is";
   // Fewer than three runs in all say nothing about the spread.
   EXPECT_DOUBLE_EQ(judge("t/rank0/main_cpu_s", iterations, iterations, o, {1.0}, {1.3}).threshold, 0.03);
 }

@@ -134,8 +134,10 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
       for (const auto& [metric, xs] : x.samples) {
         auto it = y.samples.find(metric);
         if (it == y.samples.end()) continue;
-        const Judgement j = judge(metric, xs, it->second, rule_for(metric, rule), runs_of(x.run_medians, metric),
-                                  runs_of(y.run_medians, metric));
+        // Equal numbers of runs are paired in recording order (ci/compat interleaves them).
+        const auto& ra = runs_of(x.run_medians, metric);
+        const auto& rb = runs_of(y.run_medians, metric);
+        const Judgement j = judge(metric, xs, it->second, rule_for(metric, rule), ra, rb, ra.size() == rb.size());
         if (j.judged) s.metrics[metric] = j;
       }
       if (x.status != y.status || x.diagnosis != y.diagnosis) {

@@ -25,6 +25,16 @@ std::string num(double v) {
   std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
 }
+// 1.2M, 950k, 0.0051: axis labels that read at a glance.
+std::string si(double v) {
+  const double a = std::fabs(v);
+  char buf[32];
+  if (a >= 1e9) std::snprintf(buf, sizeof buf, "%.3gG", v / 1e9);
+  else if (a >= 1e6) std::snprintf(buf, sizeof buf, "%.3gM", v / 1e6);
+  else if (a >= 1e4) std::snprintf(buf, sizeof buf, "%.3gk", v / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
 std::string px(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
@@ -111,14 +121,16 @@ std::string line_chart(const std::string& title, const std::string& unit,
   for (double v : ticks) {
     const std::string y = px(Y(v));
     os << "<line x1=\"" << L << "\" y1=\"" << y << "\" x2=\"" << W - R << "\" y2=\"" << y << "\" class=\"g\"/><text x=\""
-       << L - 4 << "\" y=\"" << px(Y(v) + 3) << "\" class=\"yl\">" << num(v) << "</text>";
+       << L - 4 << "\" y=\"" << px(Y(v) + 3) << "\" class=\"yl\">" << si(v) << "</text>";
   }
   os << "<path d=\"M" << L << ',' << T << "V" << axis_y << "H" << W - R << "\" class=\"ax\"/>";
   // x ticks: the first and last run, and about four between, labelled with their revision.
   std::set<int> xt{x_lo, x_hi};
   for (int k = 1; k < 4 && x_hi - x_lo > 4; ++k) xt.insert(x_lo + (x_hi - x_lo) * k / 4);
   for (int x : xt) {
-    os << "<text x=\"" << px(X(x)) << "\" y=\"" << axis_y + 12 << "\" class=\"xl\">#" << x + 1
+    // The first and last labels are anchored inside the plot, so that they are never cut.
+    const char* anchor = x == x_lo && x_lo != x_hi ? " style=\"text-anchor:start\"" : x == x_hi && x_lo != x_hi ? " style=\"text-anchor:end\"" : "";
+    os << "<text x=\"" << px(X(x)) << "\" y=\"" << axis_y + 12 << "\" class=\"xl\"" << anchor << ">#" << x + 1
        << (static_cast<std::size_t>(x) < run_labels.size() ? " " + html_escape(run_labels[static_cast<std::size_t>(x)]) : "")
        << "</text>";
   }
@@ -387,8 +399,22 @@ void write_report(Store& store, const std::string& out_dir, const ReportOptions&
       widest = std::max(widest, tot);
     }
     const double W = 720, L = 110, row = 26;
-    h << "<svg class=\"chart\" viewBox=\"0 0 " << W << ' ' << row * static_cast<double>(by_env.size()) + 40 << "\" width=\"" << W
-      << "\" height=\"" << row * static_cast<double>(by_env.size()) + 40 << "\">";
+    // The legend wraps: every part's name fits.
+    std::vector<std::pair<double, int>> legend;  // x, row
+    double lx = L;
+    int legend_rows = 1;
+    for (const auto& part : parts) {
+      const double w = 14 + 6.2 * static_cast<double>(part.size()) + 12;
+      if (lx + w > W - 8 && lx > L) {
+        lx = L;
+        ++legend_rows;
+      }
+      legend.emplace_back(lx, legend_rows - 1);
+      lx += w;
+    }
+    const double height = row * static_cast<double>(by_env.size()) + 16 + 14.0 * legend_rows;
+    h << "<svg class=\"chart\" viewBox=\"0 0 " << W << ' ' << height << "\" width=\"" << W << "\" height=\"" << height
+      << "\">";
     int y = 0;
     for (const auto& [env, m] : by_env) {
       double x = L, tot = 0;
@@ -409,12 +435,13 @@ void write_report(Store& store, const std::string& out_dir, const ReportOptions&
       ++y;
     }
     int k = 0;
-    double lx = L;
     for (const auto& part : parts) {
-      h << "<rect x=\"" << px(lx) << "\" y=\"" << y * row + 8 << "\" width=\"10\" height=\"10\" fill=\"" << kColors[k++ % 8]
-        << "\"/><text x=\"" << px(lx + 14) << "\" y=\"" << y * row + 17 << "\" style=\"font-size:10px\">" << html_escape(part)
+      const auto [x, r] = legend[static_cast<std::size_t>(k)];
+      const double ly = y * row + 8 + 14.0 * r;
+      h << "<rect x=\"" << px(x) << "\" y=\"" << px(ly) << "\" width=\"10\" height=\"10\" fill=\"" << kColors[k % 8]
+        << "\"/><text x=\"" << px(x + 14) << "\" y=\"" << px(ly + 9) << "\" class=\"lg\">" << html_escape(part)
         << "</text>";
-      lx += 14 + 6.5 * static_cast<double>(part.size()) + 12;
+      ++k;
     }
     h << "</svg>";
     md << "\n";

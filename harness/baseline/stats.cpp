@@ -170,7 +170,8 @@ double mann_whitney_greater(const std::vector<double>& x, const std::vector<doub
 }
 
 Judgement judge(std::string_view metric, const std::vector<double>& baseline, const std::vector<double>& observed,
-                const RuleOptions& o, const std::vector<double>& baseline_runs, const std::vector<double>& observed_runs) {
+                const RuleOptions& o, const std::vector<double>& baseline_runs, const std::vector<double>& observed_runs,
+                bool paired) {
   Judgement j;
   const Direction dir = direction_of(metric);
   if (dir == Direction::kNeutral) return j;
@@ -209,7 +210,15 @@ Judgement judge(std::string_view metric, const std::vector<double>& baseline, co
     if (v > 0 && std::isfinite(v)) br.push_back(std::log(v));
   for (double v : observed_runs)
     if (v > 0 && std::isfinite(v)) xr.push_back(std::log(v));
-  if (br.size() + xr.size() >= 3 && !br.empty() && !xr.empty()) {
+  if (paired && br.size() == xr.size() && br.size() >= 3) {
+    std::vector<double> d;
+    for (std::size_t i = 0; i < br.size(); ++i) d.push_back(xr[i] - br[i]);
+    double mean = 0, ss = 0;
+    for (double v : d) mean += v / static_cast<double>(d.size());
+    for (double v : d) ss += (v - mean) * (v - mean);
+    const double run_se = std::sqrt(ss / static_cast<double>(d.size() - 1) / static_cast<double>(d.size()));
+    j.threshold = std::max(j.threshold, std::exp(o.noise_factor * run_se) - 1);
+  } else if (br.size() + xr.size() >= 3 && !br.empty() && !xr.empty()) {
     const double run_se = pooled_sd(br, xr) * std::sqrt(1.0 / static_cast<double>(br.size()) +
                                                         1.0 / static_cast<double>(xr.size()));
     j.threshold = std::max(j.threshold, std::exp(o.noise_factor * run_se) - 1);

@@ -56,10 +56,13 @@ RuleOptions rule_for(std::string_view metric, const RuleOptions& options);
 // For metrics sampled per iteration, `baseline_runs` and `observed_runs` hold the median of
 // each run's iterations: runs drift as a whole (memory layout, the machine's load), so the
 // tolerated slowdown also grows to noise_factor standard errors of the run-to-run spread
-// (pooled over both sides, when at least 3 runs are given).
+// (pooled over both sides, when at least 3 runs are given). `paired`: run i of one side was
+// recorded beside run i of the other (interleaved, as ci/compat does), so the spread is that of
+// their differences, from which the drift they share has gone (at least 3 pairs).
 Judgement judge(std::string_view metric, const std::vector<double>& baseline,
                 const std::vector<double>& observed, const RuleOptions& options = {},
-                const std::vector<double>& baseline_runs = {}, const std::vector<double>& observed_runs = {});
+                const std::vector<double>& baseline_runs = {}, const std::vector<double>& observed_runs = {},
+                bool paired = false);
 
 // "0.78x (95% CI 0.74-0.81, p=0.004)".
 std::string describe(const Judgement& j);
