@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -29,6 +30,9 @@ void add_run(CLI::App& app, int& exit_code) {
     int repeat = 5;
     baseline::RuleOptions rule;
     std::string slowdown;
+    std::string reference;
+    int ab_runs = 5;
+    double ab_tolerance = 0.05;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("paths", a->paths, "scenario files or directories (searched for *.toml)")->required();
@@ -62,11 +66,25 @@ void add_run(CLI::App& app, int& exit_code) {
                   "inject the slowdown fault into every scenario of lockstep's own workloads: PERCENT[:PHASE[:RANK]]\n"
                   "more CPU work per iteration (e.g. 10:train:1); with --baseline it shows whether the baseline\n"
                   "would declare that regression; a scenario where it never fires is an error");
+  cmd->add_option("--reference", a->reference,
+                  "A/B: run each scenario of lockstep's own workloads --ab-runs times under this other lockstep\n"
+                  "binary and as many times under this one, interleaved on this machine, and declare\n"
+                  "throughput_regression when this one is slower (per-iteration CPU time and counters, paired runs)");
+  cmd->add_option("--ab-runs", a->ab_runs, "with --reference: runs a side")->capture_default_str()->check(CLI::Range(3, 50));
+  cmd->add_option("--ab-tolerance", a->ab_tolerance,
+                  "with --reference: relative slowdown always tolerated for per-iteration metrics")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0) & finite());
   cmd->add_option("--alpha", a->rule.alpha, "with --baseline: significance level of the one-sided Mann-Whitney test")
       ->capture_default_str()
       ->check(CLI::Range(1e-9, 0.5) & finite());
   cmd->callback([a, &exit_code] {
     if (!a->slowdown.empty()) perf::parse_slowdown_flag(a->slowdown, "--slowdown");
+    if (!a->reference.empty()) {
+      if (!a->baseline.empty()) throw InputError("--reference and --baseline: give one (an A/B run or a check against records)");
+      if (::access(a->reference.c_str(), X_OK) != 0)
+        throw InputError("--reference: '" + a->reference + "' is not an executable lockstep binary");
+    }
     const auto scenarios = launch::filter_scenarios(scenario::load_paths(a->paths), a->filter);
     // Open (and validate) the store before spending time on the suite, or creating anything.
     std::optional<baseline::Store> store;
@@ -90,6 +108,9 @@ void add_run(CLI::App& app, int& exit_code) {
     opts.max_ranks = a->max_ranks;
     opts.progress = isatty(STDOUT_FILENO);
     opts.slowdown = a->slowdown;
+    if (!a->reference.empty()) opts.reference_binary = std::filesystem::absolute(a->reference).string();
+    opts.ab_runs = a->ab_runs;
+    opts.ab_iteration_tolerance = a->ab_tolerance;
     if (a->baseline.empty()) {
       const auto run = launch::run_suite(scenarios, opts, std::cout);
       if (fresh) link_latest(opts.report_dir);

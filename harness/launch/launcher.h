@@ -21,15 +21,22 @@ struct LaunchOptions {
   // `run --slowdown PERCENT[:PHASE[:RANK]]`: the slowdown fault on every scenario of lockstep's
   // own workloads ("" none); a scenario where it never fires is an error.
   std::string slowdown;
+  // `run --reference BINARY`: each scenario of lockstep's own workloads runs `ab_runs` times
+  // under BINARY and `ab_runs` times under this binary, interleaved, and a candidate slower
+  // than the reference beyond the throughput rule (iteration tolerance ab_iteration_tolerance)
+  // is throughput_regression.
+  std::string reference_binary;
+  int ab_runs = 5;
+  double ab_iteration_tolerance = 0.05;
   // Internal: the ranks leave out the scenario's own [[inject]] slowdowns (the reference half
   // of a scenario that is its own performance baseline).
   bool slowdown_off = false;
 };
 
 // Runs `s` and judges it against its expectation. Never throws for a failing scenario; a
-// problem of the harness itself becomes status `error` with the reason. A scenario that
-// injects a slowdown and expects throughput_regression runs 3 times with its slowdown off and
-// 3 times as written, interleaved, and the throughput rule judges the second against the first.
+// problem of the harness itself becomes status `error` with the reason. With a reference
+// binary, and for a scenario that injects a slowdown and expects throughput_regression (its
+// own reference: 3 runs with its slowdowns off), runs are A/B, interleaved (above).
 report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOptions& options);
 
 // Path of the running executable (/proc/self/exe).
