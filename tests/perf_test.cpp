@@ -182,6 +182,11 @@ TEST(ThroughputRuleTest, RunToRunSpreadWidensTheTolerance) {
   EXPECT_NEAR(paired.threshold, want_paired, 1e-12);
   EXPECT_LT(paired.threshold, 0.035) << "the shared drift is not noise";
   EXPECT_GT(judge("t/rank0/main_cpu_s", iterations, iterations, o, runs, beside).threshold, 0.2) << "unpaired, it is";
+  // Iterations shorter than a millisecond are not timed, only counted.
+  std::vector<double> tiny(iterations);
+  for (double& v : tiny) v *= 1e-4;
+  EXPECT_FALSE(judge("t/rank0/main_cpu_s", tiny, tiny, o).judged);
+  EXPECT_TRUE(judge("t/rank0/instructions", tiny, tiny, o).judged) << "a count is never too small";
   // Fewer than three runs in all say nothing about the spread.
   EXPECT_DOUBLE_EQ(judge("t/rank0/main_cpu_s", iterations, iterations, o, {1.0}, {1.3}).threshold, 0.03);
 }
@@ -272,6 +277,30 @@ TEST_F(PerfBaselineTest, AScenarioInjectingASlowdownIsItsOwnBaseline) {
   // The three reference runs (slowdown off) and two of the slowed ones keep their artifacts.
   EXPECT_TRUE(std::filesystem::exists(path("ab/perf.small-ab/reference-3")));
   EXPECT_TRUE(std::filesystem::exists(path("ab/perf.small-ab/slowed-2")));
+}
+
+TEST_F(PerfBaselineTest, ABRunAgainstAReferenceBinaryDeclaresTheSlowerCandidate) {
+  const std::string scenario = quote(tmp_.write("s/small.toml", kTraining));
+  const std::string ab = " --reference " + quote(LOCKSTEP_BINARY) + " --ab-runs 3 --ab-tolerance 0.3 --report-dir ";
+  auto r = lockstep("run " + scenario + ab + quote(path("same")));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = lockstep("run " + scenario + ab + quote(path("slow")) + " --slowdown 100::1");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const auto j = nlohmann::json::parse(test::read_file(path("slow/results.json")));
+  const auto& d = j["scenarios"][0]["diagnosis"];
+  EXPECT_EQ(d["kind"], "throughput_regression");
+  EXPECT_EQ(d["rank"], 1) << "only rank 1 was slowed";
+  EXPECT_CONTAINS(d["message"].get<std::string>(), "slower than the reference ");
+  EXPECT_CONTAINS(d["message"].get<std::string>(), "(3 interleaved runs a side)");
+  // The reference runs never carry the candidate's slowdown.
+  EXPECT_TRUE(std::filesystem::exists(path("slow/perf.small-ab/reference-3")));
+  r = lockstep("run " + scenario + " --reference " + quote(path("no-such-binary")) + " --report-dir " + quote(path("x")));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "is not an executable lockstep binary");
+  r = lockstep("run " + scenario + " --reference " + quote(LOCKSTEP_BINARY) + " --baseline " + quote(path("b.db")) +
+               " --report-dir " + quote(path("y")));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_CONTAINS(r.err, "--reference and --baseline");
 }
 
 TEST_F(PerfBaselineTest, BadSlowdownsAreInputErrors) {

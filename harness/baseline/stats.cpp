@@ -181,6 +181,9 @@ Judgement judge(std::string_view metric, const std::vector<double>& baseline, co
   for (double v : observed)
     if (v > 0 && std::isfinite(v)) x.push_back(dir == Direction::kLowerIsBetter ? std::log(v) : -std::log(v));
   if (static_cast<int>(b.size()) < o.min_samples || static_cast<int>(x.size()) < o.min_samples) return j;
+  if (is_iteration_metric(metric) && metric.size() >= 2 && metric.substr(metric.size() - 2) == "_s" &&
+      median(baseline) < o.min_iteration_s)
+    return j;
   j.judged = true;
   const double log_slowdown = median(x) - median(b);
   j.slowdown = std::exp(log_slowdown);

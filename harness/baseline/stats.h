@@ -35,6 +35,9 @@ struct RuleOptions {
   double noise_factor = 3.0;  // the tolerated slowdown grows to noise_factor standard errors of
                               // the difference of the log medians (robust, pooled spread)
   int min_samples = 3;        // fewer samples on either side: not judged
+  // Per-iteration times whose baseline median is shorter are not judged: below a millisecond
+  // an iteration's time is the scheduler's and the timer's, not the work's.
+  double min_iteration_s = 1e-3;
 };
 
 // The comparison of one metric's observed samples with its baseline samples, in "cost" terms
