@@ -64,8 +64,9 @@ void add_run(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0.0, 10.0) & finite());
   cmd->add_option("--slowdown", a->slowdown,
                   "inject the slowdown fault into every scenario of lockstep's own workloads: PERCENT[:PHASE[:RANK]]\n"
-                  "more CPU work per iteration (e.g. 10:train:1); with --baseline it shows whether the baseline\n"
-                  "would declare that regression; a scenario where it never fires is an error");
+                  "more CPU work per iteration (e.g. 10:train:1); with --reference (the candidate side only) or\n"
+                  "--baseline it shows whether the check would declare that regression; a scenario where it never\n"
+                  "fires is an error");
   cmd->add_option("--reference", a->reference,
                   "A/B: run each scenario of lockstep's own workloads --ab-runs times under this other lockstep\n"
                   "binary and as many times under this one, interleaved on this machine, and declare\n"
