@@ -22,9 +22,8 @@
 #include "harness/comm/board.h"
 #include "harness/comm/faults.h"
 #include "harness/comm/monitor.h"
-#include "harness/baseline/check.h"
-#include "harness/baseline/stats.h"
 #include "harness/launch/cancel.h"
+#include "harness/launch/run_once.h"
 #include "harness/launch/processes.h"
 #include "harness/launch/watchdog.h"
 #include "harness/perf/cost.h"
@@ -456,104 +455,13 @@ std::string self_executable() {
   return ec ? std::string("lockstep") : p.string();
 }
 
-namespace {
-report::ScenarioResult run_once(const scenario::Scenario& s, const LaunchOptions& options);
 
-bool self_baselined(const scenario::Scenario& s) {
-  return s.expect.kind == DiagnosisKind::kThroughputRegression &&
-         std::any_of(s.injections.begin(), s.injections.end(), [](const auto& i) { return i.kind == "slowdown"; });
+namespace detail {
+
+bool meets_expectation(const scenario::Expectation& e, const std::optional<Diagnosis>& d, std::string& why) {
+  return meets(e, d, why);
 }
 
-constexpr int kSelfBaselineRuns = 3;
-
-// A/B: the reference (options.reference_binary, or this binary with every slowdown off) and
-// the candidate (as asked) run interleaved, `runs` times each, and the throughput rule judges
-// the candidate's per-iteration metrics against the reference's, paired run by run.
-report::ScenarioResult run_against_reference(const scenario::Scenario& s, const LaunchOptions& options, int runs) {
-  std::map<std::string, std::vector<double>> ref, ref_runs, cand, cand_runs;
-  report::ScenarioResult last;
-  const auto t0 = Clock::now();
-  const std::string ab_dir = (fs::path(options.report_dir) / (s.slug() + "-ab")).string();
-  // Each run expects what the scenario says, which one run alone may not give: "clean" here
-  // is a run that ended without a diagnosis or an error.
-  auto ran_clean = [](const report::ScenarioResult& r) {
-    return !r.diagnosis && (r.status == report::Status::kPass || r.status == report::Status::kFail);
-  };
-  auto reference_run = [&](int i) -> std::optional<report::ScenarioResult> {
-    LaunchOptions o = options;
-    o.reference_binary.clear();
-    if (!options.reference_binary.empty()) o.binary = options.reference_binary;
-    o.slowdown.clear();
-    o.slowdown_off = true;
-    o.report_dir = (fs::path(ab_dir) / ("reference-" + std::to_string(i + 1))).string();
-    const auto a = run_once(s, o);
-    if (!ran_clean(a)) {
-      report::ScenarioResult r = a;
-      r.status = a.status == report::Status::kCancelled ? a.status : report::Status::kError;
-      r.reason = "the reference run did not end cleanly: " + (a.diagnosis ? a.diagnosis->message : a.reason);
-      r.diagnosis.reset();
-      return r;
-    }
-    baseline::add_run_samples({}, a.samples, ref, ref_runs);
-    return std::nullopt;
-  };
-  auto candidate_run = [&](int i) {
-    LaunchOptions o = options;
-    o.reference_binary.clear();
-    // The last candidate run is the scenario's own run: its artifacts go where they always do.
-    if (i + 1 < runs) o.report_dir = (fs::path(ab_dir) / ("candidate-" + std::to_string(i + 1))).string();
-    last = run_once(s, o);
-    if (!ran_clean(last)) return false;
-    baseline::add_run_samples({}, last.samples, cand, cand_runs);
-    return true;
-  };
-  // Pairs go AB, BA, BA, AB, ... (the last one AB), so that a drift of the machine over the
-  // runs cancels out of the paired differences instead of favouring one side.
-  for (int i = 0; i < runs; ++i) {
-    if ((i % 4 == 1 || i % 4 == 2) && i + 1 < runs) {
-      if (!candidate_run(i)) return last;
-      if (auto failed = reference_run(i)) return *failed;
-    } else {
-      if (auto failed = reference_run(i)) return *failed;
-      if (!candidate_run(i)) return last;
-    }
-  }
-  std::string what;
-  std::set<int> ranks;  // of the slower per-iteration metrics ("<phase>/rank<r>/...")
-  baseline::RuleOptions rule;
-  rule.iteration_tolerance = options.ab_iteration_tolerance;
-  for (const auto& [m, xs] : cand) {
-    auto it = ref.find(m);
-    if (it == ref.end()) continue;
-    const auto j = baseline::judge(m, it->second, xs, baseline::rule_for(m, rule), ref_runs[m], cand_runs[m], /*paired=*/true);
-    if (!j.slower) continue;
-    what += (what.empty() ? "" : "; ") + m + " " + baseline::describe(j);
-    if (const auto k = m.find("/rank"); k != std::string::npos) ranks.insert(std::atoi(m.c_str() + k + 5));
-  }
-  last.duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!what.empty()) {
-    const std::string against = options.reference_binary.empty() ? "the same scenario without its slowdown"
-                                                                  : "the reference " + options.reference_binary;
-    last.diagnosis = Diagnosis{DiagnosisKind::kThroughputRegression,
-                               s.id() + ": slower than " + against + " (" + std::to_string(runs) +
-                                   " interleaved runs a side): " + what,
-                               ranks.size() == 1 ? *ranks.begin() : -1, -1};
-  }
-  std::string why;
-  last.status = meets(s.expect, last.diagnosis, why) ? report::Status::kPass : report::Status::kFail;
-  last.reason = why;
-  return last;
-}
-}  // namespace
-
-report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOptions& options) {
-  const bool own_ranks = !s.requires_cuda && s.requires_ranks <= options.max_ranks && !s.system && !s.program;
-  if (own_ranks && !options.reference_binary.empty()) return run_against_reference(s, options, options.ab_runs);
-  if (own_ranks && self_baselined(s)) return run_against_reference(s, options, kSelfBaselineRuns);
-  return run_once(s, options);
-}
-
-namespace {
 report::ScenarioResult run_once(const scenario::Scenario& s, const LaunchOptions& options) {
   report::ScenarioResult res;
   res.name = s.name;
