@@ -315,6 +315,74 @@ TEST(RangeBookBuildTest, Int32LocalToGlobalPastInt32MaxThrows) {
             "global id 2147483660 of local id 60 at position 1 does not fit int32");
 }
 
+// The int32 boundary for every operation of the range book, on both of its lookup paths: a
+// few parts (counted) and many (searched). A one-node part {2147483647} sits exactly on
+// INT32_MAX; the part after it starts at 2^31, past every int32 id. Expected values are worked
+// out by hand from the offsets.
+class RangeBookInt32BoundaryTest : public ::testing::TestWithParam<int> {
+ protected:
+  static constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  // GetParam() small parts [0,1), [1,2), ... before the big one, then {kMax} and [2^31, 2^31+3).
+  Ids offsets() const {
+    Ids o;
+    for (int k = 0; k <= GetParam(); ++k) o.push_back(k);
+    for (std::int64_t v : {kMax, kMax + 1, kMax + 4}) o.push_back(v);
+    return o;
+  }
+  int big() const { return GetParam(); }        // owns [GetParam(), kMax)
+  int on_max() const { return GetParam() + 1; }  // owns {kMax}
+  int past() const { return GetParam() + 2; }    // owns [2^31, 2^31 + 3)
+  static IdArray i32(const Ids& v) { return IdArray::from_host(v, IdType::kI32, kCpu); }
+};
+
+TEST_P(RangeBookInt32BoundaryTest, EveryOperationAtInt32Max) {
+  RangePartitionBook book(offsets());
+  ASSERT_EQ(book.num_parts(), GetParam() + 3);
+  const std::int64_t g = GetParam();  // first id of the big part
+  const IdArray ids = i32({g, kMax - 1, kMax});
+  EXPECT_EQ(book.nid2partid(ids.span()).to_host(), (Ids{big(), big(), on_max()}));
+  EXPECT_EQ(book.nid2localnid(ids.span()).to_host(), (Ids{0, kMax - 1 - g, 0}));
+  EXPECT_EQ(book.global2local(on_max(), i32({kMax}).span()).to_host(), (Ids{0}));
+  EXPECT_EQ(book.global2local(big(), i32({kMax - 1}).span()).to_host(), (Ids{kMax - 1 - g}));
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book.global2local(big(), i32({kMax - 1, kMax}).span()); }),
+            "node id 2147483647 at position 1 is not owned by part " + std::to_string(big()) + " (its part is " +
+                std::to_string(on_max()) + ")");
+  EXPECT_EQ(book.local2global(on_max(), i32({0}).span()).to_host(), (Ids{kMax}));
+  EXPECT_EQ(book.local2global(big(), i32({kMax - 1 - g}).span()).to_host(), (Ids{kMax - 1}));
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book.local2global(on_max(), i32({0, 1}).span()); }),
+            "local id 1 at position 1 is out of range [0, 1) of part " + std::to_string(on_max()));
+  // Every local id of the part past INT32_MAX maps past it: none fits int32, all fit int64.
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book.local2global(past(), i32({2}).span()); }),
+            "global id 2147483650 of local id 2 at position 0 does not fit int32");
+  EXPECT_EQ(book.local2global(past(), IdArray::from_host({0, 2}, IdType::kI64, kCpu).span()).to_host(),
+            (Ids{kMax + 1, kMax + 3}));
+  EXPECT_EQ(book.partid2nids(on_max(), kCpu, IdType::kI32).to_host(), (Ids{kMax}));
+  EXPECT_EQ(book.partid2nids(past(), kCpu, IdType::kI64).to_host(), (Ids{kMax + 1, kMax + 2, kMax + 3}));
+  EXPECT_EQ(message_of<std::out_of_range>([&] { book.partid2nids(past(), kCpu, IdType::kI32); }),
+            "id 2147483648 at position 0 does not fit int32");
+}
+
+TEST_P(RangeBookInt32BoundaryTest, NegativeInt32IdsAreOutOfRange) {
+  RangePartitionBook book(offsets());
+  const std::string range = "[0, " + std::to_string(kMax + 4) + ")";
+  for (const std::int64_t bad : {std::int64_t{-1}, std::int64_t{std::numeric_limits<std::int32_t>::min()}}) {
+    const IdArray ids = i32({kMax, bad});
+    const std::string want = "node id " + std::to_string(bad) + " at position 1 is out of range " + range;
+    EXPECT_EQ(message_of<std::out_of_range>([&] { book.nid2partid(ids.span()); }), want);
+    EXPECT_EQ(message_of<std::out_of_range>([&] { book.nid2localnid(ids.span()); }), want);
+    EXPECT_EQ(message_of<std::out_of_range>([&] { book.global2local(on_max(), ids.span()); }), want);
+    EXPECT_EQ(message_of<std::out_of_range>([&] { book.local2global(on_max(), i32({0, bad}).span()); }),
+              "local id " + std::to_string(bad) + " at position 1 is out of range [0, 1) of part " +
+                  std::to_string(on_max()));
+  }
+}
+
+// 0 small parts: 3 parts, counted; 17: 20 parts, searched (kMaxCountParts is 16).
+INSTANTIATE_TEST_SUITE_P(CountedAndSearched, RangeBookInt32BoundaryTest, ::testing::Values(0, 17),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("FewParts") : std::string("ManyParts");
+                         });
+
 // ---- Map book -------------------------------------------------------------------------------
 
 class MapBookTest : public ::testing::TestWithParam<IdType> {

@@ -56,6 +56,27 @@ TEST(PhaseClockTest, ChargesEachIterationToItsPhaseAndLeavesTheWarmUpOut) {
   EXPECT_FALSE(clock.slowdown_fired());
 }
 
+// The run ends inside step 3 of "check" after a long final check of its own: that site was
+// closed by the end of the run, not by the next iteration, so it is no sample (steps 1 and 2
+// are; step 0 is the warm-up), but it counts in the phase's total and its iterations.
+TEST(PhaseClockTest, TheSiteTheRunEndsInIsItsTailNotASample) {
+  PhaseClock clock(nullptr, {}, /*rank=*/0);
+  for (int step = 0; step <= 3; ++step) {
+    clock.mark("check", step);
+    burn_cpu(10 * kMs);
+  }
+  burn_cpu(40 * kMs);  // the tail
+  const auto phases = clock.finish();
+  const PhaseCost& check = phases.at("check");
+  EXPECT_EQ(check.iterations, 4);
+  ASSERT_EQ(check.main_cpu_samples.size(), 2u);
+  for (double s : check.main_cpu_samples) {
+    EXPECT_GE(s, 10 * kMs);
+    EXPECT_LT(s, 14 * kMs);
+  }
+  EXPECT_GE(check.main_cpu_s, 80 * kMs);
+}
+
 TEST(PhaseClockTest, SlowdownBurnsItsShareOfTheIterationOnlyWhereItApplies) {
   Slowdown half{50, "train", /*rank=*/0};
   Slowdown other_rank{50, "", /*rank=*/1};
@@ -189,6 +210,14 @@ TEST(ThroughputRuleTest, RunToRunSpreadWidensTheTolerance) {
   EXPECT_TRUE(judge("t/rank0/instructions", tiny, tiny, o).judged) << "a count is never too small";
   // Fewer than three runs in all say nothing about the spread.
   EXPECT_DOUBLE_EQ(judge("t/rank0/main_cpu_s", iterations, iterations, o, {1.0}, {1.3}).threshold, 0.03);
+  // A phase of a few iterations per run is a correctness scenario's, whose cost is start-up's:
+  // 12 iterations over the 3 runs (4 each, fewer than min_iterations_per_run 8) are not judged,
+  // the same 12 from one run are.
+  const std::vector<double> few(iterations.begin(), iterations.begin() + 12);
+  EXPECT_FALSE(judge("t/rank0/main_cpu_s", few, few, o, runs, runs).judged);
+  EXPECT_FALSE(judge("t/rank0/instructions", few, few, o, runs, runs).judged);
+  EXPECT_TRUE(judge("t/rank0/main_cpu_s", few, few, o, {1.0}, {1.0}).judged);
+  EXPECT_TRUE(judge("us_per_op", few, few, o, runs, runs).judged) << "a run metric has no iterations";
 }
 
 class PerfBaselineTest : public ::testing::Test {
@@ -210,7 +239,7 @@ edges = 40000
 num_train = 2048
 num_eval = 200
 batch_size = 128
-hidden = 64
+hidden = 256
 feature_dim = 32
 fanouts = [8, 4]
 steps = 16
@@ -273,10 +302,28 @@ TEST_F(PerfBaselineTest, AScenarioInjectingASlowdownIsItsOwnBaseline) {
   EXPECT_EQ(s["diagnosis"]["kind"], "throughput_regression");
   EXPECT_EQ(s["diagnosis"]["rank"], 1);
   EXPECT_CONTAINS(s["diagnosis"]["message"].get<std::string>(), "train/rank1/main_cpu_s");
-  EXPECT_CONTAINS(s["diagnosis"]["message"].get<std::string>(), "3 interleaved runs a side");
-  // The three reference runs (slowdown off) and the first two slowed ones keep their artifacts.
-  EXPECT_TRUE(std::filesystem::exists(path("ab/perf.small-ab/reference-3")));
-  EXPECT_TRUE(std::filesystem::exists(path("ab/perf.small-ab/candidate-2")));
+  EXPECT_CONTAINS(s["diagnosis"]["message"].get<std::string>(), "5 interleaved runs a side");
+  // The five reference runs (slowdown off) and the first four slowed ones keep their artifacts.
+  EXPECT_TRUE(std::filesystem::exists(path("ab/perf.small-ab/reference-5")));
+  EXPECT_TRUE(std::filesystem::exists(path("ab/perf.small-ab/candidate-4")));
+  EXPECT_FALSE(std::filesystem::exists(path("ab/perf.small-ab/candidate-5"))) << "the last is the scenario's own run";
+  // Its samples measure the fault: they are not results, and no baseline records them.
+  EXPECT_TRUE(!s.contains("samples") || s["samples"].empty()) << s["samples"].dump();
+}
+
+// The same with iterations too short to judge (hidden 8: well under 2 ms): no evidence either
+// way, so an error, never a pass or a fail.
+TEST_F(PerfBaselineTest, ASlowdownTheRuleCannotJudgeIsAnError) {
+  std::string text = kTraining;
+  text.replace(text.find("hidden = 256"), 12, "hidden = 8");
+  text.replace(text.find("outcome = \"pass\""), 16, "outcome = \"throughput_regression\"");
+  text += "[[inject]]\nkind = \"slowdown\"\npercent = 60\nphase = \"train\"\nrank = 1\n";
+  const std::string file = tmp_.write("s/short.toml", text);
+  auto r = lockstep("run " + quote(file) + " --report-dir " + quote(path("short")));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const auto j = nlohmann::json::parse(test::read_file(path("short/results.json")));
+  EXPECT_EQ(j["scenarios"][0]["status"], "error") << j.dump();
+  EXPECT_CONTAINS(j["scenarios"][0]["reason"].get<std::string>(), "judged no per-iteration metric");
 }
 
 TEST_F(PerfBaselineTest, ABRunAgainstAReferenceBinaryDeclaresTheSlowerCandidate) {

@@ -147,3 +147,30 @@ TEST_F(TorchrunEnvTest, ParallelRunsOnOneMachineDoNotCollide) {
 }
 
 }  // namespace
+
+#include "harness/launch/processes.h"
+
+namespace {
+
+bool has(const std::vector<std::string>& env, const std::string& kv) {
+  return std::find(env.begin(), env.end(), kv) != env.end();
+}
+
+// As torchrun does: ranks sharing a node get one intra-op thread each, unless the environment
+// already says how many.
+TEST(TorchrunVariablesTest, RanksSharingANodeGetOneIntraOpThreadUnlessTold) {
+  const char* saved = std::getenv("OMP_NUM_THREADS");
+  const std::string keep = saved ? saved : "";
+  unsetenv("OMP_NUM_THREADS");
+  EXPECT_TRUE(has(lockstep::launch::torchrun_env(1, 4, 4, 29500), "OMP_NUM_THREADS=1"));
+  EXPECT_TRUE(has(lockstep::launch::torchrun_env(1, 4, 2, 29500), "OMP_NUM_THREADS=1"));
+  EXPECT_FALSE(has(lockstep::launch::torchrun_env(0, 1, 4, 29500), "OMP_NUM_THREADS=1")) << "one rank on the node";
+  EXPECT_FALSE(has(lockstep::launch::torchrun_env(2, 4, 1, 29500), "OMP_NUM_THREADS=1")) << "one rank per node";
+  setenv("OMP_NUM_THREADS", "3", 1);
+  for (const auto& kv : lockstep::launch::torchrun_env(1, 4, 4, 29500))
+    EXPECT_NE(kv.rfind("OMP_NUM_THREADS=", 0), 0u) << "the user's setting is inherited, not replaced: " << kv;
+  if (saved) setenv("OMP_NUM_THREADS", keep.c_str(), 1);
+  else unsetenv("OMP_NUM_THREADS");
+}
+
+}  // namespace

@@ -217,6 +217,81 @@ TEST(SageForwardTest, MeanDividesByTheSampledInDegree) {
   EXPECT_EQ(forward(c, p, b, std::vector<float>{0.0f, 2.0f, 4.0f}).logits[0], 4.0f);
 }
 
+// Mean aggregation, forward and backward, in closed form. One layer (in_dim 1, 2 classes) on a
+// hand-built block whose destinations have in-degree 2, 3 and 5 (below, equal to and above a
+// fanout of 3) and 0 (isolated). w_neigh = [1, 0], w_self = [0, 1], bias = [0.125, 0], so
+// logits[d] = [mean of d's neighbour inputs + 0.125, d's own input]. Backward gets dlogits[d] =
+// [c_d, 0] with c = 1, 2, 3, 4, so by hand:
+//   d/d w_neigh[0][0] = sum_d mean_d c_d,   d/d w_self[0][0] = sum_d self_d c_d,   d/d bias[0] = 10,
+//   d/d input of a neighbour of d = w_neigh[0][0] c_d / deg(d) = c_d / deg(d), of a destination 0.
+class SageMeanClosedFormTest : public ::testing::Test {
+ protected:
+  SageMeanClosedFormTest() {
+    c_.in_dim = 1;
+    c_.num_classes = 2;
+    c_.num_layers = 1;
+    Block blk;
+    blk.dst_nodes = {100, 101, 102, 103};
+    blk.src_nodes = {100, 101, 102, 103, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    blk.edge_dst = {0, 0, 1, 1, 1, 2, 2, 2, 2, 2};
+    blk.edge_src = {4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    for (std::int64_t e = 0; e < 10; ++e) blk.edge_ids.push_back(e);
+    b_.seeds = {100, 101, 102, 103};
+    b_.seed_to_output = {0, 1, 2, 3};
+    b_.blocks = {blk};
+    const auto s = layer_shapes(c_).at(0);
+    p_.assign(static_cast<std::size_t>(num_params(c_)), 0.0f);
+    p_[static_cast<std::size_t>(s.w_neigh)] = 1.0f;     // w_neigh[0][0]
+    p_[static_cast<std::size_t>(s.w_self + 1)] = 1.0f;  // w_self[0][1]
+    p_[static_cast<std::size_t>(s.bias)] = 0.125f;
+    shape_ = s;
+  }
+  // Own inputs 0.5, 0.25, 0.75, 1 (exact in bf16), then the neighbours': d0 gets 1 + 2^-8 and 3,
+  // d1 gets 1 + 2^-8, 1 + 2^-8 and 2, d2 gets 1, 1, 1, 1 and 16. 1 + 2^-8 is halfway between
+  // two bf16 values and rounds to 1 (ties to even).
+  static std::vector<float> inputs() {
+    const float t = 1.00390625f;
+    return {0.5f, 0.25f, 0.75f, 1.0f, t, 3, t, t, 2, 1, 1, 1, 1, 16};
+  }
+  void check(const std::vector<float>& in, const double (&mean)[4]) {
+    const auto acts = forward(c_, p_, b_, in);
+    ASSERT_EQ(acts.logits.size(), 8u);
+    const double self[4] = {0.5, 0.25, 0.75, 1.0};
+    for (int d = 0; d < 4; ++d) {
+      EXPECT_NEAR(acts.logits[2 * d], mean[d] + 0.125, 1e-6) << "destination " << d;
+      EXPECT_EQ(acts.logits[2 * d + 1], self[d]) << "destination " << d;
+    }
+    std::vector<float> dlogits(8, 0.0f), grads(p_.size(), 0.0f), dinputs;
+    for (int d = 0; d < 4; ++d) dlogits[2 * d] = static_cast<float>(d + 1);
+    backward(c_, p_, b_, acts, dlogits, grads, &dinputs);
+    double want_neigh = 0;
+    for (int d = 0; d < 4; ++d) want_neigh += mean[d] * (d + 1);
+    EXPECT_NEAR(grads[static_cast<std::size_t>(shape_.w_neigh)], want_neigh, 1e-5);
+    EXPECT_EQ(grads[static_cast<std::size_t>(shape_.w_neigh + 1)], 0.0f);
+    EXPECT_NEAR(grads[static_cast<std::size_t>(shape_.w_self)], 0.5 * 1 + 0.25 * 2 + 0.75 * 3 + 1.0 * 4, 1e-6);
+    EXPECT_EQ(grads[static_cast<std::size_t>(shape_.bias)], 10.0f);
+    const std::vector<double> want_in{0, 0, 0, 0, 1.0 / 2, 1.0 / 2, 2.0 / 3, 2.0 / 3, 2.0 / 3, 3.0 / 5, 3.0 / 5, 3.0 / 5, 3.0 / 5, 3.0 / 5};
+    ASSERT_EQ(dinputs.size(), want_in.size());
+    for (std::size_t i = 0; i < want_in.size(); ++i) EXPECT_NEAR(dinputs[i], want_in[i], 1e-6) << "input row " << i;
+  }
+  SageConfig c_;
+  SampledBlocks b_;
+  std::vector<float> p_;
+  LayerShape shape_;
+};
+
+TEST_F(SageMeanClosedFormTest, Fp32) {
+  const double t = 1.00390625;
+  const double mean[4] = {(t + 3) / 2, (t + t + 2) / 3, 20.0 / 5, 0};
+  check(inputs(), mean);
+}
+
+TEST_F(SageMeanClosedFormTest, Bf16RoundsTheInputsInCollateOnly) {
+  const Batch batch = collate(b_, inputs(), 1, {0, 0, 0, 0}, Precision::kBF16);
+  const double mean[4] = {(1.0 + 3) / 2, (1.0 + 1 + 2) / 3, 20.0 / 5, 0};
+  check(batch.inputs, mean);
+}
+
 TEST(TrainDataTest, FeatureFollowsThePhiloxDefinition) {
   // Re-derived from sage.h's text: stream 20, c0 = node, sub = j / 2, word j % 2.
   for (std::int64_t v : {0, 1, 977}) {

@@ -240,7 +240,7 @@ std::string comparison_markdown(const Comparison& c) {
   row("CPU", c.from.cpu, c.to.cpu);
   row("GPU / driver", c.from.gpu + " / " + c.from.driver, c.to.gpu + " / " + c.to.driver);
   row("lockstep", c.from.lockstep_rev, c.to.lockstep_rev);
-  row("recorded runs", std::to_string(c.from_runs), std::to_string(c.to_runs));
+  row("records (runs recorded)", std::to_string(c.from_runs), std::to_string(c.to_runs));
   std::map<std::string, int> counts;
   for (const auto& s : c.scenarios) ++counts[std::string(to_string(s.verdict))];
   os << "\n**Verdicts:**";

@@ -236,8 +236,8 @@ void summarize_check(const StoredRun& run, std::ostringstream& h, std::ostringst
 void summarize_comparison(const Comparison& c, std::ostringstream& h, std::ostringstream& md) {
   std::map<std::string, int> counts;
   for (const auto& s : c.scenarios) ++counts[std::string(to_string(s.verdict))];
-  const std::string head = "Comparison: " + c.from.name + " (" + std::to_string(c.from_runs) + " runs) vs " + c.to.name +
-                           " (" + std::to_string(c.to_runs) + " runs)";
+  const std::string head = "Comparison: " + c.from.name + " (" + std::to_string(c.from_runs) + " records) vs " + c.to.name +
+                           " (" + std::to_string(c.to_runs) + " records)";
   h << "<h3>" << html_escape(head) << "</h3><p class=\"counts\">";
   md << "### " << md_escape(head) << "\n\n";
   for (const auto& [k, n] : counts) {

@@ -184,6 +184,9 @@ Judgement judge(std::string_view metric, const std::vector<double>& baseline, co
   if (is_iteration_metric(metric) && metric.size() >= 2 && metric.substr(metric.size() - 2) == "_s" &&
       median(baseline) < o.min_iteration_s)
     return j;
+  if (is_iteration_metric(metric) &&
+      baseline.size() < static_cast<std::size_t>(o.min_iterations_per_run) * std::max<std::size_t>(1, baseline_runs.size()))
+    return j;
   j.judged = true;
   const double log_slowdown = median(x) - median(b);
   j.slowdown = std::exp(log_slowdown);

@@ -70,7 +70,9 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--reference", a->reference,
                   "A/B: run each scenario of lockstep's own workloads --ab-runs times under this other lockstep\n"
                   "binary and as many times under this one, interleaved on this machine, and declare\n"
-                  "throughput_regression when this one is slower (per-iteration CPU time and counters, paired runs)");
+                  "throughput_regression when this one is slower (per-iteration CPU time and counters, paired runs).\n"
+                  "BINARY must be built on the same LibTorch line: this launcher hosts the ranks' store\n"
+                  "(ci/compat compares LibTorch lines)");
   cmd->add_option("--ab-runs", a->ab_runs, "with --reference: runs a side")->capture_default_str()->check(CLI::Range(3, 50));
   cmd->add_option("--ab-tolerance", a->ab_tolerance,
                   "with --reference: relative slowdown always tolerated for per-iteration metrics")

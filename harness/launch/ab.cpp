@@ -27,7 +27,7 @@ bool self_baselined(const scenario::Scenario& s) {
          std::any_of(s.injections.begin(), s.injections.end(), [](const auto& i) { return i.kind == "slowdown"; });
 }
 
-constexpr int kSelfBaselineRuns = 3;
+constexpr int kSelfBaselineRuns = 5;
 
 // A/B: the reference (options.reference_binary, or this binary with every slowdown off) and
 // the candidate (as asked) run interleaved, `runs` times each, and the throughput rule judges
@@ -85,10 +85,12 @@ report::ScenarioResult run_against_reference(const scenario::Scenario& s, const 
   std::set<int> ranks;  // of the slower per-iteration metrics ("<phase>/rank<r>/...")
   baseline::RuleOptions rule;
   rule.iteration_tolerance = options.ab_iteration_tolerance;
+  int judged = 0;
   for (const auto& [m, xs] : cand) {
     auto it = ref.find(m);
     if (it == ref.end()) continue;
     const auto j = baseline::judge(m, it->second, xs, baseline::rule_for(m, rule), ref_runs[m], cand_runs[m], /*paired=*/true);
+    judged += j.judged;
     if (!j.slower) continue;
     what += (what.empty() ? "" : "; ") + m + " " + baseline::describe(j);
     if (const auto k = m.find("/rank"); k != std::string::npos) ranks.insert(std::atoi(m.c_str() + k + 5));
@@ -101,6 +103,19 @@ report::ScenarioResult run_against_reference(const scenario::Scenario& s, const 
                                s.id() + ": slower than " + against + " (" + std::to_string(runs) +
                                    " interleaved runs a side): " + what,
                                ranks.size() == 1 ? *ranks.begin() : -1, -1};
+  }
+  // A run with an injected slowdown measures the fault, not the system: its per-iteration
+  // samples are not results (a baseline that recorded them would compare burnt CPU time).
+  if (options.reference_binary.empty()) {
+    last.samples.clear();
+    // Never a silent pass: a slowdown the rule could not judge is no evidence either way.
+    if (judged == 0) {
+      last.status = report::Status::kError;
+      last.reason = "the throughput rule judged no per-iteration metric (each needs iterations of at least " +
+                    std::to_string(static_cast<int>(rule.min_iteration_s * 1e3)) + " ms and " +
+                    std::to_string(rule.min_iterations_per_run) + " a run): give the scenario longer iterations";
+      return last;
+    }
   }
   std::string why;
   last.status = detail::meets_expectation(s.expect, last.diagnosis, why) ? report::Status::kPass : report::Status::kFail;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -43,15 +44,19 @@ inline std::vector<std::string> inherited_env(const std::vector<std::string>& al
 
 // The torchrun-style variables of rank r of ws on 127.0.0.1:port, with ranks_per_node
 // consecutive ranks per node (the last node may be smaller): RANK, LOCAL_RANK, WORLD_SIZE,
-// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; and, as torchrun does when a node runs more than
+// one rank and the environment does not say, OMP_NUM_THREADS=1 (the ranks share the node's
+// cores; it also keeps each rank's work on the thread whose CPU time is measured).
 inline std::vector<std::string> torchrun_env(int r, int ws, int ranks_per_node, int port) {
   const int per_node = std::max(1, std::min(ranks_per_node, ws));
-  return {"RANK=" + std::to_string(r),
-          "LOCAL_RANK=" + std::to_string(r % per_node),
-          "WORLD_SIZE=" + std::to_string(ws),
-          "LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, ws - r / per_node * per_node)),
-          "MASTER_ADDR=127.0.0.1",
-          "MASTER_PORT=" + std::to_string(port)};
+  std::vector<std::string> env{"RANK=" + std::to_string(r),
+                               "LOCAL_RANK=" + std::to_string(r % per_node),
+                               "WORLD_SIZE=" + std::to_string(ws),
+                               "LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, ws - r / per_node * per_node)),
+                               "MASTER_ADDR=127.0.0.1",
+                               "MASTER_PORT=" + std::to_string(port)};
+  if (per_node > 1 && !std::getenv("OMP_NUM_THREADS")) env.push_back("OMP_NUM_THREADS=1");
+  return env;
 }
 
 struct Child {

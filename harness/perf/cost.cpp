@@ -192,6 +192,10 @@ void PhaseClock::mark(const std::string& phase, std::int64_t step) {
 }
 
 std::map<std::string, PhaseCost> PhaseClock::finish() {
+  // The site the run ends in was closed by the end of the run, not by the next call site: it
+  // holds whatever the rank did after its last collective (a final check of the whole table,
+  // writing results). It counts in the totals, but it is not an iteration's sample.
+  const Site tail = site_;
   charge();
   const std::size_t nc = counters_ && counters_->available() ? counters_->names().size() : 0;
   std::map<std::string, PhaseCost> out;
@@ -209,7 +213,7 @@ std::map<std::string, PhaseCost> PhaseClock::finish() {
     // an iteration.
     if (site.step >= 0 && a.wall_s >= kMinIterationWallS) {
       ++p.iterations;
-      iterations[site.phase].push_back(&a);
+      if (site.phase != tail.phase || site.step != tail.step) iterations[site.phase].push_back(&a);
     }
   }
   for (auto& [phase, its] : iterations) {

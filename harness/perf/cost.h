@@ -75,8 +75,9 @@ struct PhaseCost {
   double wall_s = 0, cpu_s = 0, user_s = 0, sys_s = 0;
   double main_cpu_s = 0;  // the rank's main thread alone (the workload; not the engines' threads)
   std::vector<double> counters;  // totals, one per Counters::names(); empty when unavailable
-  // Per iteration (first iteration excluded as warm-up; consecutive iterations summed so that
-  // there are at most kMaxSamples): CPU seconds, and each counter.
+  // Per iteration (the first excluded as warm-up, and the one the run ends in as its tail;
+  // consecutive iterations summed so that there are at most kMaxSamples): CPU seconds, and
+  // each counter.
   std::vector<double> cpu_samples, main_cpu_samples;
   std::vector<std::vector<double>> counter_samples;
 };
