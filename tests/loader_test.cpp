@@ -153,6 +153,34 @@ TEST(LoaderSerialise, RoundTripsExactly) {
   EXPECT_THROW(lockstep::ref::deserialise(words), std::runtime_error);
 }
 
+// Hand-made streams (size-prefixed arrays: seeds, seed_to_output, the block count, then five
+// arrays a block): each malformed one is refused with the message naming what is wrong, and
+// never read past its end.
+TEST(LoaderSerialise, MalformedStreamsAreNamedNeverReadPastTheEnd) {
+  using W = std::vector<std::int64_t>;
+  const auto message = [](const W& words) {
+    try {
+      lockstep::ref::deserialise(words);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const SampledBlocks ok = lockstep::ref::deserialise(W{1, 7, 1, 0, 0});
+  EXPECT_EQ(ok.seeds, W{7});
+  EXPECT_EQ(ok.seed_to_output, W{0});
+  EXPECT_TRUE(ok.blocks.empty());
+  EXPECT_EQ(message(W{}), "deserialise: truncated stream");
+  EXPECT_EQ(message(W{1, 7}), "deserialise: truncated stream") << "ends where seed_to_output starts";
+  EXPECT_EQ(message(W{1, 7, 1, 0}), "deserialise: truncated stream") << "ends where the block count starts";
+  EXPECT_EQ(message(W{1, 7, 1, 0, 1, 1, 5, 1, 5, 0, 0}), "deserialise: truncated stream") << "ends inside block 0";
+  EXPECT_EQ(message(W{-1}), "deserialise: bad array size -1");
+  EXPECT_EQ(message(W{3, 7, 8}), "deserialise: bad array size 3");
+  EXPECT_EQ(message(W{1, 7, 1, 0, 1, 0, 0, 0, 0}), "deserialise: bad block count 1") << "4 words cannot hold a block";
+  EXPECT_EQ(message(W{1, 7, 1, 0, -2}), "deserialise: bad block count -2");
+  EXPECT_EQ(message(W{1, 7, 1, 0, 0, 5}), "deserialise: trailing words");
+}
+
 TEST(LoaderOptionsCheck, RejectsBadOptions) {
   EXPECT_THROW(NeighborLoader(rows(), make_batches(), sample_options(), kBase,
                               LoaderOptions{-1, 2, Mode::kThreads}),

@@ -77,6 +77,25 @@ TEST(PhaseClockTest, TheSiteTheRunEndsInIsItsTailNotASample) {
   EXPECT_GE(check.main_cpu_s, 80 * kMs);
 }
 
+// As a rank runs: the workload returns after its tail, then the rank's own finalize barrier
+// moves the site on. The tail is the site the workload ended in, not the last one.
+TEST(PhaseClockTest, TheSiteTheWorkloadEndsInIsItsTail) {
+  PhaseClock clock(nullptr, {}, /*rank=*/0);
+  for (int step = 0; step <= 3; ++step) {
+    clock.mark("check", step);
+    burn_cpu(10 * kMs);
+  }
+  burn_cpu(40 * kMs);  // the tail
+  clock.end_workload();
+  clock.mark("finalize", -1);
+  burn_cpu(1 * kMs);
+  const auto phases = clock.finish();
+  const PhaseCost& check = phases.at("check");
+  ASSERT_EQ(check.main_cpu_samples.size(), 2u) << "steps 1 and 2; 0 is the warm-up, 3 the tail";
+  for (double s : check.main_cpu_samples) EXPECT_LT(s, 14 * kMs);
+  EXPECT_GE(check.main_cpu_s, 80 * kMs);
+}
+
 TEST(PhaseClockTest, SlowdownBurnsItsShareOfTheIterationOnlyWhereItApplies) {
   Slowdown half{50, "train", /*rank=*/0};
   Slowdown other_rank{50, "", /*rank=*/1};

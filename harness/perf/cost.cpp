@@ -192,10 +192,9 @@ void PhaseClock::mark(const std::string& phase, std::int64_t step) {
 }
 
 std::map<std::string, PhaseCost> PhaseClock::finish() {
-  // The site the run ends in was closed by the end of the run, not by the next call site: it
-  // holds whatever the rank did after its last collective (a final check of the whole table,
-  // writing results). It counts in the totals, but it is not an iteration's sample.
-  const Site tail = site_;
+  // The site the workload ended in (see end_workload) counts in the totals, but it is not an
+  // iteration's sample.
+  const Site tail = tail_.value_or(site_);
   charge();
   const std::size_t nc = counters_ && counters_->available() ? counters_->names().size() : 0;
   std::map<std::string, PhaseCost> out;

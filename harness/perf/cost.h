@@ -93,7 +93,14 @@ class PhaseClock {
   // The call site changed to (phase, step): the time since the previous change is charged to
   // the previous site, after burning the slowdown that applies to it.
   void mark(const std::string& phase, std::int64_t step);
-  // Charges the current site and returns the phases' totals.
+  // The workload returned: the site it ended in was closed by the end of the workload, not by
+  // its next iteration, and holds whatever the rank did after its last collective (a final
+  // check of the whole table). It is charged as usual but is not a sample (its tail).
+  void end_workload() {
+    if (!tail_) tail_ = site_;
+  }
+  // Charges the current site and returns the phases' totals. Without end_workload(), the
+  // current site is the tail.
   std::map<std::string, PhaseCost> finish();
   bool slowdown_fired() const { return fired_; }
 
@@ -111,6 +118,7 @@ class PhaseClock {
   std::vector<Slowdown> slowdowns_;
   int rank_;
   Site site_{"setup", -1};
+  std::optional<Site> tail_;
   Reading last_;
   std::vector<std::pair<Site, Acc>> acc_;  // in order of first appearance
   std::map<std::pair<std::string, std::int64_t>, std::size_t> index_;

@@ -248,6 +248,7 @@ int rank_main(const RankOptions& options) {
     workloads::RankContext ctx{s, rank, world_size, local_rank, communicator, dump, {}, "",
                                env_int("LOCAL_WORLD_SIZE", world_size), {}};
     workload->run(ctx);
+    clock->end_workload();
 
     // Every rank ends with one verified barrier: a rank that issued fewer collectives than
     // the others meets them here and is named.
