@@ -2,6 +2,7 @@
 // scenarios that inject a slowdown and expect throughput_regression), judged by the
 // throughput rule on paired runs; and run_scenario, which picks A/B or a single run.
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -82,7 +83,8 @@ report::ScenarioResult run_against_reference(const scenario::Scenario& s, const 
     }
   }
   std::string what;
-  std::set<int> ranks;  // of the slower per-iteration metrics ("<phase>/rank<r>/...")
+  // Per rank, the largest slowdown among its slower per-iteration metrics ("<phase>/rank<r>/...").
+  std::map<int, double> ranks;
   baseline::RuleOptions rule;
   rule.iteration_tolerance = options.ab_iteration_tolerance;
   int judged = 0;
@@ -93,7 +95,21 @@ report::ScenarioResult run_against_reference(const scenario::Scenario& s, const 
     judged += j.judged;
     if (!j.slower) continue;
     what += (what.empty() ? "" : "; ") + m + " " + baseline::describe(j);
-    if (const auto k = m.find("/rank"); k != std::string::npos) ranks.insert(std::atoi(m.c_str() + k + 5));
+    if (const auto k = m.find("/rank"); k != std::string::npos) {
+      double& worst = ranks[std::atoi(m.c_str() + k + 5)];
+      worst = std::max(worst, j.slowdown);
+    }
+  }
+  // The rank to blame: the only slower one, or the one whose slowdown is at least twice the
+  // next one's (in log terms): a slowed rank makes its peers wait, and on a loaded machine
+  // waiting costs them some CPU time too.
+  int blamed = -1;
+  if (ranks.size() == 1) blamed = ranks.begin()->first;
+  if (ranks.size() > 1) {
+    std::vector<std::pair<double, int>> by;
+    for (const auto& [r, sd] : ranks) by.emplace_back(std::log(sd), r);
+    std::sort(by.rbegin(), by.rend());
+    if (by[0].first >= 2 * by[1].first) blamed = by[0].second;
   }
   last.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!what.empty()) {
@@ -102,7 +118,7 @@ report::ScenarioResult run_against_reference(const scenario::Scenario& s, const 
     last.diagnosis = Diagnosis{DiagnosisKind::kThroughputRegression,
                                s.id() + ": slower than " + against + " (" + std::to_string(runs) +
                                    " interleaved runs a side): " + what,
-                               ranks.size() == 1 ? *ranks.begin() : -1, -1};
+                               blamed, -1};
   }
   // A run with an injected slowdown measures the fault, not the system: its per-iteration
   // samples are not results (a baseline that recorded them would compare burnt CPU time).
