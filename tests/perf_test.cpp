@@ -352,7 +352,7 @@ TEST_F(PerfBaselineTest, ABRunAgainstAReferenceBinaryDeclaresTheSlowerCandidate)
   const std::string ab = " --reference " + quote(LOCKSTEP_BINARY) + " --ab-runs 3 --ab-tolerance 0.3 --report-dir ";
   auto r = lockstep("run " + scenario + ab + quote(path("same")));
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  r = lockstep("run " + scenario + ab + quote(path("slow")) + " --slowdown 100::1");
+  r = lockstep("run " + scenario + ab + quote(path("slow")) + " --slowdown 300::1");  // 4x: far beyond what load does to 3 pairs
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   const auto j = nlohmann::json::parse(test::read_file(path("slow/results.json")));
   const auto& d = j["scenarios"][0]["diagnosis"];
