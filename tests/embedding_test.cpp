@@ -19,6 +19,7 @@
 
 #include "harness/torch/dense_embedding.h"
 #include "reference/common/half.h"
+#include "tests/test_util.h"
 
 namespace lockstep::ref {
 namespace {
@@ -397,6 +398,7 @@ TEST(EmbeddingTest, PullChecksIdsAndKeepsTheirDevice) {
   EXPECT_EQ(v[0], embedding_init(0, 4, 0, 0.5));
   EXPECT_EQ(v[3], embedding_init(0, 0, 1, 0.5));
   EXPECT_EQ(v[4], v[0]);
+  EXPECT_EQ(emb.pulled_bytes(), 3 * 2 * 4);  // three rows of two f32 values
   const I64 bad = {5};
   EXPECT_THROW(emb.pull(span_of(bad)), std::out_of_range);
   EXPECT_THROW(emb.accumulate_grad(span_of(bad), nullptr), std::out_of_range);
@@ -461,17 +463,68 @@ TEST(EmbeddingTest, Bf16AndF16StayWithinToleranceOfF32) {
 }
 
 TEST(EmbeddingTest, LostUpdateBugDropsAllButTheLastSource) {
-  // Row 0 gets 1 from rank 0 and 2 from rank 1: correct SGD (lr 1) subtracts 3; the racy
-  // owner applies both updates to the same snapshot and keeps the last, subtracting 2.
+  // Rows 0 and 1 (both on rank 0) get 1 and 10 from rank 0, 2 and 20 from rank 1: correct
+  // SGD (lr 1) subtracts 3 and 30; the racy owner applies each source's update to the same
+  // snapshot and keeps the last, subtracting 2 and 20. Row 3 (rank 1's) gets 5 from rank 0
+  // only: one source, no race.
   EmbeddingOptions eo;
-  eo.dim = 1;
+  eo.dim = 2;
   eo.optimizer.lr = 1;
-  const std::vector<std::vector<I64>> ids = {{{0}, {0}}};
-  const std::vector<std::vector<std::vector<float>>> fill = {{{1.0f}, {2.0f}}};
-  const float w0 = embedding_init(0, 0, 0, 0.5);
-  EXPECT_EQ(Runner::run(even_range_book(2, 2), eo, ids, fill)[0], w0 - 3.0f);
+  const std::vector<std::vector<I64>> ids = {{{0, 1, 3}, {1, 0}}};
+  const std::vector<std::vector<std::vector<float>>> fill = {{{1.0f, 10.0f, 5.0f}, {20.0f, 2.0f}}};
+  auto w = [](std::int64_t row, std::int64_t col) { return embedding_init(0, row, col, 0.5); };
+  const auto right = Runner::run(even_range_book(4, 2), eo, ids, fill);
   eo.lost_update_bug = true;
-  EXPECT_EQ(Runner::run(even_range_book(2, 2), eo, ids, fill)[0], w0 - 2.0f);
+  const auto racy = Runner::run(even_range_book(4, 2), eo, ids, fill);
+  for (std::int64_t c = 0; c < 2; ++c) {
+    SCOPED_TRACE("column " + std::to_string(c));
+    EXPECT_EQ(right[0 * 2 + c], w(0, c) - 3.0f);
+    EXPECT_EQ(right[1 * 2 + c], w(1, c) - 30.0f);
+    EXPECT_EQ(right[3 * 2 + c], w(3, c) - 5.0f);
+    EXPECT_EQ(racy[0 * 2 + c], w(0, c) - 2.0f);
+    EXPECT_EQ(racy[1 * 2 + c], w(1, c) - 20.0f);
+    EXPECT_EQ(racy[3 * 2 + c], w(3, c) - 5.0f);
+    EXPECT_EQ(racy[2 * 2 + c], w(2, c));  // untouched
+  }
+}
+
+// A transport at world size 2 seen from rank 0, whose peer asks for `asked` (local rows of
+// rank 0's part); rank 0 itself asks for nothing.
+class PeerAsks final : public EmbeddingTransport {
+ public:
+  explicit PeerAsks(I64 asked) : asked_(std::move(asked)) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  I64 exchange_ids(const I64&, const I64&, I64& recv_counts) override {
+    recv_counts = {0, static_cast<std::int64_t>(asked_.size())};
+    return asked_;
+  }
+  std::vector<float> exchange_values(const std::vector<float>&, const I64&, const I64& recv_counts) override {
+    return std::vector<float>(static_cast<std::size_t>(recv_counts[0] + recv_counts[1]) * 2, 0.0f);
+  }
+
+ private:
+  I64 asked_;
+};
+
+TEST(EmbeddingTest, APeersRequestOutsideThePartIsRefusedAndNamed) {
+  // Rank 0 owns rows 0..2 of 5: local rows 0, 1 and 2 exist, -1 and 3 do not.
+  EmbeddingOptions eo;
+  eo.dim = 2;
+  const I64 none;
+  for (std::int64_t row : {-1, 3}) {
+    PeerAsks tp({0, row});
+    DistEmbedding emb(even_range_book(5, 2), eo, tp);
+    try {
+      emb.pull(span_of(none));
+      ADD_FAILURE() << "local row " << row << " was served";
+    } catch (const std::out_of_range& e) {
+      EXPECT_CONTAINS(e.what(), "rank 0 was asked for local row " + std::to_string(row) + " of a part with 3 rows");
+    }
+  }
+  PeerAsks fine({2, 0});
+  DistEmbedding emb(even_range_book(5, 2), eo, fine);
+  EXPECT_NO_THROW(emb.pull(span_of(none)));
 }
 
 TEST(EmbeddingTest, NamesParseAndRejectUnknowns) {

@@ -2,6 +2,7 @@
 // worker count, mode and prefetch; destruction leaves no thread or child process behind;
 // process mode refuses to fork after CUDA was initialised.
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -230,6 +231,49 @@ TEST(LoaderLifetime, DestroyMidEpochLeavesNoChildProcess) {
   }
   const std::set<int> after = child_pids();
   for (int pid : after) EXPECT_TRUE(before.count(pid)) << "child " << pid << " outlived the loader";
+}
+
+// A parent that dies before a worker process has tied its life to it (PR_SET_PDEATHSIG) is
+// noticed: the worker exits at once with code 3 instead of sampling for no one. The start
+// hook holds every worker until its parent is gone, which makes the race deterministic; a
+// helper process is the subreaper that inherits the orphaned workers and reaps them.
+TEST(LoaderLifetime, WorkersWhoseParentDiedBeforeTheyStartedExitWithCode3) {
+  LOCKSTEP_SKIP_IF_CUDA_USED();
+  const pid_t helper = ::fork();
+  ASSERT_GE(helper, 0);
+  if (helper == 0) {
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) ::_exit(20);
+    const pid_t owner = ::fork();
+    if (owner < 0) ::_exit(21);
+    if (owner == 0) {
+      lockstep::ref::loader_worker_start_hook = [](int parent) {
+        while (::getppid() == parent) ::usleep(1000);
+      };
+      NeighborLoader loader(rows(), make_batches(), sample_options(), kBase, LoaderOptions{2, 2, Mode::kProcesses});
+      ::_exit(0);  // dies, destructor skipped, while both workers wait in the hook
+    }
+    int status = 0;
+    if (::waitpid(owner, &status, 0) != owner || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ::_exit(22);
+    // The two workers are ours now; each must exit with code 3.
+    int reaped = 0, with_3 = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (reaped < 2 && std::chrono::steady_clock::now() < deadline) {
+      const pid_t w = ::waitpid(-1, &status, WNOHANG);
+      if (w > 0) {
+        ++reaped;
+        with_3 += WIFEXITED(status) && WEXITSTATUS(status) == 3;
+      } else {
+        ::usleep(2000);
+      }
+    }
+    ::_exit(reaped < 2 ? 23 : 30 + with_3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(helper, &status, 0), helper);
+  ASSERT_TRUE(WIFEXITED(status));
+  // 32: both workers exited with code 3. 30 or 31: one or none did; 20-23: the helper failed
+  // (no subreaper, fork, the owner did not exit cleanly, or workers not reaped within 60 s).
+  EXPECT_EQ(WEXITSTATUS(status), 32);
 }
 
 TEST(LoaderLifetime, DestroyMidEpochJoinsThreadsPromptly) {

@@ -25,6 +25,7 @@
 #include "harness/report/dump.h"
 #include "harness/torch/dense_embedding.h"
 #include "harness/workloads/digest.h"
+#include "harness/workloads/embedding.h"
 #include "harness/workloads/embedding_transport.h"
 #include "harness/workloads/exchange.h"
 #include "harness/workloads/graph_spec.h"
@@ -60,26 +61,38 @@ struct Options {
   bool global_rank_device = false;
 };
 
-// One table of the run: every (optimizer, storage) pair, in that order; table t is
-// initialised with seed + t.
-struct Table {
-  ref::OptimizerOptions optimizer;
-  ref::Storage storage;
-  std::uint64_t seed;
-  std::string name() const { return ref::to_string(optimizer.kind) + "/" + ref::to_string(storage); }
-};
+}  // namespace
 
-std::vector<Table> tables_of(const Options& o, std::uint64_t seed) {
-  std::vector<Table> out;
-  for (auto k : o.optimizers) {
-    for (auto st : o.storages) {
-      Table t{o.optimizer, st, seed + out.size()};
+std::vector<EmbeddingTable> embedding_tables(const ref::OptimizerOptions& optimizer, const std::vector<ref::OptimizerKind>& kinds,
+                                             const std::vector<ref::Storage>& storages, std::uint64_t seed) {
+  std::vector<EmbeddingTable> out;
+  for (auto k : kinds) {
+    for (auto st : storages) {
+      EmbeddingTable t{optimizer, st, seed + out.size()};
       t.optimizer.kind = k;
       out.push_back(t);
     }
   }
   return out;
 }
+
+std::shared_ptr<const ref::PartitionBook> embedding_book(const std::string& sharding, std::int64_t rows, int parts) {
+  if (sharding == "mod") {
+    std::vector<std::int32_t> part_of(static_cast<std::size_t>(rows));
+    for (std::int64_t i = 0; i < rows; ++i) part_of[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % parts);
+    return std::make_shared<ref::MapPartitionBook>(std::move(part_of), parts);
+  }
+  if (sharding == "first_empty" && parts > 1) {  // part 0 owns nothing
+    std::vector<std::int64_t> offsets{0, 0};
+    for (int p = 1; p < parts; ++p) offsets.push_back(offsets.back() + rows / (parts - 1) + (p - 1 < rows % (parts - 1) ? 1 : 0));
+    return std::make_shared<ref::RangePartitionBook>(std::move(offsets));
+  }
+  return ref::even_range_book(rows, parts);
+}
+
+namespace {
+
+using Table = EmbeddingTable;
 
 std::int64_t batch_id(std::uint64_t seed, std::int64_t s, std::int64_t p, const Options& o) {
   return ref::embedding_batch_id(seed, s, p, o.rows, o.hot_rows);
@@ -104,8 +117,8 @@ class Embedding final : public Workload {
     check_device(ctx);
     batch_seed_ = ctx.scenario.seed;
 
-    const auto book = make_book(ws);
-    const auto tables = tables_of(o_, ctx.scenario.seed);
+    const auto book = embedding_book(o_.sharding, o_.rows, ws);
+    const auto tables = embedding_tables(o_.optimizer, o_.optimizers, o_.storages, ctx.scenario.seed);
     const auto nt = static_cast<std::int64_t>(tables.size());
     CommTransport transport(ctx.comm);
     std::vector<std::unique_ptr<ref::DistEmbedding>> embs;
@@ -130,7 +143,7 @@ class Embedding final : public Workload {
     ctx.comm.set_phase("preflight");
     preflight_steps(ctx.comm, o_.steps, "embedding steps");
     std::vector<std::vector<float>> gathered;  // rank 0: per step, every rank's per table [pulled | shard]
-    std::int64_t pulled_rows = 0, pulled_bytes = 0;
+    std::int64_t pulled_rows = 0;
     double pull_s = 0;
     for (std::int64_t s = 0; s < o_.steps; ++s) {
       ctx.comm.set_step(s);
@@ -152,7 +165,6 @@ class Embedding final : public Workload {
         const auto rows = embs[static_cast<std::size_t>(t)]->pull(ids.span());
         pull_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         pulled_rows += rows.rows();
-        pulled_bytes += rows.rows() * d * static_cast<std::int64_t>(sizeof(float));
         if (!(rows.device() == ids.device())) {
           fail_with(DiagnosisKind::kDeviceMismatch, me, "rank " + std::to_string(me) + ": pull of ids on " + ref::to_string(ids.device()) +
                                                             " returned rows on " + ref::to_string(rows.device()));
@@ -174,6 +186,8 @@ class Embedding final : public Workload {
       ctx.comm.all_gather(comm::view_of(mine_buf), comm::view_of(all));
       if (me == 0) gathered.push_back(std::move(all));
     }
+    std::int64_t pulled_bytes = 0;  // the tables' own count (DistEmbedding::pulled_bytes)
+    for (const auto& e : embs) pulled_bytes += e->pulled_bytes();
     ctx.metrics["pulled_bytes_per_s"] = pull_s > 0 ? static_cast<double>(pulled_bytes) / pull_s : 0;
     ctx.metrics["pulled_rows"] = static_cast<double>(pulled_rows);
     ctx.metrics["steps"] = static_cast<double>(o_.steps);
@@ -218,20 +232,6 @@ class Embedding final : public Workload {
       fail_with(DiagnosisKind::kDeviceMismatch, ctx.rank, os.str());
     }
     if (o_.ids_on_cuda) ref::cuda_set_device(pick);
-  }
-
-  std::shared_ptr<const ref::PartitionBook> make_book(int ws) const {
-    if (o_.sharding == "mod") {
-      std::vector<std::int32_t> part_of(static_cast<std::size_t>(o_.rows));
-      for (std::int64_t i = 0; i < o_.rows; ++i) part_of[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % ws);
-      return std::make_shared<ref::MapPartitionBook>(std::move(part_of), ws);
-    }
-    if (o_.sharding == "first_empty" && ws > 1) {  // part 0 owns nothing
-      I64 offsets{0, 0};
-      for (int p = 1; p < ws; ++p) offsets.push_back(offsets.back() + o_.rows / (ws - 1) + (p - 1 < o_.rows % (ws - 1) ? 1 : 0));
-      return std::make_shared<ref::RangePartitionBook>(std::move(offsets));
-    }
-    return ref::even_range_book(o_.rows, ws);
   }
 
   std::int64_t batch_size(std::int64_t s) const { return o_.batch_sizes[static_cast<std::size_t>(s) % o_.batch_sizes.size()]; }

@@ -13,8 +13,11 @@ GraphSpec read_graph_spec(const scenario::Config& c, std::uint64_t default_seed)
   if (g.scale < 1 || g.scale > 26) c.fail("scale", "must be in 1..26, got " + std::to_string(g.scale));
   g.nodes = c.get_int("nodes", g.nodes);
   if (g.nodes < 1 || g.nodes > (std::int64_t{1} << 26)) c.fail("nodes", "must be in 1..67108864, got " + std::to_string(g.nodes));
-  g.edges = c.get_int("edges", -1);
-  if (g.edges < -1 || g.edges > (std::int64_t{1} << 28)) c.fail("edges", "must be in 0..268435456, got " + std::to_string(g.edges));
+  g.edges = -1;  // absent: 16 x nodes
+  if (c.has("edges")) {
+    g.edges = c.get_int("edges", g.edges);
+    if (g.edges < 0 || g.edges > (std::int64_t{1} << 28)) c.fail("edges", "must be in 0..268435456, got " + std::to_string(g.edges));
+  }
   g.exponent = c.get_double("exponent", g.exponent);
   if (g.exponent <= 0) c.fail("exponent", "must be > 0");
   g.isolated_fraction = c.get_double("isolated_fraction", g.isolated_fraction);

@@ -284,8 +284,10 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   (void)c.get_string("kind");
   o.graph = read_graph_spec(c, s.seed);
   o.method = read_partition_method(c);
-  o.num_parts = c.get_int("num_parts", -1);
-  if (o.num_parts == 0 || o.num_parts < -1 || o.num_parts > 1024) c.fail("num_parts", "must be in 1..1024, got " + std::to_string(o.num_parts));
+  if (c.has("num_parts")) {  // absent: world_size (-1)
+    o.num_parts = c.get_int("num_parts", o.num_parts);
+    if (o.num_parts < 1 || o.num_parts > 1024) c.fail("num_parts", "must be in 1..1024, got " + std::to_string(o.num_parts));
+  }
   const std::string book = c.get_string("book", "range");
   if (book != "range" && book != "map") c.fail("book", "must be 'range' or 'map', got '" + book + "'");
   o.range_book = book == "range";

@@ -75,6 +75,8 @@ bool recv_all(int fd, void* buf, std::size_t len) {
 
 }  // namespace
 
+void (*loader_worker_start_hook)(int parent_pid) = nullptr;
+
 
 std::vector<std::int64_t> serialise(const SampledBlocks& sampled) {
   std::vector<std::int64_t> out;
@@ -196,6 +198,7 @@ struct NeighborLoader::State {
 
   // Runs in the forked child of worker w; never returns.
   [[noreturn]] void child_main(int w, int fd, pid_t parent) noexcept {
+    if (loader_worker_start_hook) loader_worker_start_hook(parent);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(3);  // the parent died before prctl
     // Backstop: should anything here reach the CUDA runtime, it finds no device.

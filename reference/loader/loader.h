@@ -43,6 +43,14 @@ SampledBlocks deserialise(const std::vector<std::int64_t>& words);
 // options.num_threads == 0 and num_workers > 0, each worker samples with
 // max(1, hardware_concurrency / num_workers) threads, so workers never oversubscribe the
 // cores (the thread count never changes the result).
+// For tests only: when set, every forked worker process calls it first, with its parent's
+// pid, before it ties its life to the parent with PR_SET_PDEATHSIG. That is the window in
+// which the parent can die unnoticed; the worker then checks that its parent is still the
+// one that forked it and otherwise exits with code 3 at once. A test holds the workers here
+// until their parent is gone, which makes that race deterministic. Set it before
+// constructing a loader.
+extern void (*loader_worker_start_hook)(int parent_pid);
+
 class NeighborLoader {
  public:
   // Starts the workers (forks them in process mode). Throws std::invalid_argument for
