@@ -206,6 +206,29 @@ TEST(EmbeddingTest, AdagradMatchesHandComputedValues) {
   EXPECT_NEAR(w1, -1 / std::sqrt(2.0), 1e-7);
 }
 
+TEST(EmbeddingTest, EpsIsAddedAfterTheSquareRoot) {
+  // torch.optim.Adagrad and SparseAdam: g / (sqrt(state) + eps). With eps = 1 the placement
+  // shows: eps inside the root would give 2 / sqrt(5) and 1 / sqrt(2) below.
+  OptimizerOptions a;
+  a.kind = OptimizerKind::kAdagrad;
+  a.lr = 0.5;
+  a.eps = 1;
+  float w = 1.0f, s = 0.0f;
+  const float g = 2.0f;
+  apply_update(a, 1, 1, &g, &w, &s, nullptr);
+  EXPECT_EQ(s, 4.0f);
+  EXPECT_NEAR(w, 1 - 0.5 * 2 / (2 + 1.0), 1e-7);  // 2/3
+  OptimizerOptions m;
+  m.kind = OptimizerKind::kAdam;
+  m.lr = 0.25;
+  m.beta1 = 0.5;
+  m.beta2 = 0.75;
+  m.eps = 1;
+  float w2 = 1.0f, m1 = 0.0f, v1 = 0.0f;
+  apply_update(m, 1, 1, &g, &w2, &m1, &v1);
+  EXPECT_EQ(w2, 0.875f);  // 1 - 0.25 * sqrt(0.25) / 0.5 * 1 / (sqrt(1) + 1)
+}
+
 TEST(EmbeddingTest, AdamMatchesHandComputedValues) {
   OptimizerOptions o;
   o.kind = OptimizerKind::kAdam;
