@@ -193,8 +193,6 @@ bool declared(const std::string& verdict) {
   return verdict == "result_mismatch" || verdict == "sequence_changed" || verdict == "throughput_regression";
 }
 
-std::string ms(double seconds) { return num(seconds * 1e3); }
-
 // The summary's check part: the latest `run --baseline` check, its declared changes first.
 void summarize_check(const StoredRun& run, std::ostringstream& h, std::ostringstream& md) {
   std::map<std::string, int> counts;
