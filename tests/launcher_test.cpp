@@ -50,24 +50,7 @@ using test::TempDir;
 
 LaunchOptions options_for(const TempDir& dir, bool dump = false) { return test::launch_options(dir, dump); }
 
-// The pids of every live process whose command line mentions `needle`.
-std::vector<pid_t> processes_mentioning(const std::string& needle) {
-  std::vector<pid_t> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (pid == getpid()) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    for (char& c : cmdline) {
-      if (c == '\0') c = ' ';
-    }
-    if (cmdline.find(needle) != std::string::npos) found.push_back(pid);
-  }
-  return found;
-}
+using test::processes_mentioning;
 
 // The number of processes (zombies included) whose parent is this test process.
 int child_count() {
@@ -358,103 +341,6 @@ rank = 1
   EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
 }
 
-TEST(LauncherExpectationTest, CleanRunExpectingADiagnosisFails) {
-  TempDir dir("lockstep_launcher");
-  const std::string file = dir.write("clean.toml", R"(name = "test.expects_mismatch"
-[run]
-world_size = 2
-[workload]
-kind = "collectives"
-steps = 1
-count = 8
-ops = ["all_reduce"]
-[expect]
-outcome = "collective_mismatch"
-)");
-  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
-  EXPECT_EQ(r.status, report::Status::kFail) << describe(r);
-  EXPECT_FALSE(r.diagnosis.has_value()) << describe(r);
-  EXPECT_EQ(r.expected, "collective_mismatch");
-  EXPECT_CONTAINS(r.reason, "expected collective_mismatch, but the run passed");
-}
-
-// ---------------------------------------------------------------------------------------------
-// An injection that never fired tested nothing: the scenario is an error, never a pass.
-
-struct UnfiredCase {
-  const char* label;
-  const char* workload;  // the [workload] body
-  const char* inject;    // the [[inject]] body
-  const char* outcome;
-  std::vector<std::string> reason_parts;
-};
-
-class UnfiredInjectionTest : public ::testing::TestWithParam<UnfiredCase> {};
-
-TEST_P(UnfiredInjectionTest, IsAnErrorNamingTheInjection) {
-  const UnfiredCase& c = GetParam();
-  TempDir dir("lockstep_launcher");
-  std::ostringstream toml;
-  toml << "name = \"test.unfired_" << c.label << "\"\n[run]\nworld_size = 2\n[workload]\n" << c.workload
-       << "\n[[inject]]\n" << c.inject << "\n[expect]\noutcome = \"" << c.outcome << "\"\n";
-  const std::string file = dir.write("unfired.toml", toml.str());
-  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
-  EXPECT_EQ(r.status, report::Status::kError) << describe(r);
-  EXPECT_CONTAINS(r.reason, "never fired");
-  EXPECT_CONTAINS(r.reason, "unfired.toml:");
-  for (const auto& part : c.reason_parts) EXPECT_CONTAINS(r.reason, part);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Injections, UnfiredInjectionTest,
-    ::testing::Values(
-        // A hang at step 20 of a 3-step run: it used to pass.
-        UnfiredCase{"step_past_the_end", "kind = \"collectives\"\nsteps = 3\ncount = 8\nops = [\"all_reduce\"]",
-                    "kind = \"sleep\"\nrank = 1\nstep = 20\nseconds = 60", "pass",
-                    {"#0 (sleep", "rank 1 issued no call matching step 20", "the last step it issued a collective from was 2"}},
-        // Aimed at call 1 of a step whose call 1 is another op.
-        UnfiredCase{"call_of_another_op",
-                    "kind = \"collectives\"\nsteps = 2\ncount = 8\nops = [\"all_reduce\", \"all_gather\"]",
-                    "kind = \"dtype_mismatch\"\nrank = 0\nstep = 1\ncall = 1\nop = \"all_reduce\"\ndtype = \"f64\"",
-                    "collective_mismatch", {"step 1, call 1, op all_reduce"}},
-        // A workload's own bug: the cast at step 20 of a run that has fewer steps.
-        UnfiredCase{"cast_after_the_last_step",
-                    "kind = \"training\"\ngraph = \"erdos_renyi\"\nnodes = 500\nedges = 4000\nnum_train = 128\nnum_eval = 50\nbatch_size = 32\nsteps = 9",
-                    "kind = \"cast_bf16_at_step\"\nrank = 1\nstep = 20", "collective_mismatch",
-                    {"cast_bf16_at_step", "the workload never reached"}}),
-    [](const ::testing::TestParamInfo<UnfiredCase>& info) { return std::string(info.param.label); });
-
-// Combinations an injector cannot honour are refused when the file is loaded.
-TEST(InjectionValidationTest, ImpossibleTargetsAreRefusedAtLoad) {
-  TempDir dir("lockstep_launcher");
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"kind = \"root_mismatch\"\nrank = 0\nstep = 1\nop = \"all_to_all\"", "only broadcast has a root"},
-      {"kind = \"reduce_mismatch\"\nrank = 0\nop = \"all_gather\"", "only all_reduce has a reduce op"},
-      {"kind = \"split_mismatch\"\nrank = 0\nop = \"broadcast\"", "only all_to_all has split sizes"},
-      {"kind = \"count_mismatch\"\nrank = 0\nop = \"barrier\"", "a barrier carries no data"},
-      {"kind = \"dtype_mismatch\"\nrank = 0\nop = \"barrier\"\ndtype = \"f16\"", "a barrier carries no data"},
-      {"kind = \"skip_collective\"\nrank = 0\nphase = \"startup\"", "only crash, sleep and exit_early"},
-      {"kind = \"crash\"\nrank = 0\nphase = \"startup\"\nstep = 1", "remove step"},
-      {"kind = \"sleep\"\nrank = 0\nstep = 1\nseconds = nan", "must be a finite number, got nan"},
-      {"kind = \"sleep\"\nrank = 0\nstep = 1\nseconds = inf", "must be a finite number, got inf"},
-      {"kind = \"crash\"\nrank = 0\nstep = 1\nexit_code = 5", "not 2 to 5"},
-  };
-  for (const auto& [inject, expected] : cases) {
-    const std::string file = dir.write("bad.toml", "name = \"test.bad\"\n[run]\nworld_size = 2\n[workload]\nkind = \"collectives\"\n"
-                                                   "steps = 2\nops = [\"all_reduce\"]\n[[inject]]\n" + inject +
-                                                   "\n[expect]\noutcome = \"pass\"\n");
-    try {
-      scenario::load_file(file);
-      ADD_FAILURE() << "accepted: " << inject;
-    } catch (const InputError& e) {
-      EXPECT_CONTAINS(std::string(e.what()), expected);
-      EXPECT_CONTAINS(std::string(e.what()), "bad.toml:");
-    }
-  }
-}
-
-// A rank whose start-up takes longer than timeout_s (here a 6 s sleep before it connects,
-// as a slow graph build would) is not a collective timeout: the run passes.
 TEST(WatchdogStartupTest, ASlowStartIsNotATimeout) {
   TempDir dir("lockstep_launcher");
   const std::string file = dir.write("slow.toml", R"(name = "test.slow_start"
@@ -672,34 +558,6 @@ rank = 2
   EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
   ASSERT_TRUE(r.diagnosis.has_value());
   EXPECT_CONTAINS(r.diagnosis->message, "ranks 0,1,3 all_reduce f32[64] sum, rank 2 all_reduce bf16[64] sum");
-}
-
-TEST(LauncherExpectationTest, RightKindWrongRankFails) {
-  TempDir dir("lockstep_launcher");
-  const std::string file = dir.write("rank.toml", R"(name = "test.wrong_rank"
-[run]
-world_size = 2
-[workload]
-kind = "collectives"
-steps = 2
-count = 8
-ops = ["all_reduce"]
-[[inject]]
-kind = "crash"
-rank = 1
-step = 1
-exit_code = 9
-[expect]
-outcome = "rank_failure"
-rank = 0
-)");
-  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
-  EXPECT_EQ(r.status, report::Status::kFail) << describe(r);
-  ASSERT_TRUE(r.diagnosis.has_value());
-  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kRankFailure);
-  EXPECT_EQ(r.diagnosis->rank, 1);
-  EXPECT_CONTAINS(r.reason, "expected the diagnosis to name rank 0, it names rank 1");
-  EXPECT_TRUE(processes_mentioning(dir.path()).empty());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <string>
 #include <sstream>
 #include <system_error>
+#include <vector>
 
 #include "harness/launch/launcher.h"
 #include "harness/report/results.h"
@@ -107,6 +109,25 @@ inline std::string describe(const report::ScenarioResult& r) {
 // documented in scenarios/README.md: (rank+1)*(i%3+1) + (step+c)%2.
 inline double workload_value(int rank, std::int64_t step, std::int64_t c, std::int64_t i) {
   return static_cast<double>((rank + 1) * (i % 3 + 1) + (step + c) % 2);
+}
+
+// The pids of every live process whose command line mentions `needle`.
+inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid == ::getpid()) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string cmdline{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmdline.find(needle) != std::string::npos) found.push_back(pid);
+  }
+  return found;
 }
 
 }  // namespace lockstep::test
