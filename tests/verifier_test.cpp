@@ -7,9 +7,12 @@
 #include <exception>
 #include <optional>
 #include <stdexcept>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "harness/comm/board.h"
 #include "harness/comm/types.h"
 #include "harness/comm/verifier.h"
 #include "harness/core/diagnosis.h"
@@ -388,6 +391,74 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------------------------
 // The engine failure handler: outside a verification an uncaught engine exception aborts the
 // process with the exception's message.
+
+// ---------------------------------------------------------------------------------------------
+// skipped_collective: rank 0 failed after issuing 3 collectives (#0..#2), at train step 1 call 1.
+// Rank 1 issued collective #3 from train step 1 call 0, a call rank 0 went past: rank 0 skipped it.
+
+struct SkipBoard {
+  test::TempDir dir{"lockstep_skip"};
+  Board board = Board::create(dir / "board.bin", 2, fingerprint_words(2));
+  // Rank 1 publishes its record of #3, then counts it as issued (the order a rank uses).
+  void rank1_issues_3() {
+    board.publish_fingerprint(1, 3, encode_fingerprint(make_call(Op::kAllReduce, DType::kF32, 4, "train", 1, 0, 3), 2));
+    board.slot(1).issued.store(4);
+  }
+  std::optional<Diagnosis> ask(double wait_s) {
+    board.slot(1).state.store(static_cast<std::int32_t>(RankState::kRunning));
+    return skipped_collective(board, 0, 3, CallSite{"train", 1, 1}, "gloo: connection closed", wait_s);
+  }
+};
+
+TEST(SkippedCollectiveWaitTest, APeerAlreadyThereIsNamed) {
+  SkipBoard b;
+  b.board.slot(1).issued.store(3);
+  b.rank1_issues_3();
+  const auto d = b.ask(5.0);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DiagnosisKind::kMissingParticipant);
+  EXPECT_EQ(d->rank, 0);
+  EXPECT_EQ(d->seq, 3);
+  EXPECT_CONTAINS(d->message, "collective #3: rank 0 did not take part in the all_reduce that rank 1 issued from");
+  EXPECT_CONTAINS(d->message, "then failed: gloo: connection closed");
+}
+
+// On a loaded machine the peer may reach the call after this rank failed: the answer must not
+// depend on that, so a peer still short of #3 is waited for (here 300 ms, within the 5 s).
+TEST(SkippedCollectiveWaitTest, APeerThatArrivesLateIsWaitedFor) {
+  SkipBoard b;
+  b.board.slot(1).issued.store(3);
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    b.rank1_issues_3();
+  });
+  const auto d = b.ask(5.0);
+  late.join();
+  ASSERT_TRUE(d.has_value()) << "rank 1 published #3 300 ms late and was not waited for";
+  EXPECT_EQ(d->rank, 0);
+  EXPECT_CONTAINS(d->message, "that rank 1 issued from");
+}
+
+// A peer that never gets there is waited for wait_s, no longer, and then nobody is blamed here.
+TEST(SkippedCollectiveWaitTest, APeerThatNeverArrivesIsWaitedForAtMostWaitS) {
+  SkipBoard b;
+  b.board.slot(1).issued.store(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto d = b.ask(0.4);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(d.has_value()) << d->message;
+  EXPECT_GE(s, 0.4);
+  EXPECT_LT(s, 30.0);
+}
+
+// A peer that is further along but issued #3 from a later call site did not wait for rank 0:
+// rank 0 did not skip anything.
+TEST(SkippedCollectiveWaitTest, APeerWhoseCallIsNotBehindThisRankIsNoSkip) {
+  SkipBoard b;
+  b.board.publish_fingerprint(1, 3, encode_fingerprint(make_call(Op::kAllReduce, DType::kF32, 4, "train", 1, 1, 3), 2));
+  b.board.slot(1).issued.store(4);
+  EXPECT_FALSE(b.ask(5.0).has_value());
+}
 
 TEST(EngineFailureHandlerDeathTest, UncaughtExceptionAbortsWithItsMessage) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
