@@ -419,6 +419,64 @@ TEST(SamplingChecksTest, ReportHopNodeAndEdgeOfCorruptedBlocks) {
   EXPECT_TRUE(check_sampled_blocks(g, extra, with).has_value());
 }
 
+// Exact messages for corruptions made by hand: the sizes of the three edge arrays, and an edge
+// moved ahead of the edges of an earlier dst node.
+TEST(SamplingChecksTest, NameMismatchedEdgeArraysAndUngroupedEdgesExactly) {
+  const CsrGraph& g = rmat12();
+  const CsrGraph sg = sampling_graph(g, true);
+  const SampleOptions o = options_of({10, 5}, false, true);
+  const SampledBlocks good = sample_neighbors(sg, invariant_seeds(sg), o, SampleKey{1, 0, 0, 0});
+  ASSERT_EQ(check_sampled_blocks(g, good, o), std::nullopt);
+  const std::size_t m = good.blocks[0].edge_src.size();
+  ASSERT_GT(m, 2u);
+
+  SampledBlocks short_dst = good;
+  short_dst.blocks[0].edge_dst.pop_back();
+  EXPECT_EQ(check_sampled_blocks(g, short_dst, o),
+            "hop 0: edge_src, edge_dst and edge_ids have sizes " + std::to_string(m) + ", " + std::to_string(m - 1) + ", " +
+                std::to_string(m));
+  SampledBlocks long_dst = good;
+  long_dst.blocks[0].edge_dst.push_back(0);
+  EXPECT_EQ(check_sampled_blocks(g, long_dst, o),
+            "hop 0: edge_src, edge_dst and edge_ids have sizes " + std::to_string(m) + ", " + std::to_string(m + 1) + ", " +
+                std::to_string(m));
+  SampledBlocks short_ids = good;
+  short_ids.blocks[0].edge_ids.pop_back();
+  EXPECT_EQ(check_sampled_blocks(g, short_ids, o),
+            "hop 0: edge_src, edge_dst and edge_ids have sizes " + std::to_string(m) + ", " + std::to_string(m) + ", " +
+                std::to_string(m - 1));
+
+  // Swap two neighbouring edges of different dst nodes whose srcs are both dst nodes (so the
+  // src first-seen order still holds): the later dst now comes first.
+  SampledBlocks swapped = good;
+  Block& b = swapped.blocks[1];
+  const auto num_dst = static_cast<std::int64_t>(b.dst_nodes.size());
+  std::size_t at = 0;
+  for (std::size_t e = 1; e < b.edge_dst.size() && !at; ++e) {
+    if (b.edge_dst[e - 1] < b.edge_dst[e] && b.edge_src[e - 1] < num_dst && b.edge_src[e] < num_dst) at = e;
+  }
+  ASSERT_GT(at, 0u) << "no two neighbouring edges to swap";
+  std::swap(b.edge_src[at - 1], b.edge_src[at]);
+  std::swap(b.edge_dst[at - 1], b.edge_dst[at]);
+  std::swap(b.edge_ids[at - 1], b.edge_ids[at]);
+  EXPECT_EQ(check_sampled_blocks(g, swapped, o), "hop 1, edge " + std::to_string(at) + ": edges are not grouped by dst");
+}
+
+TEST(SamplingChecksTest, RegularizedGammaQRefusesBadArgumentsNamingThem) {
+  auto message = [](double a, double x) {
+    try {
+      (void)regularized_gamma_q(a, x);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(1.0, -1.0), "regularized_gamma_q: x must be >= 0, got -1.000000");
+  EXPECT_EQ(message(1.0, std::nan("")), "regularized_gamma_q: x must be >= 0, got nan");
+  EXPECT_EQ(message(0.0, 1.0), "regularized_gamma_q: a must be finite and > 0, got 0.000000");
+  EXPECT_EQ(message(1.0, 0.0), "no error");
+}
+
 // ---- determinism -----------------------------------------------------------------------------
 
 TEST(SamplingDeterminismTest, DigestDependsOnEveryKeyFieldButNotOnThreads) {
