@@ -245,6 +245,25 @@ TEST(GraphTest, ValidateNamesTheInconsistency) {
   EXPECT_THROW(validate(g), std::invalid_argument);
 }
 
+// Each array one entry too long or too short, with the exact message (example(): 4 nodes,
+// indptr {0, 2, 3, 5, 5}, 5 indices, 5 edge ids).
+TEST(GraphTest, ValidateNamesArraysOfTheWrongLengthBothWays) {
+  CsrGraph g = example();
+  g.indices.push_back(1);
+  g.edge_ids.push_back(5);
+  EXPECT_EQ(message_of<std::invalid_argument>([&] { validate(g); }), "csr graph: indptr ends at 5 but there are 6 indices");
+  g = example();
+  g.indices.pop_back();
+  g.edge_ids.pop_back();
+  EXPECT_EQ(message_of<std::invalid_argument>([&] { validate(g); }), "csr graph: indptr ends at 5 but there are 4 indices");
+  g = example();
+  g.edge_ids.push_back(5);
+  EXPECT_EQ(message_of<std::invalid_argument>([&] { validate(g); }), "csr graph: 6 edge ids for 5 edges");
+  g = example();
+  g.edge_ids.pop_back();
+  EXPECT_EQ(message_of<std::invalid_argument>([&] { validate(g); }), "csr graph: 4 edge ids for 5 edges");
+}
+
 TEST(GraphTest, TinyGraphsAreAsDocumented) {
   const CsrGraph path = tiny("path4");
   EXPECT_EQ(path.num_nodes, 4);

@@ -215,6 +215,16 @@ TEST(SageForwardTest, MeanDividesByTheSampledInDegree) {
   b.blocks[0].edge_dst = {0};
   b.blocks[0].edge_ids = {1};
   EXPECT_EQ(forward(c, p, b, std::vector<float>{0.0f, 2.0f, 4.0f}).logits[0], 4.0f);
+  // One parameter more or fewer than num_params is refused.
+  for (const std::size_t n : {p.size() + 1, p.size() - 1}) {
+    const std::vector<float> wrong(n, 0.0f);
+    try {
+      (void)forward(c, wrong, b, std::vector<float>{0.0f, 2.0f, 4.0f});
+      ADD_FAILURE() << n << " parameters were accepted; the model has " << p.size();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(e.what(), "forward: wrong parameter count");
+    }
+  }
 }
 
 // Mean aggregation, forward and backward, in closed form. One layer (in_dim 1, 2 classes) on a
@@ -319,6 +329,66 @@ TEST(TrainDataTest, LabelsOnATinyGraphFollowTheDefinition) {
       }
     }
     EXPECT_EQ(labels[static_cast<std::size_t>(v)], score[1] > score[0] ? 1 : 0) << "node " << v;
+  }
+}
+
+// Nodes with several in-neighbours: node v >= 1 has in-neighbours max(0, v-3) .. v-1 (1 to 3 of
+// them), so the mean is over up to three feature rows. The expected labels follow the
+// definition in sage.h with the features and projection drawn here; the test also checks that
+// a label using only the first in-neighbour would differ somewhere, so it can tell the two.
+TEST(TrainDataTest, LabelsAverageEveryInNeighbour) {
+  const std::int64_t n = 24, dim = 6;
+  const int classes = 4;
+  const std::uint64_t seed = 5;
+  CsrGraph rows;
+  rows.num_nodes = n;
+  rows.indptr = {0};
+  for (std::int64_t v = 0; v < n; ++v) {
+    for (std::int64_t u = std::max<std::int64_t>(0, v - 3); u < v; ++u) {
+      rows.indices.push_back(u);
+      rows.edge_ids.push_back(static_cast<std::int64_t>(rows.edge_ids.size()));
+    }
+    rows.indptr.push_back(static_cast<std::int64_t>(rows.indices.size()));
+  }
+  auto label = [&](std::int64_t v, bool first_only) {
+    const std::int64_t lo = std::max<std::int64_t>(0, v - 3), hi = first_only ? std::min(v, lo + 1) : v;
+    int best = 0;
+    double best_score = 0;
+    for (int c = 0; c < classes; ++c) {
+      double s = 0;
+      for (std::int64_t j = 0; j < dim; ++j) {
+        double mean = 0;
+        for (std::int64_t u = lo; u < hi; ++u) mean += node_feature(seed, u, j);
+        if (v > 0) mean /= static_cast<double>(v - lo);
+        const double pj = 2.0 * uniform01(philox_u64(seed, static_cast<std::uint64_t>(c * dim + j), std::uint64_t{21} << 32)) - 1.0;
+        s += pj * (node_feature(seed, v, j) + mean);
+      }
+      if (c == 0 || s > best_score) {
+        best = c;
+        best_score = s;
+      }
+    }
+    return best;
+  };
+  const auto labels = node_labels(rows, seed, dim, classes);
+  ASSERT_EQ(labels.size(), static_cast<std::size_t>(n));
+  int differ = 0;
+  for (std::int64_t v = 0; v < n; ++v) {
+    EXPECT_EQ(labels[static_cast<std::size_t>(v)], label(v, false)) << "node " << v;
+    differ += label(v, true) != label(v, false);
+  }
+  EXPECT_GT(differ, 0) << "no node's label depends on its later in-neighbours: the test cannot tell";
+  // Bad arguments are named.
+  EXPECT_THROW((void)node_labels(rows, seed, dim, 1), std::invalid_argument);
+  try {
+    (void)node_labels(rows, seed, dim, 1);
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "node_labels: num_classes must be >= 2, got 1");
+  }
+  try {
+    (void)node_labels(rows, seed, 0, classes);
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "node_labels: dim must be >= 1, got 0");
   }
 }
 
