@@ -526,6 +526,24 @@ TEST(SamplingDeterminismTest, IdTableChoiceNeverChangesTheResult) {
   }
 }
 
+// Fanout -1 takes every neighbour, so the sampler cannot size its id table in advance: the
+// hash table (1024 slots for a few seeds) must grow while a hop is merged. Two hops of all
+// in-neighbours from 8 seeds of rmat12 reach well over 1024 nodes; the hashed result must equal
+// the flat table's.
+TEST(SamplingDeterminismTest, HashTableGrowsWhenEveryNeighbourIsTaken) {
+  const CsrGraph& g = rmat12();
+  const CsrGraph sg = sampling_graph(g, true);
+  SampleOptions o = options_of({-1, -1}, false, true, 1);
+  const Ids seeds{1, 2, 3, 5, 8, 13, 21, 34};
+  o.id_table = SampleOptions::IdTable::kFlat;
+  const SampledBlocks flat = sample_neighbors(sg, seeds, o, SampleKey{3, 0, 0, 0});
+  ASSERT_GT(flat.blocks.back().src_nodes.size(), 1024u) << "too few nodes to make the table grow";
+  o.id_table = SampleOptions::IdTable::kHash;
+  const SampledBlocks hashed = sample_neighbors(sg, seeds, o, SampleKey{3, 0, 0, 0});
+  EXPECT_EQ(check_sampled_blocks(g, hashed, o), std::nullopt);
+  EXPECT_EQ(hashed, flat);
+}
+
 TEST(SamplingDeterminismTest, ConcurrentCallsAreSafeAndIndependent) {
   // Loaders call the sampler from several threads at once, each call itself multi-threaded.
   const CsrGraph sg = sampling_graph(rmat12(), true);
