@@ -130,4 +130,19 @@ inline std::vector<pid_t> processes_mentioning(const std::string& needle) {
   return found;
 }
 
+// Returns the message of the exception of type E that fn throws; fails the test otherwise.
+template <class E, class Fn>
+inline std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "no exception";
+  return {};
+}
+
 }  // namespace lockstep::test
