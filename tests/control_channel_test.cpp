@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <string>
 
+#include "harness/comm/verifier.h"
+#include "harness/core/error.h"
 #include "tests/test_util.h"
 
 namespace lockstep {
@@ -43,6 +46,60 @@ TEST(ControlChannelTest, CommScenariosMeetTheirExpectationsThroughTheControlGrou
   const std::string results = test::read_file(dir / "report/results.json");
   EXPECT_CONTAINS(results, "dtype differs");
   EXPECT_CONTAINS(results, "all_to_all split sizes disagree");
+}
+
+class ScopedChannel {
+ public:
+  explicit ScopedChannel(const char* value) {
+    if (value) setenv("LOCKSTEP_VERIFY_CHANNEL", value, 1);
+    else unsetenv("LOCKSTEP_VERIFY_CHANNEL");
+  }
+  ~ScopedChannel() { unsetenv("LOCKSTEP_VERIFY_CHANNEL"); }
+};
+
+TEST(ControlChannelTest, OnlyAutoAndControlAreAccepted) {
+  {
+    ScopedChannel unset(nullptr);
+    EXPECT_EQ(comm::verify_channel_from_env(), comm::VerifyChannel::kAuto);
+  }
+  {
+    ScopedChannel empty("");
+    EXPECT_EQ(comm::verify_channel_from_env(), comm::VerifyChannel::kAuto);
+  }
+  {
+    ScopedChannel autos("auto");
+    EXPECT_EQ(comm::verify_channel_from_env(), comm::VerifyChannel::kAuto);
+  }
+  {
+    ScopedChannel control("control");
+    EXPECT_EQ(comm::verify_channel_from_env(), comm::VerifyChannel::kControl);
+  }
+  for (const char* bad : {"board", "Control", "control ", "1"}) {
+    ScopedChannel channel(bad);
+    try {
+      comm::verify_channel_from_env();
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string("LOCKSTEP_VERIFY_CHANNEL must be 'auto' or 'control', got '") + bad + "'");
+    }
+  }
+}
+
+// A misspelt channel must not silently verify through the board: the run is refused with exit
+// code 2 before any rank starts, naming the value.
+TEST(ControlChannelTest, RunRefusesAnUnknownChannelBeforeStartingRanks) {
+  TempDir dir("lockstep_control_bad");
+  const std::string args = "run " + test::quote(std::string(LOCKSTEP_SOURCE_DIR) + "/scenarios/comm/clean_mix.toml") +
+                           " --report-dir " + test::quote(dir / "report");
+  test::CliResult r;
+  {
+    ScopedChannel channel("contrl");
+    r = test::run_cli(LOCKSTEP_BINARY, args, dir.path());
+  }
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_CONTAINS(r.err, "LOCKSTEP_VERIFY_CHANNEL must be 'auto' or 'control', got 'contrl'");
+  EXPECT_FALSE(std::filesystem::exists(dir / "report/results.json"));
 }
 
 }  // namespace

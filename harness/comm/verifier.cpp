@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <sstream>
+#include <string>
 
 #include "harness/comm/board.h"
 #include "harness/core/error.h"
@@ -234,6 +235,14 @@ View i64_view(std::vector<std::int64_t>& v) {
 
 void install_engine_failure_handler() { std::set_terminate(engine_terminate); }
 void hold_engine_failures() { g_hold.store(true); }
+
+VerifyChannel verify_channel_from_env() {
+  const char* v = std::getenv("LOCKSTEP_VERIFY_CHANNEL");
+  const std::string value = v ? v : "";
+  if (value.empty() || value == "auto") return VerifyChannel::kAuto;
+  if (value == "control") return VerifyChannel::kControl;
+  throw InputError("LOCKSTEP_VERIFY_CHANNEL must be 'auto' or 'control', got '" + value + "'");
+}
 
 std::size_t fingerprint_words(int world_size) {
   return kHeader + 2 * static_cast<std::size_t>(world_size);

@@ -68,6 +68,13 @@ void install_engine_failure_handler();
 // decided (a diagnosis, or the rank is ending) and an engine failure is only a consequence.
 void hold_engine_failures();
 
+// Where collectives are verified. kAuto: through the progress board when the launcher provides
+// one, else through the control group; kControl: always through the control group (the path
+// ranks on several hosts take). Read from LOCKSTEP_VERIFY_CHANNEL (`auto` when unset or empty);
+// any other value is an InputError that names it.
+enum class VerifyChannel { kAuto, kControl };
+VerifyChannel verify_channel_from_env();
+
 // The fixed-size record each rank contributes for one call (int64 words).
 std::vector<std::int64_t> encode_fingerprint(const Call& call, int world_size);
 std::size_t fingerprint_words(int world_size);

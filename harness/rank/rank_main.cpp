@@ -207,7 +207,7 @@ int rank_main(const RankOptions& options) {
     // forces the latter.
     const bool use_board_for_verify = board.valid() &&
                                       board.fingerprint_words() == comm::fingerprint_words(world_size) &&
-                                      env_str("LOCKSTEP_VERIFY_CHANNEL", "auto") != "control";
+                                      comm::verify_channel_from_env() == comm::VerifyChannel::kAuto;
     board_verifies = use_board_for_verify && s.verify == scenario::VerifyMode::kVerify;
     if (s.verify == scenario::VerifyMode::kVerify) {
       auto on_async_diagnosis = [&](const Diagnosis& d) {
