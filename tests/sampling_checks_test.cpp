@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -118,6 +119,61 @@ TEST(SamplingChecksTest, NameMismatchedEdgeArraysAndUngroupedEdgesExactly) {
   std::swap(b.edge_dst[at - 1], b.edge_dst[at]);
   std::swap(b.edge_ids[at - 1], b.edge_ids[at]);
   EXPECT_EQ(check_sampled_blocks(g, swapped, o), "hop 1, edge " + std::to_string(at) + ": edges are not grouped by dst");
+}
+
+// Two samples of seeds {5, 7} built by hand, hop 0 then hop 1, so every expected message below
+// is read off the arrays: hop 0 gives node 5 edges 10 and 11, node 7 edge 12.
+SampledBlocks two_hop_sample() {
+  SampledBlocks s;
+  s.seeds = {5, 7};
+  s.seed_to_output = {0, 1};
+  Block h0;
+  h0.dst_nodes = {5, 7};
+  h0.src_nodes = {5, 7, 9, 3};
+  h0.edge_src = {2, 3, 2};
+  h0.edge_dst = {0, 0, 1};
+  h0.edge_ids = {10, 11, 12};
+  Block h1;
+  h1.dst_nodes = {5, 7, 9, 3};
+  h1.src_nodes = {5, 7, 9, 3};
+  h1.edge_src = {1};
+  h1.edge_dst = {2};
+  h1.edge_ids = {40};
+  s.blocks = {h0, h1};
+  return s;
+}
+
+TEST(SamplingChecksTest, FirstDifferenceNamesHopNodeAndBothFirstEdges) {
+  const SampledBlocks a = two_hop_sample();
+  EXPECT_EQ(first_difference(a, a), std::nullopt);
+  // Node 7 (destination 1 of hop 0) drew edge 13 instead of 12.
+  SampledBlocks b = a;
+  b.blocks[0].edge_ids[2] = 13;
+  EXPECT_EQ(first_difference(a, b), "hop 0 node 7 got 1 edges vs 1 (first edge id 12 vs 13)");
+  EXPECT_EQ(first_difference(b, a), "hop 0 node 7 got 1 edges vs 1 (first edge id 13 vs 12)");
+  // Node 5's second edge is gone: the first edge ids agree, the counts do not.
+  SampledBlocks c = a;
+  c.blocks[0].edge_src = {2, 2};
+  c.blocks[0].edge_dst = {0, 1};
+  c.blocks[0].edge_ids = {10, 12};
+  EXPECT_EQ(first_difference(a, c), "hop 0 node 5 got 2 edges vs 1 (first edge id 10 vs 10)");
+  // Node 9 (hop 1, destination 2) drew nothing: no edge ids to name.
+  SampledBlocks d = a;
+  d.blocks[1].edge_src.clear();
+  d.blocks[1].edge_dst.clear();
+  d.blocks[1].edge_ids.clear();
+  EXPECT_EQ(first_difference(a, d), "hop 1 node 9 got 1 edges vs 0");
+  // Same edges, another new neighbour order in src_nodes.
+  SampledBlocks e = a;
+  e.blocks[1].src_nodes = {5, 7, 3, 9};
+  EXPECT_EQ(first_difference(a, e), "hop 1 differs in its node lists");
+  SampledBlocks f = a;
+  f.blocks.pop_back();
+  EXPECT_EQ(first_difference(a, f), "different number of hops");
+  SampledBlocks g = a;
+  g.seeds = {5, 7, 5};
+  g.seed_to_output = {0, 1, 0};
+  EXPECT_EQ(first_difference(a, g), "the seeds differ");
 }
 
 TEST(SamplingChecksTest, RegularizedGammaQRefusesBadArgumentsNamingThem) {

@@ -350,27 +350,7 @@ class Sampling final : public Workload {
   }
 
   static std::string first_difference(const std::string& what, const ref::SampledBlocks& a, const ref::SampledBlocks& b, int rank) {
-    std::ostringstream os;
-    os << "rank " << rank << ", " << what << ": ";
-    for (std::size_t h = 0; h < std::min(a.blocks.size(), b.blocks.size()); ++h) {
-      const auto& x = a.blocks[h];
-      const auto& y = b.blocks[h];
-      if (x == y) continue;
-      for (std::size_t d = 0; d < std::min(x.dst_nodes.size(), y.dst_nodes.size()); ++d) {
-        I64 ex, ey;
-        for (std::size_t i = 0; i < x.edge_ids.size(); ++i) if (x.edge_dst[i] == static_cast<std::int64_t>(d)) ex.push_back(x.edge_ids[i]);
-        for (std::size_t i = 0; i < y.edge_ids.size(); ++i) if (y.edge_dst[i] == static_cast<std::int64_t>(d)) ey.push_back(y.edge_ids[i]);
-        if (ex != ey || x.dst_nodes[d] != y.dst_nodes[d]) {
-          os << "hop " << h << " node " << x.dst_nodes[d] << " got " << ex.size() << " edges vs " << ey.size();
-          if (!ex.empty() && !ey.empty()) os << " (first edge id " << ex[0] << " vs " << ey[0] << ")";
-          return os.str();
-        }
-      }
-      os << "hop " << h << " differs in its node lists";
-      return os.str();
-    }
-    os << "different number of hops";
-    return os.str();
+    return "rank " + std::to_string(rank) + ", " + what + ": " + ref::first_difference(a, b).value_or("no difference");
   }
 
   // Gathers every rank's tuples on rank 0, which checks that ranks that sampled the same

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -114,6 +115,34 @@ std::optional<std::string> check_structure(const SampledBlocks& s, const SampleO
 }
 
 }  // namespace
+
+std::optional<std::string> first_difference(const SampledBlocks& a, const SampledBlocks& b) {
+  if (a == b) return std::nullopt;
+  std::ostringstream os;
+  for (std::size_t h = 0; h < std::min(a.blocks.size(), b.blocks.size()); ++h) {
+    const auto& x = a.blocks[h];
+    const auto& y = b.blocks[h];
+    if (x == y) continue;
+    for (std::size_t d = 0; d < std::min(x.dst_nodes.size(), y.dst_nodes.size()); ++d) {
+      std::vector<std::int64_t> ex, ey;
+      for (std::size_t i = 0; i < x.edge_ids.size(); ++i) {
+        if (x.edge_dst[i] == static_cast<std::int64_t>(d)) ex.push_back(x.edge_ids[i]);
+      }
+      for (std::size_t i = 0; i < y.edge_ids.size(); ++i) {
+        if (y.edge_dst[i] == static_cast<std::int64_t>(d)) ey.push_back(y.edge_ids[i]);
+      }
+      if (ex != ey || x.dst_nodes[d] != y.dst_nodes[d]) {
+        os << "hop " << h << " node " << x.dst_nodes[d] << " got " << ex.size() << " edges vs " << ey.size();
+        if (!ex.empty() && !ey.empty()) os << " (first edge id " << ex[0] << " vs " << ey[0] << ")";
+        return os.str();
+      }
+    }
+    os << "hop " << h << " differs in its node lists";
+    return os.str();
+  }
+  if (a.blocks.size() != b.blocks.size()) return "different number of hops";
+  return "the seeds differ";
+}
 
 std::optional<std::string> check_sampled_blocks(const CsrGraph& graph, const SampledBlocks& sampled,
                                                 const SampleOptions& options) {

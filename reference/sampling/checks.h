@@ -28,6 +28,15 @@ namespace lockstep::ref {
 std::optional<std::string> check_sampled_blocks(const CsrGraph& graph, const SampledBlocks& sampled,
                                                 const SampleOptions& options);
 
+// Where two samples of the same seeds first differ, for a diagnosis; nullopt when a == b.
+// Hops are compared in order; in the first hop that differs, the first destination (by local
+// index) whose node id or edge list differs gives
+//   "hop H node V got N edges vs M (first edge id X vs Y)"
+// (V is a's node id; the parenthesis only when both lists are non-empty). When every common
+// destination agrees: "hop H differs in its node lists"; when every common hop agrees:
+// "different number of hops"; when every block agrees: "the seeds differ".
+std::optional<std::string> first_difference(const SampledBlocks& a, const SampledBlocks& b);
+
 // check_sampled_blocks for many samples of one graph: the edge index (all edges sorted by id)
 // and the degrees are built once, in the constructor. `graph` must outlive the checker.
 class SampleChecker {
