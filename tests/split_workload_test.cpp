@@ -18,13 +18,7 @@ namespace lockstep {
 namespace {
 
 using test::TempDir;
-
-std::vector<std::int64_t> int64s(const io::NpyArray& a) {
-  EXPECT_EQ(a.descr, "<i8");
-  std::vector<std::int64_t> v(a.data.size() / 8);
-  std::memcpy(v.data(), a.data.data(), a.data.size());
-  return v;
-}
+using test::int64s;
 
 // 9 ids over 2 ranks cut into chunks of 9 // 2 = 4: sizes 4, 4 and 1. The third chunk goes
 // round robin to rank 0, which holds 5 ids, rank 1 holds 4. With batch_size 3 each rank counts

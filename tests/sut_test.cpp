@@ -24,6 +24,7 @@ namespace {
 
 using launch::LaunchOptions;
 using test::TempDir;
+using test::int64s;
 namespace fs = std::filesystem;
 
 // The adapter's head: reads the inputs; `body` then runs with inp, out, ids in scope.
@@ -91,12 +92,6 @@ TEST(SutContractTest, RightAnswersPass) {
   EXPECT_EQ(last3[1], 5);
   EXPECT_EQ(last3[2], 10);
   expect_no_survivors(dir);
-}
-
-std::vector<std::int64_t> int64s(const io::NpyArray& a) {
-  std::vector<std::int64_t> v(a.data.size() / 8);
-  std::memcpy(v.data(), a.data.data(), a.data.size());
-  return v;
 }
 
 TEST(SutContractTest, DumpHoldsInputsOutputsAndTheReferenceAnswers) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,6 +18,7 @@
 
 #include "harness/launch/launcher.h"
 #include "harness/report/results.h"
+#include "reference/io/npy.h"
 
 // Expects `needle` in the string `haystack`, printing the whole text when it is missing.
 #define EXPECT_CONTAINS(haystack, needle) \
@@ -66,6 +68,14 @@ inline std::string quote(const std::string& s) {
 }
 
 // The whole content of the file at `path` ("" when it cannot be read).
+// The values of an int64 .npy array (dtype '<i8', which it expects).
+inline std::vector<std::int64_t> int64s(const io::NpyArray& a) {
+  EXPECT_EQ(a.descr, "<i8");
+  std::vector<std::int64_t> v(a.data.size() / 8);
+  std::memcpy(v.data(), a.data.data(), v.size() * 8);
+  return v;
+}
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -190,6 +190,15 @@ class Training final : public Workload {
                                                  order.begin() + std::min(o_.num_train, (b + 1) * o_.batch_size));
       mine[static_cast<std::size_t>(s)] = ref::rank_split(global[static_cast<std::size_t>(s)], ws)[static_cast<std::size_t>(me)];
     }
+    if (ctx.dump.enabled()) {
+      I64 sizes, nodes;
+      for (const auto& batch : mine) {
+        sizes.push_back(static_cast<std::int64_t>(batch.size()));
+        nodes.insert(nodes.end(), batch.begin(), batch.end());
+      }
+      ctx.dump.write("schedule_sizes", sizes, "per step: how many training nodes this rank holds of the step's global batch");
+      ctx.dump.write("schedule_nodes", nodes, "this rank's training nodes of every step, in step order (schedule_sizes splits them)");
+    }
 
     ctx.comm.set_phase("train");
     if (o_.floor_split) {
