@@ -1,6 +1,7 @@
 #pragma once
 // The launcher's child processes: forked and exec'd with PR_SET_PDEATHSIG, their output in a
 // log file, killed and reaped by the destructor whatever happens.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
@@ -59,6 +61,38 @@ inline std::vector<std::string> torchrun_env(int r, int ws, int ranks_per_node, 
   return env;
 }
 
+// The processes of these process groups that are still alive: not yet exited, or exiting but
+// not yet a zombie (SIGKILL takes effect when the process next runs, which on a loaded machine
+// can be a while). Read from /proc/<pid>/stat (pgrp, state).
+inline std::vector<pid_t> live_members(const std::vector<pid_t>& groups) {
+  std::vector<pid_t> live;
+  DIR* proc = opendir("/proc");
+  if (!proc) return live;
+  while (const dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[512];
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    // "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses, so read after the last ')'.
+    const char* close_paren = std::strrchr(buf, ')');
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (!close_paren || std::sscanf(close_paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) continue;
+    if (state == 'Z' || state == 'X') continue;
+    if (std::find(groups.begin(), groups.end(), static_cast<pid_t>(pgrp)) != groups.end()) live.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+  return live;
+}
+
 struct Child {
   pid_t pid = -1;
   bool exited = false;
@@ -103,6 +137,7 @@ class RankProcesses {
     Child child;
     child.pid = pid;
     children_.push_back(child);
+    groups_gone_ = false;
   }
 
   // Reaps whatever has exited; returns true when every child has.
@@ -123,9 +158,16 @@ class RankProcesses {
     return all;
   }
 
+  // Kills every child's process group (its descendants too, even after the child exited),
+  // reaps the children, and returns once no member of those groups is alive, so that nothing
+  // of a finished scenario still runs (holding CPU, memory or ports) when the next one starts.
+  // A member that is not gone after kGroupGrace is left (it is in uninterruptible sleep).
   void kill_all() {
+    if (children_.empty() || groups_gone_) return;
+    std::vector<pid_t> groups;
     for (auto& c : children_) {
-      kill(-c.pid, SIGKILL);  // the child's process group: its descendants too (even after it exited)
+      groups.push_back(c.pid);
+      kill(-c.pid, SIGKILL);
       if (!c.exited) kill(c.pid, SIGKILL);
     }
     for (auto& c : children_) {
@@ -136,12 +178,20 @@ class RankProcesses {
       c.status = st;
       c.exit_time = Clock::now();
     }
+    const auto until = Clock::now() + kGroupGrace;
+    while (!live_members(groups).empty() && Clock::now() < until) {
+      for (pid_t g : groups) kill(-g, SIGKILL);  // members started since the first signal
+      usleep(5000);
+    }
+    groups_gone_ = true;
   }
 
   std::vector<Child>& children() { return children_; }
 
  private:
+  static constexpr std::chrono::seconds kGroupGrace{10};
   std::vector<Child> children_;
+  bool groups_gone_ = false;
 };
 
 }  // namespace lockstep::launch
