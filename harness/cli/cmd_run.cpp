@@ -10,7 +10,6 @@
 #include "harness/baseline/environment.h"
 #include "harness/baseline/session.h"
 #include "harness/cli/commands.h"
-#include "harness/comm/verifier.h"
 #include "harness/core/error.h"
 #include "harness/launch/cancel.h"
 #include "harness/launch/suite.h"
@@ -84,7 +83,6 @@ void add_run(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1e-9, 0.5) & finite());
   cmd->callback([a, &exit_code] {
     if (!a->slowdown.empty()) perf::parse_slowdown_flag(a->slowdown, "--slowdown");
-    comm::verify_channel_from_env();  // refused here, before any rank starts, rather than in every rank
     if (!a->reference.empty()) {
       if (!a->baseline.empty()) throw InputError("--reference and --baseline: give one (an A/B run or a check against records)");
       if (::access(a->reference.c_str(), X_OK) != 0)

@@ -16,6 +16,7 @@
 #include "harness/launch/cancel.h"
 
 #include "harness/comm/engines.h"
+#include "harness/comm/verifier.h"
 #include "lockstep/config.h"
 
 namespace lockstep::launch {
@@ -94,6 +95,8 @@ void check_invariance(const std::vector<scenario::Scenario>& scenarios,
 
 report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
                              const LaunchOptions& options, std::ostream& out) {
+  // Refused before anything is written or started, for every command that runs scenarios.
+  comm::verify_channel_from_env();
   report::RunSummary run;
   run.lockstep_version = std::string(LOCKSTEP_VERSION) + "+" + LOCKSTEP_GIT_REV;
   run.torch_version = comm::torch_version();
