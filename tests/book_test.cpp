@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace lockstep::ref {
 namespace {
 
@@ -20,16 +22,7 @@ using Ids = std::vector<std::int64_t>;
 
 const Device kCpu{};
 
-// Runs `fn` and returns the message of the exception of type E it throws ("" when none).
-template <class E, class Fn>
-std::string message_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::message_of;
 
 // The part of `id` by a linear scan of the offsets: the last p with offsets[p] <= id among
 // non-empty parts.

@@ -13,6 +13,7 @@
 
 #include "reference/common/philox.h"
 #include "reference/graph/graph.h"
+#include "tests/test_util.h"
 
 namespace lockstep::ref {
 namespace {
@@ -20,19 +21,7 @@ namespace {
 using Ids = std::vector<std::int64_t>;
 using Parts = std::vector<std::int32_t>;
 
-template <class E, class Fn>
-std::string message_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
+using test::message_of;
 
 std::uint64_t splitmix64_expected(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

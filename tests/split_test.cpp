@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace lockstep::ref {
 namespace {
 
@@ -37,15 +39,7 @@ Ids concat(const std::vector<Ids>& chunks) {
   return all;
 }
 
-template <class E, class Fn>
-std::string message_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::message_of;
 
 // ---- rank_split ---------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/baseline/sqlite.h"
@@ -64,16 +65,7 @@ void expect_plain(const std::string& message, const std::string& file) {
 // The InputError message of `open` (fails the test when it does not throw one).
 template <typename F>
 std::string input_error_of(F&& open) {
-  try {
-    open();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not an InputError: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception";
-  return "";
+  return test::message_of<InputError>(std::forward<F>(open));
 }
 
 // Runs `sql` on `file` through SQLite directly, not through the code under test.
