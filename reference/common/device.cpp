@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "lockstep/config.h"
 
@@ -78,6 +79,21 @@ void cuda_free(void*) noexcept {}
 void cuda_copy_to_device(void*, const void*, std::size_t) { no_cuda(); }
 void cuda_copy_to_host(void*, const void*, std::size_t) { no_cuda(); }
 #endif
+
+const std::vector<const void*>& DeviceMirror::on(int device,
+                                                 const std::vector<Array>& arrays) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = copies_.find(device);
+  if (it != copies_.end()) return it->second.pointers;
+  cuda_set_device(device);
+  Copies c;
+  for (const Array& a : arrays) {
+    c.buffers.emplace_back(a.bytes);
+    if (a.bytes > 0) cuda_copy_to_device(c.buffers.back().data(), a.data, a.bytes);
+    c.pointers.push_back(c.buffers.back().data());
+  }
+  return copies_.emplace(device, std::move(c)).first->second.pointers;
+}
 
 IdArray::IdArray(IdType type, std::int64_t size, Device device)
     : type_(type), size_(size), device_(device) {

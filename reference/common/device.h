@@ -5,7 +5,9 @@
 // cuda_device_count() returns 0.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,27 @@ class CudaBuffer {
  private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
+};
+
+// Copies of host arrays in the memory of each CUDA device that asks for them (lookup tables
+// for kernels), made on a device's first request and kept until destruction. Thread-safe.
+class DeviceMirror {
+ public:
+  struct Array {
+    const void* data;
+    std::size_t bytes;
+  };
+  // Device pointers to copies of `arrays` on CUDA device `device`, in their order; copies
+  // them on the first call for that device (later calls must pass the same contents).
+  const std::vector<const void*>& on(int device, const std::vector<Array>& arrays) const;
+
+ private:
+  struct Copies {
+    std::vector<CudaBuffer> buffers;
+    std::vector<const void*> pointers;
+  };
+  mutable std::mutex mu_;
+  mutable std::map<int, Copies> copies_;
 };
 
 // A non-owning 1-D array of ids.

@@ -7,6 +7,12 @@
 #include <string>
 #include <thread>
 
+#include "lockstep/config.h"
+#include "reference/partition/lookup_one.h"
+#if LOCKSTEP_HAVE_CUDA_KERNELS
+#include "reference/partition/cuda/lookup.h"
+#endif
+
 namespace lockstep::ref {
 
 namespace {
@@ -23,7 +29,12 @@ std::int64_t id_at(const void* ids, IdType type, std::int64_t i) {
 
 std::string range_text(std::int64_t end) { return "[0, " + std::to_string(end) + ")"; }
 
-// CUDA ids are staged through the host, which needs their device.
+// What a lookup does with CUDA ids, for the message of require_device.
+constexpr const char* kCudaPath = LOCKSTEP_HAVE_CUDA_KERNELS
+                                      ? " (the reference looks CUDA ids up on their device)"
+                                      : " (the reference copies CUDA ids to the host and back)";
+
+// CUDA ids are looked up on their device, or staged through the host: either needs it.
 void require_device(Device device, const char* what) {
   if (!device.is_cuda()) return;
   const int count = cuda_device_count();
@@ -32,7 +43,7 @@ void require_device(Device device, const char* what) {
                            (count == 0
                                 ? std::string("no CUDA device is visible")
                                 : "only " + std::to_string(count) + " CUDA device(s) are visible") +
-                           " (the reference copies CUDA ids to the host and back)");
+                           kCudaPath);
 }
 
 }  // namespace
@@ -99,6 +110,12 @@ void PartitionBook::run(Op op, int part, IdSpan ids, IdArray& out, const char* w
     return;
   }
   std::vector<unsigned char> host_ids(static_cast<std::size_t>(ids.size) * id_size(ids.type));
+  if (LOCKSTEP_HAVE_CUDA_KERNELS) {
+    if (lookup_cuda(op, part, ids, out.data()) < 0) return;
+    // Name the first invalid id as the CPU does (the kernel found one at least).
+    cuda_copy_to_host(host_ids.data(), ids.data, host_ids.size());
+    report_invalid(op, part, host_ids.data(), ids.type, ids.size);
+  }
   cuda_copy_to_host(host_ids.data(), ids.data, host_ids.size());
   IdArray host_out(out_type, ids.size, Device{});
   if (!lookup_host(op, part, host_ids.data(), ids.type, ids.size, host_out.data())) {
@@ -214,13 +231,24 @@ std::vector<std::int64_t> RangePartitionBook::part_nodes(int part) const {
 }
 
 int RangePartitionBook::owner(std::int64_t id) const {
-  // The number of part starts after the first that are <= id.
-  const auto it = std::upper_bound(offsets_.begin() + 1, offsets_.end() - 1, id);
-  return static_cast<int>(it - (offsets_.begin() + 1));
+  return lookup_one::range_owner({offsets_.data(), num_parts()}, id);
 }
 
 std::int64_t RangePartitionBook::to_global(int part, std::int64_t local) const {
   return offsets_[static_cast<std::size_t>(part)] + local;
+}
+
+std::int64_t RangePartitionBook::lookup_cuda(Op op, int part, IdSpan ids, void* out) const {
+#if LOCKSTEP_HAVE_CUDA_KERNELS
+  const auto& d = mirror_->on(ids.device.index, {{offsets_.data(), offsets_.size() * 8}});
+  return cuda::range_lookup(ids.device.index,
+                            {static_cast<const std::int64_t*>(d[0]), num_parts()},
+                            static_cast<int>(op), part, ids.data, ids.type == IdType::kI32,
+                            ids.size, out);
+#else
+  (void)op, (void)part, (void)ids, (void)out;
+  throw std::logic_error("RangePartitionBook::lookup_cuda: this build has no CUDA kernels");
+#endif
 }
 
 // ---- MapPartitionBook -------------------------------------------------------------------
@@ -293,6 +321,24 @@ std::vector<std::int64_t> MapPartitionBook::part_nodes(int part) const {
 
 int MapPartitionBook::owner(std::int64_t id) const {
   return part_of_[static_cast<std::size_t>(id)];
+}
+
+std::int64_t MapPartitionBook::lookup_cuda(Op op, int part, IdSpan ids, void* out) const {
+#if LOCKSTEP_HAVE_CUDA_KERNELS
+  const auto& d = mirror_->on(ids.device.index, {{part_of_.data(), part_of_.size() * 4},
+                                                 {local_.data(), local_.size() * 8},
+                                                 {ptr_.data(), ptr_.size() * 8},
+                                                 {nodes_.data(), nodes_.size() * 8}});
+  const lookup_one::MapTable table{static_cast<const std::int32_t*>(d[0]),
+                                   static_cast<const std::int64_t*>(d[1]),
+                                   static_cast<const std::int64_t*>(d[2]),
+                                   static_cast<const std::int64_t*>(d[3]), num_nodes()};
+  return cuda::map_lookup(ids.device.index, table, static_cast<int>(op), part, ids.data,
+                          ids.type == IdType::kI32, ids.size, out);
+#else
+  (void)op, (void)part, (void)ids, (void)out;
+  throw std::logic_error("MapPartitionBook::lookup_cuda: this build has no CUDA kernels");
+#endif
 }
 
 std::int64_t MapPartitionBook::to_global(int part, std::int64_t local) const {

@@ -5,10 +5,14 @@
 //
 // Device policy. Ids are int32 or int64, on the host or a CUDA device, and every result is on
 // the input's device. Partition ids are int32; local and global ids keep the input's IdType.
-// For CUDA inputs the reference copies the ids to the host, computes there and copies the
-// result back (a CUDA kernel is future work). CUDA ids therefore need that CUDA device at run
-// time; without it every lookup throws std::runtime_error naming the device. Lookups never
-// fail on CUDA ids for any other reason (DGL 2.1.0's did: it converted CUDA ids to NumPy).
+// For CUDA inputs the lookup runs on that device: a CUDA kernel per lookup
+// (reference/partition/cuda/), over the same per-id functions as the CPU
+// (reference/partition/lookup_one.h), with the book's tables copied to the device on its
+// first lookup there. A build without nvcc (LOCKSTEP_HAVE_CUDA_KERNELS 0) copies the ids to
+// the host, computes there and copies the result back. CUDA ids therefore need that CUDA
+// device at run time; without it every lookup throws std::runtime_error naming the device.
+// Lookups never fail on CUDA ids for any other reason (DGL 2.1.0's did: it converted CUDA
+// ids to NumPy). Results and errors are the same on every device.
 //
 // Validation. Every id is checked. A negative id, a node id >= num_nodes(), or a local id >=
 // the part's size throws std::out_of_range naming the first offending value and its position,
@@ -23,9 +27,11 @@
 // depend on the thread count. set_threads() must not race lookups.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "reference/common/device.h"
+#include "reference/partition/lookup_one.h"
 
 namespace lockstep::ref {
 
@@ -70,13 +76,22 @@ class PartitionBook {
   void set_threads(int threads);
 
  protected:
-  enum class Op : std::uint8_t { kPartId, kLocalId, kLocalToGlobal, kGlobalToLocal };
+  enum class Op : std::uint8_t {
+    kPartId = lookup_one::kPartId,
+    kLocalId = lookup_one::kLocalId,
+    kLocalToGlobal = lookup_one::kLocalToGlobal,
+    kGlobalToLocal = lookup_one::kGlobalToLocal,
+  };
 
   // Computes `op` for host ids[0, n) of `type` into host `out` (int32 for kPartId, else
   // `type`). Returns false, with `out` unspecified, when some input is invalid for `op`;
   // the caller then finds and reports the first one. Must not throw.
   virtual bool lookup_host(Op op, int part, const void* ids, IdType type, std::int64_t n,
                            void* out) const = 0;
+  // Computes `op` for CUDA ids (ids.size > 0) into `out` on their device with lockstep's
+  // kernels; returns -1, or the position of the first invalid input. Called only when the
+  // kernels are compiled (LOCKSTEP_HAVE_CUDA_KERNELS).
+  virtual std::int64_t lookup_cuda(Op op, int part, IdSpan ids, void* out) const = 0;
   // The global ids `part` owns, ascending (part already checked).
   virtual std::vector<std::int64_t> part_nodes(int part) const = 0;
   // The partition of a valid node id, and the global id of a valid local id of `part`.
@@ -96,6 +111,10 @@ class PartitionBook {
                                    std::int64_t n) const;
 
   int threads_ = 1;
+
+ protected:
+  // The tables' copies on CUDA devices, shared by copies of the book (books do not change).
+  std::shared_ptr<DeviceMirror> mirror_ = std::make_shared<DeviceMirror>();
 };
 
 // DGL's range book over relabelled ids: part p owns [part_offsets[p], part_offsets[p+1]).
@@ -115,6 +134,7 @@ class RangePartitionBook final : public PartitionBook {
   // Defined with the hot loops in reference/partition/cpu/lookup.cpp.
   bool lookup_host(Op op, int part, const void* ids, IdType type, std::int64_t n,
                    void* out) const override;
+  std::int64_t lookup_cuda(Op op, int part, IdSpan ids, void* out) const override;
   std::vector<std::int64_t> part_nodes(int part) const override;
   int owner(std::int64_t id) const override;
   std::int64_t to_global(int part, std::int64_t local) const override;
@@ -144,6 +164,7 @@ class MapPartitionBook final : public PartitionBook {
   // Defined with the hot loops in reference/partition/cpu/lookup.cpp.
   bool lookup_host(Op op, int part, const void* ids, IdType type, std::int64_t n,
                    void* out) const override;
+  std::int64_t lookup_cuda(Op op, int part, IdSpan ids, void* out) const override;
   std::vector<std::int64_t> part_nodes(int part) const override;
   int owner(std::int64_t id) const override;
   std::int64_t to_global(int part, std::int64_t local) const override;
