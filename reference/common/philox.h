@@ -19,6 +19,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "reference/common/hd.h"
+
 namespace lockstep::ref {
 
 inline constexpr std::uint32_t kPhiloxM0 = 0xD2511F53u;
@@ -26,20 +28,41 @@ inline constexpr std::uint32_t kPhiloxM1 = 0xCD9E8D57u;
 inline constexpr std::uint32_t kPhiloxW0 = 0x9E3779B9u;
 inline constexpr std::uint32_t kPhiloxW1 = 0xBB67AE85u;
 
+// Philox4x32-10 of counter words c[0..4) under key (k0, k1), in place: the one implementation,
+// for the host and (under nvcc) CUDA kernels, which the std::array forms below call.
+LOCKSTEP_HD constexpr void philox4x32_10_words(std::uint32_t* c, std::uint32_t k0,
+                                               std::uint32_t k1) {
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += kPhiloxW0;
+      k1 += kPhiloxW1;
+    }
+    const std::uint64_t p0 = std::uint64_t{kPhiloxM0} * c[0];
+    const std::uint64_t p1 = std::uint64_t{kPhiloxM1} * c[2];
+    const std::uint32_t x0 = static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0;
+    const std::uint32_t x2 = static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1;
+    c[0] = x0;
+    c[1] = static_cast<std::uint32_t>(p1);
+    c[2] = x2;
+    c[3] = static_cast<std::uint32_t>(p0);
+  }
+}
+
+// philox_u64x2 (below) as two words w0, w1, for the host and CUDA kernels.
+LOCKSTEP_HD constexpr void philox_u64x2_words(std::uint64_t key, std::uint64_t c0,
+                                              std::uint64_t c1, std::uint64_t* w0,
+                                              std::uint64_t* w1) {
+  std::uint32_t c[4] = {static_cast<std::uint32_t>(c0), static_cast<std::uint32_t>(c0 >> 32),
+                        static_cast<std::uint32_t>(c1), static_cast<std::uint32_t>(c1 >> 32)};
+  philox4x32_10_words(c, static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32));
+  *w0 = c[0] | (std::uint64_t{c[1]} << 32);
+  *w1 = c[2] | (std::uint64_t{c[3]} << 32);
+}
+
 // Returns Philox4x32-10 of `counter` under `key` (Random123's philox4x32_R(10, ...)).
 constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> counter,
                                                      std::array<std::uint32_t, 2> key) {
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      key[0] += kPhiloxW0;
-      key[1] += kPhiloxW1;
-    }
-    const std::uint64_t p0 = std::uint64_t{kPhiloxM0} * counter[0];
-    const std::uint64_t p1 = std::uint64_t{kPhiloxM1} * counter[2];
-    counter = {
-        static_cast<std::uint32_t>(p1 >> 32) ^ counter[1] ^ key[0], static_cast<std::uint32_t>(p1),
-        static_cast<std::uint32_t>(p0 >> 32) ^ counter[3] ^ key[1], static_cast<std::uint32_t>(p0)};
-  }
+  philox4x32_10_words(counter.data(), key[0], key[1]);
   return counter;
 }
 
@@ -47,11 +70,9 @@ constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4
 // (see the definition at the top of this file).
 constexpr std::array<std::uint64_t, 2> philox_u64x2(std::uint64_t key, std::uint64_t c0,
                                                     std::uint64_t c1) {
-  const auto w =
-      philox4x32_10({static_cast<std::uint32_t>(c0), static_cast<std::uint32_t>(c0 >> 32),
-                     static_cast<std::uint32_t>(c1), static_cast<std::uint32_t>(c1 >> 32)},
-                    {static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32)});
-  return {w[0] | (std::uint64_t{w[1]} << 32), w[2] | (std::uint64_t{w[3]} << 32)};
+  std::array<std::uint64_t, 2> w{};
+  philox_u64x2_words(key, c0, c1, &w[0], &w[1]);
+  return w;
 }
 
 // Returns the first 64-bit word of philox_u64x2(key, c0, c1): words 0 | 1 << 32.
@@ -64,13 +85,19 @@ constexpr double uniform01(std::uint64_t bits) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
+// uniform_below (below) without its check of n (n >= 1), for the host and CUDA kernels: the
+// high 64 bits of the 128-bit product.
+LOCKSTEP_HD constexpr std::uint64_t uniform_below_unchecked(std::uint64_t bits, std::uint64_t n) {
+  return static_cast<std::uint64_t>((static_cast<unsigned __int128>(bits) * n) >> 64);
+}
+
 // Returns an integer in [0, n): floor(bits * n / 2^64) (Lemire's multiply-high, no rejection
 // loop, so exactly one draw per call). Bias: each result has probability within 2^-64 of 1/n
 // (it is hit by floor(2^64/n) or ceil(2^64/n) of the 2^64 inputs). Throws
 // std::invalid_argument when n == 0.
 constexpr std::uint64_t uniform_below(std::uint64_t bits, std::uint64_t n) {
   if (n == 0) throw std::invalid_argument("uniform_below: n must be >= 1, got 0");
-  return static_cast<std::uint64_t>((static_cast<unsigned __int128>(bits) * n) >> 64);
+  return uniform_below_unchecked(bits, n);
 }
 
 // The second counter word c1 used by each consumer: stream_counter(stream, sub) =

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "reference/common/philox.h"
+#include "reference/sampling/sample_one.h"
 #include "reference/sampling/neighbor.h"
 
 namespace lockstep::ref::detail {
@@ -36,11 +37,9 @@ namespace {
 constexpr std::int64_t kChunk = 256;  // frontier nodes per work unit
 
 // sample_count without the argument checks (arguments are checked by the callers).
-std::int64_t count_of(std::int64_t degree, std::int64_t fanout, bool replace) {
-  if (degree == 0 || fanout == 0) return 0;
-  if (fanout < 0) return degree;
-  return replace ? fanout : std::min(degree, fanout);
-}
+using sample_one::count;
+// Whether a node of degree d needs random draws (otherwise it takes its whole row or nothing).
+using sample_one::draws;
 
 // Displaced entries of the virtual array of a partial Fisher-Yates: get(j) is j unless set(j)
 // was called since the last reset(). Open addressing on the low bits of j (positions are
@@ -142,7 +141,7 @@ class RowSampler {
     std::size_t total = 0;
     std::size_t calls = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      counts[i] = count_of(degree[i], fanout, replace);
+      counts[i] = count(degree[i], fanout, replace);
       total += static_cast<std::size_t>(counts[i]);
       if (draws(degree[i], fanout, replace)) calls += static_cast<std::size_t>(calls_per_node);
     }
@@ -207,11 +206,6 @@ class RowSampler {
   }
 
  private:
-  // Whether a node of degree d needs random draws (otherwise it takes its whole row or nothing).
-  static bool draws(std::int64_t d, std::int64_t fanout, bool replace) {
-    return d > 0 && fanout > 0 && (replace || d > fanout);
-  }
-
   std::vector<std::uint64_t> call_node_;
   std::vector<std::uint32_t> call_sub_;
   std::vector<std::uint64_t> w0_;
@@ -549,11 +543,20 @@ SampledBlocks sample_blocks(const CsrGraph& graph, const std::vector<std::int64_
 void sample_node_cpu(const std::int64_t* neighbors, const std::int64_t* edge_ids,
                      std::int64_t degree, std::int64_t fanout, bool replace, std::uint64_t hop_key,
                      std::int64_t node, std::int64_t* out_nbrs, std::int64_t* out_eids) {
-  thread_local RowSampler sampler;
-  const std::int64_t row = 0;
-  std::int64_t count = 0;
-  sampler.plan(&node, &row, &degree, 1, fanout, replace, hop_key, &count);
-  sampler.gather(neighbors, edge_ids, out_nbrs, out_eids);
+  // The per-node function the CUDA kernels share (sampling/sample_one.h): positions go to
+  // out_nbrs first, displaced entries to out_eids and a scratch row.
+  const std::int64_t n = count(degree, fanout, replace);
+  thread_local std::vector<std::int64_t> swap_val;
+  if (sample_one::draws(degree, fanout, replace) && !replace) {
+    swap_val.resize(static_cast<std::size_t>(fanout));
+  }
+  sample_one::positions(degree, fanout, replace, hop_key, node, out_nbrs, out_eids,
+                        swap_val.data());
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::int64_t p = out_nbrs[t];
+    out_nbrs[t] = neighbors[p];
+    out_eids[t] = edge_ids[p];
+  }
 }
 
 HopSample sample_hop_cpu(const CsrGraph& rows, const std::vector<std::int64_t>& nodes,

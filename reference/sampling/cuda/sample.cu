@@ -1,0 +1,142 @@
+// Neighbor sampling's CUDA kernels (reference/sampling/cuda/sample.h): one thread per node,
+// each running the per-node function the CPU's sample_node runs; CUB's prefix sum for the
+// output offsets.
+#include "reference/sampling/cuda/sample.h"
+
+#include <cuda_runtime.h>
+
+#include <cub/device/device_scan.cuh>
+#include <stdexcept>
+#include <string>
+
+#include "reference/sampling/sample_one.h"
+
+namespace lockstep::ref::cuda {
+
+namespace {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string("neighbor sampling on CUDA: ") + what + ": " +
+                             cudaGetErrorString(err));
+  }
+}
+
+constexpr unsigned long long kNone = ~0ULL;
+constexpr int kThreads = 256;
+
+int blocks_for(int device, std::int64_t n) {
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+        "cudaDeviceGetAttribute");
+  const std::int64_t wanted = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(wanted < 32LL * sms ? wanted : 32LL * sms);
+}
+
+template <class In>
+__global__ void plan_kernel(CsrRows rows, const In* __restrict__ nodes, std::int64_t n,
+                            std::int64_t fanout, bool replace, std::int64_t* __restrict__ counts,
+                            unsigned long long* first_bad) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const auto v = static_cast<std::int64_t>(nodes[i]);
+    if (v < 0 || v >= rows.num_nodes) {
+      atomicMin(first_bad, static_cast<unsigned long long>(i));
+      counts[i] = 0;
+      continue;
+    }
+    counts[i] = sample_one::count(rows.indptr[v + 1] - rows.indptr[v], fanout, replace);
+  }
+}
+
+template <class In>
+__global__ void draw_kernel(CsrRows rows, const In* __restrict__ nodes, std::int64_t n,
+                            std::int64_t fanout, bool replace, std::uint64_t hop_key,
+                            const std::int64_t* __restrict__ offsets,
+                            std::int64_t* __restrict__ out_nbrs,
+                            std::int64_t* __restrict__ out_eids,
+                            std::int64_t* __restrict__ scratch) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const auto v = static_cast<std::int64_t>(nodes[i]);
+    const std::int64_t row = rows.indptr[v];
+    const std::int64_t degree = rows.indptr[v + 1] - row;
+    const std::int64_t at = offsets[i];
+    const std::int64_t c = offsets[i + 1] - at;
+    // As the CPU's sample_node: positions to out_nbrs, displaced entries to out_eids and
+    // scratch, then the neighbors and edge ids at those positions.
+    sample_one::positions(degree, fanout, replace, hop_key, v, out_nbrs + at, out_eids + at,
+                          scratch + at);
+    for (std::int64_t t = 0; t < c; ++t) {
+      const std::int64_t p = row + out_nbrs[at + t];
+      out_nbrs[at + t] = rows.indices[p];
+      out_eids[at + t] = rows.edge_ids[p];
+    }
+  }
+}
+
+}  // namespace
+
+std::int64_t sample_hop_plan(int device, CsrRows rows, const void* nodes, bool int32_ids,
+                             std::int64_t n, std::int64_t fanout, bool replace,
+                             std::int64_t* counts, std::int64_t* offsets, std::int64_t* total) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  check(cudaMemset(offsets, 0, sizeof(std::int64_t)), "cudaMemset");
+  *total = 0;
+  if (n <= 0) return -1;
+  unsigned long long* first_bad = nullptr;
+  check(cudaMalloc(&first_bad, sizeof *first_bad), "cudaMalloc");
+  unsigned long long bad = kNone;
+  void* temp = nullptr;
+  cudaError_t err = cudaMemcpy(first_bad, &bad, sizeof bad, cudaMemcpyHostToDevice);
+  if (err == cudaSuccess) {
+    const int blocks = blocks_for(device, n);
+    if (int32_ids) {
+      plan_kernel<<<blocks, kThreads>>>(rows, static_cast<const std::int32_t*>(nodes), n, fanout,
+                                        replace, counts, first_bad);
+    } else {
+      plan_kernel<<<blocks, kThreads>>>(rows, static_cast<const std::int64_t*>(nodes), n, fanout,
+                                        replace, counts, first_bad);
+    }
+    err = cudaGetLastError();
+  }
+  std::size_t temp_bytes = 0;
+  if (err == cudaSuccess) {
+    err = cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, counts, offsets + 1, n);
+  }
+  if (err == cudaSuccess) err = cudaMalloc(&temp, temp_bytes);
+  if (err == cudaSuccess) {
+    err = cub::DeviceScan::InclusiveSum(temp, temp_bytes, counts, offsets + 1, n);
+  }
+  // Blocking copies: they wait for the kernel and the scan.
+  if (err == cudaSuccess) err = cudaMemcpy(&bad, first_bad, sizeof bad, cudaMemcpyDeviceToHost);
+  if (err == cudaSuccess) {
+    err = cudaMemcpy(total, offsets + n, sizeof *total, cudaMemcpyDeviceToHost);
+  }
+  cudaFree(temp);
+  cudaFree(first_bad);
+  check(err, "plan");
+  return bad == kNone ? -1 : static_cast<std::int64_t>(bad);
+}
+
+void sample_hop_draw(int device, CsrRows rows, const void* nodes, bool int32_ids, std::int64_t n,
+                     std::int64_t fanout, bool replace, std::uint64_t hop_key,
+                     const std::int64_t* offsets, std::int64_t* out_nbrs,
+                     std::int64_t* out_eids, std::int64_t* scratch) {
+  if (n <= 0) return;
+  check(cudaSetDevice(device), "cudaSetDevice");
+  const int blocks = blocks_for(device, n);
+  if (int32_ids) {
+    draw_kernel<<<blocks, kThreads>>>(rows, static_cast<const std::int32_t*>(nodes), n, fanout,
+                                      replace, hop_key, offsets, out_nbrs, out_eids, scratch);
+  } else {
+    draw_kernel<<<blocks, kThreads>>>(rows, static_cast<const std::int64_t*>(nodes), n, fanout,
+                                      replace, hop_key, offsets, out_nbrs, out_eids, scratch);
+  }
+  check(cudaGetLastError(), "draw kernel");
+  check(cudaStreamSynchronize(0), "draw kernel");
+}
+
+}  // namespace lockstep::ref::cuda

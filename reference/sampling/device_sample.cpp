@@ -1,0 +1,81 @@
+#include "reference/sampling/device_sample.h"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "lockstep/config.h"
+#if LOCKSTEP_HAVE_CUDA_KERNELS
+#include "reference/sampling/cuda/sample.h"
+#endif
+
+namespace lockstep::ref {
+
+const std::vector<const void*>& SampleRows::on(int device) const {
+  const CsrGraph& g = *rows_;
+  return mirror_->on(device, {{g.indptr.data(), g.indptr.size() * sizeof(std::int64_t)},
+                              {g.indices.data(), g.indices.size() * sizeof(std::int64_t)},
+                              {g.edge_ids.data(), g.edge_ids.size() * sizeof(std::int64_t)}});
+}
+
+DeviceHopSample sample_hop(const SampleRows& rows, IdSpan nodes, std::int64_t fanout,
+                           bool replace, const SampleKey& key) {
+  const CsrGraph& g = rows.host();
+  if (nodes.size < 0 || (nodes.size > 0 && nodes.data == nullptr)) {
+    throw std::invalid_argument("sample_hop: " + std::to_string(nodes.size) +
+                                " nodes at a null or negative span");
+  }
+  const Device dev = nodes.device;
+  if (dev.is_cuda()) {
+    const int visible = cuda_device_count();
+    if (dev.index < 0 || dev.index >= visible) {
+      throw std::runtime_error("sample_hop: nodes are on " + to_string(dev) + " but " +
+                               (visible == 0 ? std::string("no CUDA device is visible")
+                                             : "only " + std::to_string(visible) +
+                                                   " CUDA device(s) are visible"));
+    }
+  }
+  const auto through_host = [&] {
+    const HopSample h = sample_hop(g, to_host_i64(nodes), fanout, replace, key);
+    return DeviceHopSample{IdArray::from_host(h.counts, IdType::kI64, dev),
+                           IdArray::from_host(h.nbrs, IdType::kI64, dev),
+                           IdArray::from_host(h.eids, IdType::kI64, dev)};
+  };
+#if !LOCKSTEP_HAVE_CUDA_KERNELS
+  return through_host();
+#else
+  if (!dev.is_cuda()) return through_host();
+  // The host's argument checks and messages (no nodes: nothing is sampled).
+  sample_hop(g, std::vector<std::int64_t>{}, fanout, replace, key);
+  const std::uint64_t hop_key = sample_hop_key(key);
+  const auto& d = rows.on(dev.index);
+  const cuda::CsrRows device_rows{static_cast<const std::int64_t*>(d[0]),
+                                  static_cast<const std::int64_t*>(d[1]),
+                                  static_cast<const std::int64_t*>(d[2]), g.num_nodes};
+  const bool int32_ids = nodes.type == IdType::kI32;
+  DeviceHopSample out;
+  out.counts = IdArray(IdType::kI64, nodes.size, dev);
+  CudaBuffer offsets(static_cast<std::size_t>(nodes.size + 1) * sizeof(std::int64_t));
+  std::int64_t total = 0;
+  const std::int64_t bad = cuda::sample_hop_plan(
+      dev.index, device_rows, nodes.data, int32_ids, nodes.size, fanout, replace,
+      static_cast<std::int64_t*>(out.counts.data()), static_cast<std::int64_t*>(offsets.data()),
+      &total);
+  if (bad >= 0) {
+    // Name the first bad node as the host does (the kernel found one at least).
+    sample_hop(g, to_host_i64(nodes), fanout, replace, key);
+    throw std::logic_error("sample_hop: the device found a bad node that the host did not");
+  }
+  out.nbrs = IdArray(IdType::kI64, total, dev);
+  out.eids = IdArray(IdType::kI64, total, dev);
+  CudaBuffer scratch(static_cast<std::size_t>(total) * sizeof(std::int64_t));
+  cuda::sample_hop_draw(dev.index, device_rows, nodes.data, int32_ids, nodes.size, fanout,
+                        replace, hop_key, static_cast<const std::int64_t*>(offsets.data()),
+                        static_cast<std::int64_t*>(out.nbrs.data()),
+                        static_cast<std::int64_t*>(out.eids.data()),
+                        static_cast<std::int64_t*>(scratch.data()));
+  return out;
+#endif
+}
+
+}  // namespace lockstep::ref
