@@ -64,9 +64,10 @@ std::int64_t launch(int device, Book book, int op, int part, const void* ids, bo
   const std::int64_t wanted = (n + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(wanted < 32LL * sms ? wanted : 32LL * sms);
   unsigned long long* first_bad = nullptr;
-  check(cudaMalloc(&first_bad, sizeof *first_bad), "cudaMalloc");
+  // Stream-ordered (pool) allocations: no device-wide synchronisation per call.
+  check(cudaMallocAsync(&first_bad, sizeof *first_bad, 0), "cudaMallocAsync");
   unsigned long long bad = kNone;
-  cudaError_t err = cudaMemcpy(first_bad, &bad, sizeof bad, cudaMemcpyHostToDevice);
+  cudaError_t err = cudaMemsetAsync(first_bad, 0xFF, sizeof *first_bad, 0);  // kNone
   if (err == cudaSuccess) {
     const bool part_ids = op == lookup_one::kPartId;
     if (int32_ids) {
@@ -83,7 +84,7 @@ std::int64_t launch(int device, Book book, int op, int part, const void* ids, bo
   }
   // A blocking copy: it waits for the kernel.
   if (err == cudaSuccess) err = cudaMemcpy(&bad, first_bad, sizeof bad, cudaMemcpyDeviceToHost);
-  cudaFree(first_bad);
+  cudaFreeAsync(first_bad, 0);
   check(err, "lookup kernel");
   return bad == kNone ? -1 : static_cast<std::int64_t>(bad);
 }

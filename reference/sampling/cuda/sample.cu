@@ -87,10 +87,11 @@ std::int64_t sample_hop_plan(int device, CsrRows rows, const void* nodes, bool i
   *total = 0;
   if (n <= 0) return -1;
   unsigned long long* first_bad = nullptr;
-  check(cudaMalloc(&first_bad, sizeof *first_bad), "cudaMalloc");
+  // Stream-ordered (pool) allocations: no device-wide synchronisation per call.
+  check(cudaMallocAsync(&first_bad, sizeof *first_bad, 0), "cudaMallocAsync");
   unsigned long long bad = kNone;
   void* temp = nullptr;
-  cudaError_t err = cudaMemcpy(first_bad, &bad, sizeof bad, cudaMemcpyHostToDevice);
+  cudaError_t err = cudaMemsetAsync(first_bad, 0xFF, sizeof *first_bad, 0);  // kNone
   if (err == cudaSuccess) {
     const int blocks = blocks_for(device, n);
     if (int32_ids) {
@@ -106,7 +107,7 @@ std::int64_t sample_hop_plan(int device, CsrRows rows, const void* nodes, bool i
   if (err == cudaSuccess) {
     err = cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, counts, offsets + 1, n);
   }
-  if (err == cudaSuccess) err = cudaMalloc(&temp, temp_bytes);
+  if (err == cudaSuccess) err = cudaMallocAsync(&temp, temp_bytes, 0);
   if (err == cudaSuccess) {
     err = cub::DeviceScan::InclusiveSum(temp, temp_bytes, counts, offsets + 1, n);
   }
@@ -115,8 +116,8 @@ std::int64_t sample_hop_plan(int device, CsrRows rows, const void* nodes, bool i
   if (err == cudaSuccess) {
     err = cudaMemcpy(total, offsets + n, sizeof *total, cudaMemcpyDeviceToHost);
   }
-  cudaFree(temp);
-  cudaFree(first_bad);
+  if (temp != nullptr) cudaFreeAsync(temp, 0);
+  cudaFreeAsync(first_bad, 0);
   check(err, "plan");
   return bad == kNone ? -1 : static_cast<std::int64_t>(bad);
 }
