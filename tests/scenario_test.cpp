@@ -425,6 +425,24 @@ TEST_F(ScenarioTest, BadValuesNameValueAndAllowed) {
   EXPECT_CONTAINS(input_error([&] { load_file(path); }),
                   path + ":8: run.backend: backend \"nccl\" requires device \"cuda\"");
 
+  // Gloo carries host buffers only: device "cuda" with gloo is for workloads that compute on
+  // the GPU and exchange on the host (lookup, sampling), not for collectives.
+  path = file_with_run("gloo_cuda.toml", "device = \"cuda\"\n");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":3: workload.kind: run.backend 'gloo' in lockstep carries host buffers only; "
+                         "use backend 'nccl' for device 'cuda' (workload 'collectives' has no GPU "
+                         "compute with host exchanges)");
+  for (const char* kind : {"lookup", "sampling"}) {
+    path = write(std::string(kind) + "_gloo_cuda.toml",
+                 std::string("name = \"x.gloo_cuda\"\n[workload]\nkind = \"") + kind +
+                     "\"\n[expect]\noutcome = \"pass\"\n[run]\ndevice = \"cuda\"\n");
+    const std::vector<Scenario> loaded = load_file(path);
+    ASSERT_EQ(loaded.size(), 1u) << kind;
+    EXPECT_EQ(loaded[0].device, Device::kCuda) << kind;
+    EXPECT_EQ(loaded[0].backend, Backend::kGloo) << kind;
+    EXPECT_TRUE(loaded[0].requires_cuda) << kind;
+  }
+
   path = write("bad_name.toml", R"(name = "Comm Bad"
 [workload]
 kind = "collectives"

@@ -38,7 +38,7 @@ struct Options {
 
 std::int64_t feature(std::int64_t orig_id) { return 3 * orig_id + 1; }
 
-// A host vector as a communicator buffer. With device "cuda" (backend nccl) the engine takes
+// A host vector as a communicator buffer. With backend nccl (device "cuda") the engine takes
 // CUDA buffers only, as ProcessGroupNCCL does, so the vector travels through a copy on the
 // rank's current GPU; back() copies an output home.
 class Wire {
@@ -67,17 +67,19 @@ class Wire {
   ref::CudaBuffer device_;
 };
 
-bool on_cuda(const RankContext& ctx) { return ctx.scenario.device == scenario::Device::kCuda; }
+// Whether the exchanges carry CUDA buffers: with backend nccl. With gloo and device "cuda" the
+// lookups run on the GPU and the exchanges on the host.
+bool wire_on_gpu(const RankContext& ctx) { return ctx.scenario.backend == scenario::Backend::kNccl; }
 
 void all_gather(RankContext& ctx, std::vector<std::int64_t>& in, std::vector<std::int64_t>& out) {
-  Wire i(in, on_cuda(ctx)), o(out, on_cuda(ctx));
+  Wire i(in, wire_on_gpu(ctx)), o(out, wire_on_gpu(ctx));
   ctx.comm.all_gather(i.view(), o.view());
   o.back();
 }
 
 void all_to_all(RankContext& ctx, std::vector<std::int64_t>& in, const std::vector<std::int64_t>& send_counts,
                 std::vector<std::int64_t>& out, const std::vector<std::int64_t>& recv_counts) {
-  Wire i(in, on_cuda(ctx)), o(out, on_cuda(ctx));
+  Wire i(in, wire_on_gpu(ctx)), o(out, wire_on_gpu(ctx));
   ctx.comm.all_to_all(i.view(), send_counts, o.view(), recv_counts);
   o.back();
 }
@@ -307,7 +309,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
 WorkloadSpec lookup_spec() {
   return WorkloadSpec{"lookup",
                       "partition lookup (nid2partid, nid2localnid) and owner feature fetch, checked against a brute-force reference",
-                      make, {"host_only_lookup", "minus_one_local"}};
+                      make, {"host_only_lookup", "minus_one_local"}, /*gpu_compute_host_exchange=*/true};
 }
 
 }  // namespace lockstep::workloads

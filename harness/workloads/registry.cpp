@@ -40,9 +40,11 @@ void validate(const scenario::Scenario& s) {
     for (const auto& w : all()) names += (names.empty() ? "" : ", ") + w.name;
     s.workload_config.fail("kind", "unknown workload '" + s.workload + "' (known: " + names + ")");
   }
-  if (s.backend == scenario::Backend::kGloo && s.device == scenario::Device::kCuda) {
+  if (s.backend == scenario::Backend::kGloo && s.device == scenario::Device::kCuda &&
+      !spec->gpu_compute_host_exchange) {
     s.workload_config.fail("kind", "run.backend 'gloo' in lockstep carries host buffers only; "
-                                   "use backend 'nccl' for device 'cuda'");
+                                   "use backend 'nccl' for device 'cuda' (workload '" +
+                                       s.workload + "' has no GPU compute with host exchanges)");
   }
   for (const auto& inj : s.injections) {
     const bool workload_kind = std::find(spec->injections.begin(), spec->injections.end(),

@@ -32,6 +32,7 @@
 #include "reference/loader/loader.h"
 #include "reference/partition/partition.h"
 #include "reference/sampling/checks.h"
+#include "reference/sampling/device_sample.h"
 #include "reference/sampling/neighbor.h"
 #include "reference/split/split.h"
 
@@ -221,6 +222,14 @@ class Sampling final : public Workload {
         draw(v, fanout, key, ctx.world_size, served.nbrs, served.eids);
         served.counts.push_back(static_cast<std::int64_t>(served.nbrs.size() - before));
       }
+    } else if (ctx.scenario.device == scenario::Device::kCuda) {
+      // The owner draws on its GPU with the reference's CUDA kernels (reference/sampling/
+      // cuda/): the host's pairs bit for bit, so the digest is the CPU variant's. The
+      // exchange stays on the host.
+      const ref::Device gpu{ref::DeviceKind::kCuda, ctx.local_rank % std::max(1, ref::cuda_device_count())};
+      const ref::IdArray ids = ref::IdArray::from_host(incoming, ref::IdType::kI64, gpu);
+      const ref::DeviceHopSample drawn = ref::sample_hop(device_rows_, ids.span(), fanout, o_.sample.replace, key);
+      served = ref::HopSample{drawn.counts.to_host(), drawn.nbrs.to_host(), drawn.eids.to_host()};
     } else {
       served = ref::sample_hop(rows_, incoming, fanout, o_.sample.replace, key);
     }
@@ -383,6 +392,7 @@ class Sampling final : public Workload {
 
   Options o_;
   ref::CsrGraph graph_, rows_;
+  ref::SampleRows device_rows_{rows_};  // rows_ on the GPU, copied at the first draw there
   std::vector<std::int32_t> part_of_;
   std::mt19937_64 rng_;
   bool fired_ = false;  // the per-node injected bug was marked as fired (once: draw() is hot)
@@ -439,7 +449,8 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
 WorkloadSpec sampling_spec() {
   return WorkloadSpec{"sampling",
                       "distributed multi-hop neighbor sampling through owner ranks, checked for repeatability, invariants and equality with single-process sampling",
-                      make, {"shared_generator", "wrong_slot", "fanout_overflow", "skip_empty_hop", "biased_draw"}};
+                      make, {"shared_generator", "wrong_slot", "fanout_overflow", "skip_empty_hop", "biased_draw"},
+                      /*gpu_compute_host_exchange=*/true};
 }
 
 }  // namespace lockstep::workloads

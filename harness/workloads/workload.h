@@ -54,6 +54,9 @@ struct WorkloadSpec {
   std::function<std::unique_ptr<Workload>(const scenario::Scenario&)> make;
   // The [[inject]] kinds this workload handles itself (beyond the communicator's faults).
   std::vector<std::string> injections;
+  // With run.device "cuda" and backend gloo: computes on the GPU and exchanges host buffers
+  // (otherwise that pair is refused: lockstep's Gloo carries host buffers only).
+  bool gpu_compute_host_exchange = false;
 };
 
 // The registered workloads, sorted by name.
