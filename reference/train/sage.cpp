@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "reference/common/philox.h"
+#include "reference/train/aggregate.h"
 
 namespace lockstep::ref::train {
 namespace {
@@ -192,18 +193,14 @@ Activations<T> forward(const SageConfig& config, const std::vector<T>& params, c
     const auto& s = shapes[static_cast<std::size_t>(l)];
     const Block& blk = blocks.blocks[static_cast<std::size_t>(L - 1 - l)];
     const std::size_t nd = blk.dst_nodes.size(), in = static_cast<std::size_t>(s.in), out = static_cast<std::size_t>(s.out);
-    std::vector<T> agg(nd * in, T(0));
-    std::vector<std::int64_t> deg(nd, 0);
-    for (std::size_t e = 0; e < blk.edge_src.size(); ++e) {
-      const auto d = static_cast<std::size_t>(blk.edge_dst[e]);
-      const auto src = static_cast<std::size_t>(blk.edge_src[e]);
-      ++deg[d];
-      for (std::size_t j = 0; j < in; ++j) agg[d * in + j] += h[src * in + j];
-    }
+    // Mean aggregation by the per-element function the CUDA kernel runs (aggregate.h).
+    const EdgeGroups groups = edge_groups(blk);
+    std::vector<T> agg(nd * in);
     for (std::size_t d = 0; d < nd; ++d) {
-      if (deg[d] == 0) continue;
-      const T inv = T(1) / static_cast<T>(deg[d]);
-      for (std::size_t j = 0; j < in; ++j) agg[d * in + j] *= inv;
+      for (std::size_t j = 0; j < in; ++j) {
+        agg[d * in + j] = mean_of_neighbors(h.data(), s.in, groups.src_of.data(), groups.dst_ptr[d],
+                                            groups.dst_ptr[d + 1], static_cast<std::int64_t>(j));
+      }
     }
     std::vector<T> z(nd * out);
     const T* ws = params.data() + s.w_self;
@@ -316,13 +313,15 @@ void backward(const SageConfig& config, const std::vector<T>& params, const Samp
         dagg[d * in + j] = b;
       }
     }
-    std::vector<std::int64_t> deg(nd, 0);
-    for (auto d : blk.edge_dst) ++deg[static_cast<std::size_t>(d)];
-    for (std::size_t e = 0; e < blk.edge_src.size(); ++e) {
-      const auto d = static_cast<std::size_t>(blk.edge_dst[e]);
-      const auto src = static_cast<std::size_t>(blk.edge_src[e]);
-      const T inv = T(1) / static_cast<T>(deg[d]);
-      for (std::size_t j = 0; j < in; ++j) dh[src * in + j] += dagg[d * in + j] * inv;
+    // The mean's gradient by the per-element function the CUDA kernel runs (aggregate.h),
+    // after each src's self-path term.
+    const EdgeGroups groups = edge_groups(blk);
+    for (std::size_t src = 0; src < ns; ++src) {
+      for (std::size_t j = 0; j < in; ++j) {
+        dh[src * in + j] = neighbor_gradient(dh[src * in + j], dagg.data(), s.in, groups.dst_of.data(),
+                                             groups.dst_ptr.data(), groups.src_ptr[src],
+                                             groups.src_ptr[src + 1], static_cast<std::int64_t>(j));
+      }
     }
     if (l == 0) {
       *dinputs = std::move(dh);

@@ -1,0 +1,84 @@
+// GraphSAGE mean aggregation's CUDA kernels (reference/train/cuda/aggregate.h): one thread
+// per output element, each running the per-element function the CPU model runs. Compiled
+// with --fmad=false, as the CPU never contracts a multiply and an add.
+#include "reference/train/cuda/aggregate.h"
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "reference/train/aggregate_one.h"
+
+namespace lockstep::ref::train::cuda {
+
+namespace {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string("mean aggregation on CUDA: ") + what + ": " +
+                             cudaGetErrorString(err));
+  }
+}
+
+constexpr int kThreads = 256;
+
+int blocks_for(int device, std::int64_t n) {
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+        "cudaDeviceGetAttribute");
+  const std::int64_t wanted = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(wanted < 32LL * sms ? wanted : 32LL * sms);
+}
+
+__global__ void forward_kernel(const std::int64_t* __restrict__ dst_ptr,
+                               const std::int64_t* __restrict__ src_of, std::int64_t n,
+                               const float* __restrict__ h, std::int64_t in,
+                               float* __restrict__ agg) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const std::int64_t d = i / in, j = i % in;
+    agg[i] = mean_of_neighbors(h, in, src_of, dst_ptr[d], dst_ptr[d + 1], j);
+  }
+}
+
+__global__ void backward_kernel(const std::int64_t* __restrict__ dst_ptr,
+                                const std::int64_t* __restrict__ src_ptr,
+                                const std::int64_t* __restrict__ dst_of, std::int64_t n,
+                                const float* __restrict__ dagg, const float* __restrict__ start,
+                                std::int64_t in, float* __restrict__ dh) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const std::int64_t s = i / in, j = i % in;
+    dh[i] = neighbor_gradient(start[i], dagg, in, dst_of, dst_ptr, src_ptr[s], src_ptr[s + 1], j);
+  }
+}
+
+}  // namespace
+
+void mean_aggregate(int device, const std::int64_t* dst_ptr, const std::int64_t* src_of,
+                    std::int64_t num_dst, const float* h, std::int64_t in, float* agg) {
+  const std::int64_t n = num_dst * in;
+  if (n <= 0) return;
+  check(cudaSetDevice(device), "cudaSetDevice");
+  forward_kernel<<<blocks_for(device, n), kThreads>>>(dst_ptr, src_of, n, h, in, agg);
+  check(cudaGetLastError(), "forward kernel");
+  check(cudaStreamSynchronize(0), "forward kernel");
+}
+
+void mean_aggregate_backward(int device, const std::int64_t* dst_ptr,
+                             const std::int64_t* src_ptr, const std::int64_t* dst_of,
+                             std::int64_t num_src, const float* dagg, const float* start,
+                             std::int64_t in, float* dh) {
+  const std::int64_t n = num_src * in;
+  if (n <= 0) return;
+  check(cudaSetDevice(device), "cudaSetDevice");
+  backward_kernel<<<blocks_for(device, n), kThreads>>>(dst_ptr, src_ptr, dst_of, n, dagg, start,
+                                                       in, dh);
+  check(cudaGetLastError(), "backward kernel");
+  check(cudaStreamSynchronize(0), "backward kernel");
+}
+
+}  // namespace lockstep::ref::train::cuda
