@@ -1,27 +1,22 @@
 #include "bench/cuda/limits.h"
 
-#include <cuda_runtime.h>
-
-#include <stdexcept>
-#include <string>
+#include "reference/common/cuda/launch.cuh"
 
 namespace lockstep::bench::cuda {
 
 namespace {
 
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string("GPU benchmark limit: ") + what + ": " +
-                             cudaGetErrorString(err));
-  }
-}
+using ref::cuda::grid_first;
+using ref::cuda::grid_stride;
+
+constexpr const char* kWork = "GPU benchmark limit";
+
+void check(cudaError_t err, const char* what) { ref::cuda::check(err, kWork, what); }
 
 __global__ void gather_kernel(const std::int64_t* __restrict__ table,
                               const std::int64_t* __restrict__ index, std::int64_t n,
                               std::int64_t* __restrict__ out) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_stride()) {
     out[i] = table[index[i]];
   }
 }
@@ -48,13 +43,10 @@ double timed(F launch) {
 
 double gather_seconds(const std::int64_t* table, const std::int64_t* index, std::int64_t n,
                       std::int64_t* out) {
-  int device = 0, sms = 0;
+  int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-        "cudaDeviceGetAttribute");
-  const std::int64_t wanted = (n + 255) / 256;
-  const int blocks = static_cast<int>(wanted < 32LL * sms ? wanted : 32LL * sms);
-  return timed([&] { gather_kernel<<<blocks, 256>>>(table, index, n, out); });
+  const int blocks = ref::cuda::grid_blocks(device, n, kWork);
+  return timed([&] { gather_kernel<<<blocks, ref::cuda::kThreadsPerBlock>>>(table, index, n, out); });
 }
 
 double copy_seconds(void* dst, const void* src, std::size_t bytes) {

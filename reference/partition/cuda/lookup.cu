@@ -3,21 +3,15 @@
 // kept with atomicMin.
 #include "reference/partition/cuda/lookup.h"
 
-#include <cuda_runtime.h>
-
-#include <stdexcept>
-#include <string>
+#include "reference/common/cuda/launch.cuh"
 
 namespace lockstep::ref::cuda {
 
 namespace {
 
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string("partition lookup on CUDA: ") + what + ": " +
-                             cudaGetErrorString(err));
-  }
-}
+constexpr const char* kWork = "partition lookup on CUDA";
+
+void check(cudaError_t err, const char* what) { cuda::check(err, kWork, what); }
 
 constexpr unsigned long long kNone = ~0ULL;
 
@@ -40,9 +34,7 @@ template <class Book, class In, class Out>
 __global__ void lookup_kernel(Book book, int op, int part, const In* __restrict__ ids,
                               std::int64_t n, Out* __restrict__ out,
                               unsigned long long* first_bad) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_stride()) {
     std::int64_t r = 0;
     if (book(op, part, static_cast<std::int64_t>(ids[i]), sizeof(In) == 4, &r)) {
       out[i] = static_cast<Out>(r);
@@ -57,12 +49,8 @@ std::int64_t launch(int device, Book book, int op, int part, const void* ids, bo
                     std::int64_t n, void* out) {
   if (n <= 0) return -1;
   check(cudaSetDevice(device), "cudaSetDevice");
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-        "cudaDeviceGetAttribute");
-  constexpr int kThreads = 256;
-  const std::int64_t wanted = (n + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(wanted < 32LL * sms ? wanted : 32LL * sms);
+  const int blocks = grid_blocks(device, n, kWork);
+  constexpr int kThreads = kThreadsPerBlock;
   unsigned long long* first_bad = nullptr;
   // Stream-ordered (pool) allocations: no device-wide synchronisation per call.
   check(cudaMallocAsync(&first_bad, sizeof *first_bad, 0), "cudaMallocAsync");

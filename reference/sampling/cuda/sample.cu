@@ -3,11 +3,9 @@
 // output offsets.
 #include "reference/sampling/cuda/sample.h"
 
-#include <cuda_runtime.h>
-
 #include <cub/device/device_scan.cuh>
-#include <stdexcept>
-#include <string>
+
+#include "reference/common/cuda/launch.cuh"
 
 #include "reference/sampling/sample_one.h"
 
@@ -15,31 +13,18 @@ namespace lockstep::ref::cuda {
 
 namespace {
 
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string("neighbor sampling on CUDA: ") + what + ": " +
-                             cudaGetErrorString(err));
-  }
-}
-
+constexpr const char* kWork = "neighbor sampling on CUDA";
 constexpr unsigned long long kNone = ~0ULL;
-constexpr int kThreads = 256;
+constexpr int kThreads = kThreadsPerBlock;
 
-int blocks_for(int device, std::int64_t n) {
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-        "cudaDeviceGetAttribute");
-  const std::int64_t wanted = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(wanted < 32LL * sms ? wanted : 32LL * sms);
-}
+void check(cudaError_t err, const char* what) { cuda::check(err, kWork, what); }
+int blocks_for(int device, std::int64_t n) { return grid_blocks(device, n, kWork); }
 
 template <class In>
 __global__ void plan_kernel(CsrRows rows, const In* __restrict__ nodes, std::int64_t n,
                             std::int64_t fanout, bool replace, std::int64_t* __restrict__ counts,
                             unsigned long long* first_bad) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_stride()) {
     const auto v = static_cast<std::int64_t>(nodes[i]);
     if (v < 0 || v >= rows.num_nodes) {
       atomicMin(first_bad, static_cast<unsigned long long>(i));
@@ -57,9 +42,7 @@ __global__ void draw_kernel(CsrRows rows, const In* __restrict__ nodes, std::int
                             std::int64_t* __restrict__ out_nbrs,
                             std::int64_t* __restrict__ out_eids,
                             std::int64_t* __restrict__ scratch) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_stride()) {
     const auto v = static_cast<std::int64_t>(nodes[i]);
     const std::int64_t row = rows.indptr[v];
     const std::int64_t degree = rows.indptr[v + 1] - row;

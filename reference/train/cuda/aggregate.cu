@@ -3,41 +3,28 @@
 // with --fmad=false, as the CPU never contracts a multiply and an add.
 #include "reference/train/cuda/aggregate.h"
 
-#include <cuda_runtime.h>
-
-#include <stdexcept>
-#include <string>
-
+#include "reference/common/cuda/launch.cuh"
 #include "reference/train/aggregate_one.h"
 
 namespace lockstep::ref::train::cuda {
 
 namespace {
 
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string("mean aggregation on CUDA: ") + what + ": " +
-                             cudaGetErrorString(err));
-  }
-}
+using ref::cuda::grid_first;
+using ref::cuda::grid_stride;
+using ref::cuda::kThreadsPerBlock;
 
-constexpr int kThreads = 256;
+constexpr const char* kWork = "mean aggregation on CUDA";
+constexpr int kThreads = kThreadsPerBlock;
 
-int blocks_for(int device, std::int64_t n) {
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-        "cudaDeviceGetAttribute");
-  const std::int64_t wanted = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(wanted < 32LL * sms ? wanted : 32LL * sms);
-}
+void check(cudaError_t err, const char* what) { ref::cuda::check(err, kWork, what); }
+int blocks_for(int device, std::int64_t n) { return ref::cuda::grid_blocks(device, n, kWork); }
 
 __global__ void forward_kernel(const std::int64_t* __restrict__ dst_ptr,
                                const std::int64_t* __restrict__ src_of, std::int64_t n,
                                const float* __restrict__ h, std::int64_t in,
                                float* __restrict__ agg) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_stride()) {
     const std::int64_t d = i / in, j = i % in;
     agg[i] = mean_of_neighbors(h, in, src_of, dst_ptr[d], dst_ptr[d + 1], j);
   }
@@ -48,9 +35,7 @@ __global__ void backward_kernel(const std::int64_t* __restrict__ dst_ptr,
                                 const std::int64_t* __restrict__ dst_of, std::int64_t n,
                                 const float* __restrict__ dagg, const float* __restrict__ start,
                                 std::int64_t in, float* __restrict__ dh) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_stride()) {
     const std::int64_t s = i / in, j = i % in;
     dh[i] = neighbor_gradient(start[i], dagg, in, dst_of, dst_ptr, src_ptr[s], src_ptr[s + 1], j);
   }
