@@ -37,11 +37,13 @@ using Clock = std::chrono::steady_clock;
 
 const ref::Device kGpu{ref::DeviceKind::kCuda, 0};
 
-// The reason a GPU benchmark cannot run here, or "" when it can.
-const char* skip_reason() {
-  if (!LOCKSTEP_HAVE_CUDA_KERNELS) return "requires CUDA kernels: this build has no nvcc";
-  if (ref::cuda_device_count() == 0) return "requires CUDA: no CUDA device is visible";
-  return "";
+// Whether a GPU benchmark cannot run here; if so it is marked skipped with the reason.
+bool skipped(benchmark::State& state) {
+  const char* reason = !LOCKSTEP_HAVE_CUDA_KERNELS ? "requires CUDA kernels: this build has no nvcc"
+                       : ref::cuda_device_count() == 0 ? "requires CUDA: no CUDA device is visible"
+                                                       : nullptr;
+  if (reason != nullptr) state.SkipWithError(reason);
+  return reason != nullptr;
 }
 
 double seconds_since(Clock::time_point t0) {
@@ -49,10 +51,7 @@ double seconds_since(Clock::time_point t0) {
 }
 
 void BM_CudaLookup_LimitRatio(benchmark::State& state) {
-  if (*skip_reason() != '\0') {
-    state.SkipWithError(skip_reason());
-    return;
-  }
+  if (skipped(state)) return;
 #if LOCKSTEP_HAVE_CUDA_KERNELS
   constexpr std::int64_t kIds = std::int64_t{1} << 26;
   constexpr int kParts = 8;
@@ -99,10 +98,7 @@ BENCHMARK(BM_CudaLookup_LimitRatio)
     ->Unit(benchmark::kMillisecond);
 
 void BM_CudaSampleHop_LimitRatio(benchmark::State& state) {
-  if (*skip_reason() != '\0') {
-    state.SkipWithError(skip_reason());
-    return;
-  }
+  if (skipped(state)) return;
 #if LOCKSTEP_HAVE_CUDA_KERNELS
   constexpr std::int64_t kNodes = std::int64_t{1} << 22;
   constexpr std::int64_t kEdges = std::int64_t{1} << 26;

@@ -80,6 +80,14 @@ void cuda_copy_to_device(void*, const void*, std::size_t) { no_cuda(); }
 void cuda_copy_to_host(void*, const void*, std::size_t) { no_cuda(); }
 #endif
 
+std::string cuda_device_unavailable(Device device) {
+  if (!device.is_cuda()) return "";
+  const int count = cuda_device_count();
+  if (device.index >= 0 && device.index < count) return "";
+  return count == 0 ? "no CUDA device is visible"
+                    : "only " + std::to_string(count) + " CUDA device(s) are visible";
+}
+
 const std::vector<const void*>& DeviceMirror::on(int device,
                                                  const std::vector<Array>& arrays) const {
   std::lock_guard<std::mutex> lock(mu_);

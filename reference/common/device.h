@@ -67,6 +67,10 @@ class CudaBuffer {
   std::size_t bytes_ = 0;
 };
 
+// Why `device` cannot hold data here: "no CUDA device is visible" or "only N CUDA device(s)
+// are visible" for a CUDA device this process cannot see; "" for the host or a visible one.
+std::string cuda_device_unavailable(Device device);
+
 // Copies of host arrays in the memory of each CUDA device that asks for them (lookup tables
 // for kernels), made on a device's first request and kept until destruction. Thread-safe.
 class DeviceMirror {

@@ -36,14 +36,10 @@ constexpr const char* kCudaPath = LOCKSTEP_HAVE_CUDA_KERNELS
 
 // CUDA ids are looked up on their device, or staged through the host: either needs it.
 void require_device(Device device, const char* what) {
-  if (!device.is_cuda()) return;
-  const int count = cuda_device_count();
-  if (device.index >= 0 && device.index < count) return;
+  const std::string missing = cuda_device_unavailable(device);
+  if (missing.empty()) return;
   throw std::runtime_error(std::string(what) + ": ids are on " + to_string(device) + " but " +
-                           (count == 0
-                                ? std::string("no CUDA device is visible")
-                                : "only " + std::to_string(count) + " CUDA device(s) are visible") +
-                           kCudaPath);
+                           missing + kCudaPath);
 }
 
 }  // namespace
@@ -109,14 +105,11 @@ void PartitionBook::run(Op op, int part, IdSpan ids, IdArray& out, const char* w
     }
     return;
   }
+  // With the kernels, the ids come to the host only to name an invalid one as the CPU does.
+  if (LOCKSTEP_HAVE_CUDA_KERNELS && lookup_cuda(op, part, ids, out.data()) < 0) return;
   std::vector<unsigned char> host_ids(static_cast<std::size_t>(ids.size) * id_size(ids.type));
-  if (LOCKSTEP_HAVE_CUDA_KERNELS) {
-    if (lookup_cuda(op, part, ids, out.data()) < 0) return;
-    // Name the first invalid id as the CPU does (the kernel found one at least).
-    cuda_copy_to_host(host_ids.data(), ids.data, host_ids.size());
-    report_invalid(op, part, host_ids.data(), ids.type, ids.size);
-  }
   cuda_copy_to_host(host_ids.data(), ids.data, host_ids.size());
+  if (LOCKSTEP_HAVE_CUDA_KERNELS) report_invalid(op, part, host_ids.data(), ids.type, ids.size);
   IdArray host_out(out_type, ids.size, Device{});
   if (!lookup_host(op, part, host_ids.data(), ids.type, ids.size, host_out.data())) {
     report_invalid(op, part, host_ids.data(), ids.type, ids.size);

@@ -26,14 +26,9 @@ DeviceHopSample sample_hop(const SampleRows& rows, IdSpan nodes, std::int64_t fa
                                 " nodes at a null or negative span");
   }
   const Device dev = nodes.device;
-  if (dev.is_cuda()) {
-    const int visible = cuda_device_count();
-    if (dev.index < 0 || dev.index >= visible) {
-      throw std::runtime_error("sample_hop: nodes are on " + to_string(dev) + " but " +
-                               (visible == 0 ? std::string("no CUDA device is visible")
-                                             : "only " + std::to_string(visible) +
-                                                   " CUDA device(s) are visible"));
-    }
+  const std::string missing = cuda_device_unavailable(dev);
+  if (!missing.empty()) {
+    throw std::runtime_error("sample_hop: nodes are on " + to_string(dev) + " but " + missing);
   }
   const auto through_host = [&] {
     const HopSample h = sample_hop(g, to_host_i64(nodes), fanout, replace, key);
