@@ -432,7 +432,7 @@ TEST_F(ScenarioTest, BadValuesNameValueAndAllowed) {
                   path + ":3: workload.kind: run.backend 'gloo' in lockstep carries host buffers only; "
                          "use backend 'nccl' for device 'cuda' (workload 'collectives' has no GPU "
                          "compute with host exchanges)");
-  for (const char* kind : {"lookup", "sampling"}) {
+  for (const char* kind : {"lookup", "sampling", "embedding"}) {
     path = write(std::string(kind) + "_gloo_cuda.toml",
                  std::string("name = \"x.gloo_cuda\"\n[workload]\nkind = \"") + kind +
                      "\"\n[expect]\noutcome = \"pass\"\n[run]\ndevice = \"cuda\"\n");
@@ -442,6 +442,13 @@ TEST_F(ScenarioTest, BadValuesNameValueAndAllowed) {
     EXPECT_EQ(loaded[0].backend, Backend::kGloo) << kind;
     EXPECT_TRUE(loaded[0].requires_cuda) << kind;
   }
+  // The embedding workload's exchanges are host buffers: NCCL cannot carry them.
+  path = write("embedding_nccl.toml",
+               "name = \"x.nccl\"\n[workload]\nkind = \"embedding\"\n[expect]\noutcome = \"pass\"\n"
+               "[run]\ndevice = \"cuda\"\nbackend = \"nccl\"\n");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":3: workload.kind: workload 'embedding' exchanges host buffers: with run.device "
+                         "'cuda' use run.backend 'gloo'");
 
   path = write("bad_name.toml", R"(name = "Comm Bad"
 [workload]

@@ -12,6 +12,8 @@
 // and compares, step by step, the pulled rows and the whole table: f32 storage must be
 // bit-identical, bf16/f16 within ref::storage_tolerance. A difference is result_mismatch
 // naming the step, row, column and both values. Digest: every step's table, as f32 bits.
+// With run.device = "cuda" (backend gloo) the ids and each rank's shard live on its GPU: the
+// lookups, row gathers and sparse optimizer updates run as the reference's CUDA kernels.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -54,6 +56,7 @@ struct Options {
   std::string sharding = "even";
   ref::IdType id_type = ref::IdType::kI64;
   bool ids_on_cuda = false;
+  bool shard_on_cuda = false;  // run.device = "cuda": the tables live on the rank's GPU too
   double init_scale = 0.5;
   bool mean_instead_of_sum = false;  // [[inject]] bugs
   bool skip_empty_step = false;
@@ -133,6 +136,7 @@ class Embedding final : public Workload {
       eo.init_scale = o_.init_scale;
       eo.lost_update_bug = o_.lost_update;
       if (o_.lost_update) comm::mark_fired("lost_update");
+      if (o_.shard_on_cuda) eo.device = ref::Device{ref::DeviceKind::kCuda, device_index(ctx)};
       embs.push_back(std::make_unique<ref::DistEmbedding>(book, eo, transport));
     }
 
@@ -443,6 +447,14 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   if (dev != "cpu" && dev != "cuda") c.fail("ids_device", "must be 'cpu' or 'cuda', got '" + dev + "'");
   o.ids_on_cuda = dev == "cuda";
   if (o.ids_on_cuda && !s.requires_cuda) c.fail("ids_device", "ids_device = 'cuda' needs [requires] cuda = true");
+  if (s.device == scenario::Device::kCuda) {
+    if (s.backend == scenario::Backend::kNccl) {
+      c.fail("kind", "workload 'embedding' exchanges host buffers: with run.device 'cuda' use run.backend 'gloo' "
+                     "(the tables and their kernels on the GPU, the exchanges over Gloo)");
+    }
+    o.ids_on_cuda = true;
+    o.shard_on_cuda = true;
+  }
   o.init_scale = c.get_double("init_scale", o.init_scale);
   if (!(o.init_scale > 0 && o.init_scale <= 1000)) c.fail("init_scale", "must be in (0, 1000]");
   c.finish();
@@ -458,7 +470,8 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
 WorkloadSpec embedding_spec() {
   return WorkloadSpec{"embedding",
                       "DistEmbedding pull/step with sparse SGD, Adagrad or Adam over sharded rows, checked against a dense LibTorch nn::Embedding",
-                      make, {"mean_instead_of_sum", "skip_empty_step", "lost_update", "global_rank_device"}};
+                      make, {"mean_instead_of_sum", "skip_empty_step", "lost_update", "global_rank_device"},
+                      /*gpu_compute_host_exchange=*/true};
 }
 
 }  // namespace lockstep::workloads

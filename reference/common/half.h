@@ -1,34 +1,45 @@
 #pragma once
 // 16-bit float storage formats for the reference (bfloat16 and IEEE binary16), converted from
 // float by round to nearest, ties to even, as ATen's c10::BFloat16 and c10::Half do. NaN stays
-// NaN (quiet); overflow rounds to infinity. Header-only, no intrinsics.
+// NaN (quiet); overflow rounds to infinity. Header-only, no intrinsics; LOCKSTEP_HD, so the
+// CUDA kernels store and load 16-bit rows with the very functions the CPU uses.
 #include <cstdint>
 #include <cstring>
 
+#include "reference/common/hd.h"
+
 namespace lockstep::ref {
 
-inline std::uint32_t float_bits(float f) {
+LOCKSTEP_HD inline std::uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   std::uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
+#endif
 }
-inline float bits_float(std::uint32_t u) {
+LOCKSTEP_HD inline float bits_float(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+#endif
 }
 
 // Returns the bfloat16 bits nearest to f (ties to even).
-inline std::uint16_t float_to_bf16(float f) {
+LOCKSTEP_HD inline std::uint16_t float_to_bf16(float f) {
   const std::uint32_t u = float_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
   return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 // Returns the float value of bfloat16 bits (exact).
-inline float bf16_to_float(std::uint16_t h) { return bits_float(std::uint32_t{h} << 16); }
+LOCKSTEP_HD inline float bf16_to_float(std::uint16_t h) { return bits_float(std::uint32_t{h} << 16); }
 
 // Returns the binary16 bits nearest to f (ties to even; subnormals and overflow handled).
-inline std::uint16_t float_to_f16(float f) {
+LOCKSTEP_HD inline std::uint16_t float_to_f16(float f) {
   const std::uint32_t u = float_bits(f);
   const std::uint32_t sign = (u >> 16) & 0x8000u;
   const std::uint32_t a = u & 0x7fffffffu;
@@ -46,7 +57,7 @@ inline std::uint16_t float_to_f16(float f) {
 }
 
 // Returns the float value of binary16 bits (exact).
-inline float f16_to_float(std::uint16_t h) {
+LOCKSTEP_HD inline float f16_to_float(std::uint16_t h) {
   const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16;
   const std::uint32_t exp = (h >> 10) & 0x1fu;
   const std::uint32_t mant = h & 0x3ffu;

@@ -8,7 +8,11 @@
 #include <map>
 #include <stdexcept>
 
+#include "lockstep/config.h"
 #include "reference/common/half.h"
+#if LOCKSTEP_HAVE_CUDA_KERNELS
+#include "reference/embedding/cuda/embedding.h"
+#endif
 
 namespace lockstep::ref {
 
@@ -75,136 +79,250 @@ double storage_tolerance(Storage s, std::int64_t roundings, double max_abs) {
   return r * (u * (1.0 + r * u) + 0x1.0p-22) * max_abs + r * a;
 }
 
+GradGroups group_duplicates(const std::int64_t* ids, std::int64_t n) {
+  if (n < 0) throw std::invalid_argument("group_duplicates: n must be >= 0, got " + std::to_string(n));
+  GradGroups g;
+  g.order.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) g.order[static_cast<std::size_t>(i)] = i;
+  std::stable_sort(g.order.begin(), g.order.end(), [&](std::int64_t a, std::int64_t b) { return ids[a] < ids[b]; });
+  g.ptr.push_back(0);
+  for (std::size_t k = 0; k < g.order.size(); ++k) {
+    const std::int64_t id = ids[g.order[k]];
+    if (g.ids.empty() || g.ids.back() != id) {
+      if (!g.ids.empty()) g.ptr.push_back(static_cast<std::int64_t>(k));
+      g.ids.push_back(id);
+    }
+  }
+  if (!g.ids.empty()) g.ptr.push_back(n);
+  return g;
+}
+
 ReducedGrads reduce_duplicates(const std::int64_t* ids, const float* grads, std::int64_t n, std::int64_t dim,
                                DuplicateReduce mode) {
   if (dim < 1) throw std::invalid_argument("reduce_duplicates: dim must be >= 1, got " + std::to_string(dim));
   if (n < 0) throw std::invalid_argument("reduce_duplicates: n must be >= 0, got " + std::to_string(n));
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return ids[a] < ids[b]; });
+  const auto g = group_duplicates(ids, n);
   ReducedGrads out;
-  const auto d = static_cast<std::size_t>(dim);
-  for (std::size_t k = 0; k < order.size();) {
-    const std::int64_t id = ids[order[k]];
-    const std::size_t at = out.grads.size();
-    out.ids.push_back(id);
-    out.grads.resize(at + d, 0.0f);  // accumulation starts from +0.0f, as a zeroed grad does
-    std::int64_t count = 0;
-    for (; k < order.size() && ids[order[k]] == id; ++k, ++count) {
-      const float* g = grads + static_cast<std::size_t>(order[k]) * d;
-      for (std::size_t c = 0; c < d; ++c) out.grads[at + c] = out.grads[at + c] + g[c];
-    }
-    out.counts.push_back(count);
-    if (mode == DuplicateReduce::kMean) {
-      const float k_f = static_cast<float>(count);
-      for (std::size_t c = 0; c < d; ++c) out.grads[at + c] = out.grads[at + c] / k_f;
+  out.ids = g.ids;
+  out.grads.resize(g.ids.size() * static_cast<std::size_t>(dim));
+  for (std::size_t k = 0; k < g.ids.size(); ++k) {
+    out.counts.push_back(g.ptr[k + 1] - g.ptr[k]);
+    for (std::int64_t c = 0; c < dim; ++c) {
+      out.grads[k * static_cast<std::size_t>(dim) + static_cast<std::size_t>(c)] =
+          reduce_element(grads, dim, g.order.data(), g.ptr[k], g.ptr[k + 1], c, mode);
     }
   }
   return out;
+}
+
+UpdateRule update_rule(const OptimizerOptions& opt, std::int64_t t) {
+  UpdateRule r;
+  r.kind = opt.kind;
+  r.lr = static_cast<float>(opt.lr);
+  r.eps = static_cast<float>(opt.resolved_eps());
+  if (opt.kind == OptimizerKind::kAdam) {
+    r.one_minus_beta1 = static_cast<float>(1.0 - opt.beta1);
+    r.one_minus_beta2 = static_cast<float>(1.0 - opt.beta2);
+    const double bc1 = 1.0 - std::pow(opt.beta1, static_cast<double>(t));
+    const double bc2 = 1.0 - std::pow(opt.beta2, static_cast<double>(t));
+    r.neg_step = static_cast<float>(-(opt.lr * std::sqrt(bc2) / bc1));
+  }
+  return r;
 }
 
 void apply_update(const OptimizerOptions& opt, std::int64_t t, std::int64_t dim, const float* g, float* w, float* s1,
                   float* s2) {
-  const float lr = static_cast<float>(opt.lr);
-  const float eps = static_cast<float>(opt.resolved_eps());
-  switch (opt.kind) {
-    case OptimizerKind::kSgd:
-      for (std::int64_t c = 0; c < dim; ++c) w[c] = w[c] - lr * g[c];
-      return;
-    case OptimizerKind::kAdagrad:
-      for (std::int64_t c = 0; c < dim; ++c) {
-        s1[c] = s1[c] + g[c] * g[c];
-        w[c] = w[c] - lr * (g[c] / (std::sqrt(s1[c]) + eps));
-      }
-      return;
-    case OptimizerKind::kAdam: {
-      const float b1 = static_cast<float>(1.0 - opt.beta1);
-      const float b2 = static_cast<float>(1.0 - opt.beta2);
-      const double bc1 = 1.0 - std::pow(opt.beta1, static_cast<double>(t));
-      const double bc2 = 1.0 - std::pow(opt.beta2, static_cast<double>(t));
-      const float neg_step = static_cast<float>(-(opt.lr * std::sqrt(bc2) / bc1));
-      for (std::int64_t c = 0; c < dim; ++c) {
-        s1[c] = (g[c] - s1[c]) * b1 + s1[c];
-        s2[c] = (g[c] * g[c] - s2[c]) * b2 + s2[c];
-        w[c] = w[c] + neg_step * (s1[c] / (std::sqrt(s2[c]) + eps));
-      }
-      return;
-    }
-  }
+  const UpdateRule r = update_rule(opt, t);
+  float unused = 0.0f;
+  for (std::int64_t c = 0; c < dim; ++c) update_element(r, g[c], w[c], s1 ? s1[c] : unused, s2 ? s2[c] : unused);
 }
 
+namespace {
+
+#if LOCKSTEP_HAVE_CUDA_KERNELS
+// A copy of n host values on the current CUDA device.
+template <class T>
+CudaBuffer upload(const T* values, std::size_t n) {
+  CudaBuffer b(n * sizeof(T));
+  if (n > 0) cuda_copy_to_device(b.data(), values, n * sizeof(T));
+  return b;
+}
+template <class T>
+CudaBuffer upload(const std::vector<T>& v) {
+  return upload(v.data(), v.size());
+}
+#endif
+
+// Throws std::runtime_error unless `device` can hold a shard here.
+void require_shard_device(Device device) {
+  if (!device.is_cuda()) return;
+  if (!LOCKSTEP_HAVE_CUDA_KERNELS) {
+    throw std::runtime_error("an embedding shard on " + to_string(device) +
+                             " needs lockstep built with its CUDA kernels (nvcc was not found at configure time)");
+  }
+  const auto why = cuda_device_unavailable(device);
+  if (!why.empty()) throw std::runtime_error("an embedding shard on " + to_string(device) + ": " + why);
+}
+
+}  // namespace
+
 EmbeddingShard::EmbeddingShard(std::vector<std::int64_t> global_ids, std::int64_t dim, Storage storage,
-                               std::uint64_t seed, double init_scale, const OptimizerOptions& opt)
-    : global_ids_(std::move(global_ids)), dim_(dim), storage_(storage), opt_(opt) {
+                               std::uint64_t seed, double init_scale, const OptimizerOptions& opt, Device device)
+    : global_ids_(std::move(global_ids)), dim_(dim), storage_(storage), opt_(opt), device_(device) {
   if (dim < 1) throw std::invalid_argument("embedding dim must be >= 1, got " + std::to_string(dim));
+  require_shard_device(device);
   const auto n = static_cast<std::size_t>(rows()) * static_cast<std::size_t>(dim);
   if (storage_ == Storage::kF32) f32_.resize(n);
   else half_.resize(n);
-  std::vector<float> w(static_cast<std::size_t>(dim));
   for (std::int64_t l = 0; l < rows(); ++l) {
-    for (std::int64_t c = 0; c < dim; ++c) w[static_cast<std::size_t>(c)] = embedding_init(seed, global_ids_[static_cast<std::size_t>(l)], c, init_scale);
-    store_row(l, w.data());
+    for (std::int64_t c = 0; c < dim; ++c) {
+      store_element(storage_, table(), l * dim + c, embedding_init(seed, global_ids_[static_cast<std::size_t>(l)], c, init_scale));
+    }
   }
-  if (opt_.kind == OptimizerKind::kAdagrad) s1_.assign(n, static_cast<float>(opt_.initial_accumulator_value));
-  if (opt_.kind == OptimizerKind::kAdam) {
-    s1_.assign(n, 0.0f);
-    s2_.assign(n, 0.0f);
+  has_s1_ = opt_.kind != OptimizerKind::kSgd;
+  has_s2_ = opt_.kind == OptimizerKind::kAdam;
+  if (has_s1_) s1_.assign(n, opt_.kind == OptimizerKind::kAdagrad ? static_cast<float>(opt_.initial_accumulator_value) : 0.0f);
+  if (has_s2_) s2_.assign(n, 0.0f);
+#if LOCKSTEP_HAVE_CUDA_KERNELS
+  if (device_.is_cuda()) {  // initialised on the host (a pure function of the ids), then moved
+    mark_cuda_initialised();
+    cuda_set_device(device_.index);
+    table_d_ = storage_ == Storage::kF32 ? upload(f32_) : upload(half_);
+    if (has_s1_) s1_d_ = upload(s1_);
+    if (has_s2_) s2_d_ = upload(s2_);
+    f32_ = {};
+    half_ = {};
+    s1_ = {};
+    s2_ = {};
   }
+#endif
+}
+
+const void* EmbeddingShard::table() const {
+  if (device_.is_cuda()) return table_d_.data();
+  return storage_ == Storage::kF32 ? static_cast<const void*>(f32_.data()) : static_cast<const void*>(half_.data());
+}
+
+float* EmbeddingShard::state(int which) {
+  if (which == 1 ? !has_s1_ : !has_s2_) return nullptr;
+  if (device_.is_cuda()) return static_cast<float*>((which == 1 ? s1_d_ : s2_d_).data());
+  return (which == 1 ? s1_ : s2_).data();
 }
 
 void EmbeddingShard::read_row(std::int64_t l, float* out) const {
-  const auto at = static_cast<std::size_t>(l) * static_cast<std::size_t>(dim_);
-  switch (storage_) {
-    case Storage::kF32: std::memcpy(out, f32_.data() + at, static_cast<std::size_t>(dim_) * sizeof(float)); return;
-    case Storage::kBF16:
-      for (std::int64_t c = 0; c < dim_; ++c) out[c] = bf16_to_float(half_[at + static_cast<std::size_t>(c)]);
-      return;
-    case Storage::kF16:
-      for (std::int64_t c = 0; c < dim_; ++c) out[c] = f16_to_float(half_[at + static_cast<std::size_t>(c)]);
-      return;
+  const std::int64_t at = l * dim_;
+  if (!device_.is_cuda()) {
+    if (storage_ == Storage::kF32) std::memcpy(out, f32_.data() + at, static_cast<std::size_t>(dim_) * sizeof(float));
+    else for (std::int64_t c = 0; c < dim_; ++c) out[c] = load_element(storage_, table(), at + c);
+    return;
   }
+  std::vector<unsigned char> raw(static_cast<std::size_t>(dim_) * element_bytes());
+  cuda_set_device(device_.index);
+  cuda_copy_to_host(raw.data(), static_cast<const unsigned char*>(table()) + static_cast<std::size_t>(at) * element_bytes(), raw.size());
+  for (std::int64_t c = 0; c < dim_; ++c) out[c] = load_element(storage_, raw.data(), c);
 }
 
 std::vector<float> EmbeddingShard::to_f32() const {
   std::vector<float> out(static_cast<std::size_t>(rows() * dim_));
-  for (std::int64_t l = 0; l < rows(); ++l) read_row(l, out.data() + l * dim_);
+  if (out.empty()) return out;
+  if (!device_.is_cuda()) {
+    for (std::int64_t l = 0; l < rows(); ++l) read_row(l, out.data() + l * dim_);
+    return out;
+  }
+  std::vector<unsigned char> raw(out.size() * element_bytes());
+  cuda_set_device(device_.index);
+  cuda_copy_to_host(raw.data(), table(), raw.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = load_element(storage_, raw.data(), static_cast<std::int64_t>(i));
   return out;
 }
 
-void EmbeddingShard::store_row(std::int64_t l, const float* w) {
-  const auto at = static_cast<std::size_t>(l) * static_cast<std::size_t>(dim_);
-  switch (storage_) {
-    case Storage::kF32: std::memcpy(f32_.data() + at, w, static_cast<std::size_t>(dim_) * sizeof(float)); return;
-    case Storage::kBF16:
-      for (std::int64_t c = 0; c < dim_; ++c) half_[at + static_cast<std::size_t>(c)] = float_to_bf16(w[c]);
-      return;
-    case Storage::kF16:
-      for (std::int64_t c = 0; c < dim_; ++c) half_[at + static_cast<std::size_t>(c)] = float_to_f16(w[c]);
-      return;
+void EmbeddingShard::gather(const void* locals, IdType type, const std::int32_t* part, int me, std::int64_t n,
+                            float* out) const {
+  if (device_.is_cuda()) {
+#if LOCKSTEP_HAVE_CUDA_KERNELS
+    cuda::gather_rows(device_.index, storage_, table(), dim_, locals, type == IdType::kI32, part, me, n, out);
+#endif
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (part && part[i] != me) continue;
+    const std::int64_t l = type == IdType::kI32 ? static_cast<const std::int32_t*>(locals)[i] : static_cast<const std::int64_t*>(locals)[i];
+    for (std::int64_t c = 0; c < dim_; ++c) out[i * dim_ + c] = load_element(storage_, table(), l * dim_ + c);
   }
 }
 
+void EmbeddingShard::load_state(std::int64_t l, float* w, std::vector<float>& s1, std::vector<float>& s2) const {
+  const auto d = static_cast<std::size_t>(dim_);
+  const auto at = static_cast<std::size_t>(l) * d;
+  read_row(l, w);
+  s1.assign(has_s1_ ? d : 0, 0.0f);
+  s2.assign(has_s2_ ? d : 0, 0.0f);
+  if (!device_.is_cuda()) {
+    if (has_s1_) std::copy_n(s1_.data() + at, d, s1.data());
+    if (has_s2_) std::copy_n(s2_.data() + at, d, s2.data());
+    return;
+  }
+  if (has_s1_) cuda_copy_to_host(s1.data(), static_cast<const float*>(s1_d_.data()) + at, d * sizeof(float));
+  if (has_s2_) cuda_copy_to_host(s2.data(), static_cast<const float*>(s2_d_.data()) + at, d * sizeof(float));
+}
+
+void EmbeddingShard::save_state(std::int64_t l, const float* w, const std::vector<float>& s1, const std::vector<float>& s2) {
+  const auto d = static_cast<std::size_t>(dim_);
+  const auto at = static_cast<std::size_t>(l) * d;
+  if (!device_.is_cuda()) {
+    for (std::int64_t c = 0; c < dim_; ++c) store_element(storage_, table(), l * dim_ + c, w[c]);
+    if (has_s1_) std::copy_n(s1.data(), d, s1_.data() + at);
+    if (has_s2_) std::copy_n(s2.data(), d, s2_.data() + at);
+    return;
+  }
+  std::vector<unsigned char> raw(d * element_bytes());
+  for (std::int64_t c = 0; c < dim_; ++c) store_element(storage_, raw.data(), c, w[c]);
+  cuda_set_device(device_.index);
+  cuda_copy_to_device(static_cast<unsigned char*>(table()) + at * element_bytes(), raw.data(), raw.size());
+  if (has_s1_) cuda_copy_to_device(state(1) + at, s1.data(), d * sizeof(float));
+  if (has_s2_) cuda_copy_to_device(state(2) + at, s2.data(), d * sizeof(float));
+}
+
 void EmbeddingShard::update_row(std::int64_t l, const float* g, std::int64_t t) {
-  const auto at = static_cast<std::size_t>(l) * static_cast<std::size_t>(dim_);
-  std::vector<float> w(static_cast<std::size_t>(dim_));
-  read_row(l, w.data());
-  apply_update(opt_, t, dim_, g, w.data(), s1_.empty() ? nullptr : s1_.data() + at, s2_.empty() ? nullptr : s2_.data() + at);
-  store_row(l, w.data());
+  std::vector<float> w(static_cast<std::size_t>(dim_)), s1, s2;
+  load_state(l, w.data(), s1, s2);
+  apply_update(opt_, t, dim_, g, w.data(), s1.empty() ? nullptr : s1.data(), s2.empty() ? nullptr : s2.data());
+  save_state(l, w.data(), s1, s2);
+}
+
+void EmbeddingShard::update_rows(const std::vector<std::int64_t>& locals, const GradGroups& groups, const float* grads,
+                                 std::int64_t n, DuplicateReduce mode, std::int64_t t) {
+  const UpdateRule rule = update_rule(opt_, t);
+  const auto count = static_cast<std::int64_t>(locals.size());
+  if (device_.is_cuda()) {
+#if LOCKSTEP_HAVE_CUDA_KERNELS
+    if (count == 0) return;
+    cuda_set_device(device_.index);
+    const CudaBuffer l = upload(locals), ptr = upload(groups.ptr), order = upload(groups.order),
+                     g = upload(grads, static_cast<std::size_t>(n * dim_));
+    cuda::update_rows(device_.index, rule, storage_, table(), state(1), state(2), dim_,
+                      static_cast<const std::int64_t*>(l.data()), static_cast<const std::int64_t*>(ptr.data()),
+                      static_cast<const std::int64_t*>(order.data()), count, static_cast<const float*>(g.data()), mode);
+#endif
+    return;
+  }
+  for (std::int64_t k = 0; k < count; ++k) {
+    for (std::int64_t c = 0; c < dim_; ++c) {
+      update_from_contributions(rule, storage_, table(), state(1), state(2), locals[static_cast<std::size_t>(k)], dim_, c,
+                                grads, groups.order.data(), groups.ptr[static_cast<std::size_t>(k)],
+                                groups.ptr[static_cast<std::size_t>(k) + 1], mode);
+    }
+  }
 }
 
 void EmbeddingShard::update_row_racy(std::int64_t l, const std::vector<std::vector<float>>& groups, std::int64_t t) {
-  const auto at = static_cast<std::size_t>(l) * static_cast<std::size_t>(dim_);
   const auto d = static_cast<std::size_t>(dim_);
-  std::vector<float> w0(d), s10(s1_.empty() ? 0 : d), s20(s2_.empty() ? 0 : d);
-  read_row(l, w0.data());  // every "thread" reads this snapshot before any of them writes
-  if (!s1_.empty()) std::copy_n(s1_.data() + at, d, s10.data());
-  if (!s2_.empty()) std::copy_n(s2_.data() + at, d, s20.data());
+  std::vector<float> w0(d), s10, s20;
+  load_state(l, w0.data(), s10, s20);  // every "thread" reads this snapshot before any of them writes
   for (const auto& g : groups) {
     std::vector<float> w = w0, s1 = s10, s2 = s20;
     apply_update(opt_, t, dim_, g.data(), w.data(), s1.empty() ? nullptr : s1.data(), s2.empty() ? nullptr : s2.data());
-    store_row(l, w.data());  // the last writer wins
-    if (!s1.empty()) std::copy_n(s1.data(), d, s1_.data() + at);
-    if (!s2.empty()) std::copy_n(s2.data(), d, s2_.data() + at);
+    save_state(l, w.data(), s1, s2);  // the last writer wins
   }
 }
 
@@ -219,6 +337,9 @@ EmbeddingRows::EmbeddingRows(std::int64_t rows, std::int64_t dim, std::unique_pt
     host_ = std::move(host);
   }
 }
+
+EmbeddingRows::EmbeddingRows(std::int64_t rows, std::int64_t dim, CudaBuffer values, Device device)
+    : rows_(rows), dim_(dim), device_(device), cuda_(std::move(values)) {}
 
 std::vector<float> EmbeddingRows::to_host() const {
   std::vector<float> out(static_cast<std::size_t>(rows_ * dim_));
@@ -264,7 +385,8 @@ void gather_local(const EmbeddingShard& shard, const std::int32_t* part, const L
 }
 
 EmbeddingShard make_shard(const PartitionBook& book, int part, const EmbeddingOptions& o) {
-  return EmbeddingShard(book.partid2nids(part, Device{}).to_host(), o.dim, o.storage, o.seed, o.init_scale, o.optimizer);
+  return EmbeddingShard(book.partid2nids(part, Device{}).to_host(), o.dim, o.storage, o.seed, o.init_scale, o.optimizer,
+                        o.device);
 }
 
 }  // namespace
@@ -282,6 +404,7 @@ DistEmbedding::DistEmbedding(std::shared_ptr<const PartitionBook> book, Embeddin
                                                std::to_string(opts.dim))) {}
 
 EmbeddingRows DistEmbedding::pull(IdSpan ids) {
+  if (shard_.device().is_cuda()) return pull_on_device(ids);
   const int ws = tp_.world_size();
   const int me = tp_.rank();
   const std::int64_t dim = opts_.dim;
@@ -338,6 +461,84 @@ EmbeddingRows DistEmbedding::pull(IdSpan ids) {
   return EmbeddingRows(n, dim, std::move(out), ids.device);
 }
 
+EmbeddingRows DistEmbedding::pull_on_device(IdSpan ids) {
+#if LOCKSTEP_HAVE_CUDA_KERNELS
+  const int ws = tp_.world_size();
+  const int me = tp_.rank();
+  const std::int64_t dim = opts_.dim;
+  const auto d = static_cast<std::size_t>(dim);
+  const Device dev = shard_.device();
+  const std::int64_t n = ids.size;
+  cuda_set_device(dev.index);
+  // The ids on the shard's device (a copy when they live elsewhere); lookups run there.
+  IdArray moved;
+  IdSpan on = ids;
+  if (!(ids.device == dev)) {
+    moved = IdArray::from_host(to_host_i64(ids), ids.type, dev);
+    on = moved.span();
+  }
+  book_->nid2partid(on, parts_);
+  book_->nid2localnid(on, locals_);
+  CudaBuffer out(static_cast<std::size_t>(n) * d * sizeof(float));
+  auto* rows = static_cast<float*>(out.data());
+  const auto* part_d = static_cast<const std::int32_t*>(parts_.data());
+  shard_.gather(locals_.data(), locals_.type(), part_d, me, n, rows);  // this rank's own rows
+
+  // Remote rows: requests grouped by owner, in position order within each owner, built on
+  // the host from the lookups' results, as the host path builds them.
+  const auto part = parts_.to_host();
+  const auto local = locals_.to_host();
+  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(ws), 0);
+  for (const auto p : part) {
+    if (p != me) ++send_counts[static_cast<std::size_t>(p)];
+  }
+  std::vector<std::int64_t> fill(static_cast<std::size_t>(ws), 0);
+  for (int r = 1; r < ws; ++r) fill[static_cast<std::size_t>(r)] = fill[static_cast<std::size_t>(r) - 1] + send_counts[static_cast<std::size_t>(r) - 1];
+  std::vector<std::int64_t> request(static_cast<std::size_t>(n - std::count(part.begin(), part.end(), me))), where(request.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto p = part[static_cast<std::size_t>(i)];
+    if (p == me) continue;
+    const auto k = static_cast<std::size_t>(fill[static_cast<std::size_t>(p)]++);
+    request[k] = local[static_cast<std::size_t>(i)];
+    where[k] = i;
+  }
+  std::vector<std::int64_t> recv_counts;
+  const auto incoming = tp_.exchange_ids(request, send_counts, recv_counts);
+  for (const auto l : incoming) {
+    if (l < 0 || l >= shard_.rows()) {
+      throw std::out_of_range("rank " + std::to_string(me) + " was asked for local row " + std::to_string(l) +
+                              " of a part with " + std::to_string(shard_.rows()) + " rows");
+    }
+  }
+  std::vector<float> reply(incoming.size() * d);
+  if (!incoming.empty()) {
+    const CudaBuffer in_d = upload(incoming);
+    CudaBuffer reply_d(reply.size() * sizeof(float));
+    shard_.gather(in_d.data(), IdType::kI64, nullptr, me, static_cast<std::int64_t>(incoming.size()), static_cast<float*>(reply_d.data()));
+    cuda_copy_to_host(reply.data(), reply_d.data(), reply.size() * sizeof(float));
+  }
+  std::vector<std::int64_t> reply_send(static_cast<std::size_t>(ws)), reply_recv(static_cast<std::size_t>(ws));
+  for (int r = 0; r < ws; ++r) {
+    reply_send[static_cast<std::size_t>(r)] = recv_counts[static_cast<std::size_t>(r)] * dim;
+    reply_recv[static_cast<std::size_t>(r)] = send_counts[static_cast<std::size_t>(r)] * dim;
+  }
+  const auto answers = tp_.exchange_values(reply, reply_send, reply_recv);
+  if (!where.empty()) {
+    const CudaBuffer answers_d = upload(answers), where_d = upload(where);
+    cuda::scatter_rows(dev.index, static_cast<const float*>(answers_d.data()), static_cast<const std::int64_t*>(where_d.data()),
+                       static_cast<std::int64_t>(where.size()), dim, rows);
+  }
+  pulled_bytes_ += n * dim * static_cast<std::int64_t>(sizeof(float));
+  if (ids.device == dev) return EmbeddingRows(n, dim, std::move(out), dev);
+  std::unique_ptr<float[]> host(new float[static_cast<std::size_t>(n) * d]);
+  if (n > 0) cuda_copy_to_host(host.get(), out.data(), static_cast<std::size_t>(n) * d * sizeof(float));
+  return EmbeddingRows(n, dim, std::move(host), ids.device);
+#else
+  (void)ids;
+  throw std::logic_error("unreachable: a CUDA shard needs the CUDA kernels");
+#endif
+}
+
 void DistEmbedding::accumulate_grad(IdSpan ids, const float* grads) {
   const auto host = to_host_i64(ids);
   for (auto id : host) {
@@ -384,9 +585,9 @@ void DistEmbedding::step() {
     return book_->global2local(tp_.rank(), IdSpan{global.data(), static_cast<std::int64_t>(global.size()), IdType::kI64, Device{}}).to_host();
   };
   if (!opts_.lost_update_bug) {
-    const auto red = reduce_duplicates(in_ids.data(), in_grads.data(), static_cast<std::int64_t>(in_ids.size()), dim, opts_.reduce);
-    const auto local = local_of(red.ids);
-    for (std::size_t k = 0; k < local.size(); ++k) shard_.update_row(local[k], red.grads.data() + k * d, t_);
+    const auto n = static_cast<std::int64_t>(in_ids.size());
+    const auto groups = group_duplicates(in_ids.data(), n);
+    shard_.update_rows(local_of(groups.ids), groups, in_grads.data(), n, opts_.reduce, t_);
     return;
   }
   std::map<std::int64_t, std::vector<std::vector<float>>> groups;  // id -> per-source reduced rows

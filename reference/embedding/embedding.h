@@ -38,6 +38,11 @@
 // gradients: three all_to_alls), which reduce them as above in arrival order (source rank
 // order, then each source's recording order) and update their rows. Every rank must call
 // pull() and step() the same number of times, with empty inputs when it has no ids.
+//
+// Devices. A shard may live on a CUDA device (EmbeddingOptions::device): its lookups, row
+// gathers and fused reduce-and-update run there as kernels over the per-element functions of
+// embedding_one.h, which the host shard runs too, so every pulled row and every stored bit is
+// the same on either. Exchanges stay host buffers (the transport's).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -46,13 +51,10 @@
 
 #include "reference/common/device.h"
 #include "reference/common/philox.h"
+#include "reference/embedding/embedding_one.h"
 #include "reference/partition/book.h"
 
 namespace lockstep::ref {
-
-enum class Storage : std::uint8_t { kF32, kBF16, kF16 };
-enum class DuplicateReduce : std::uint8_t { kSum, kMean };
-enum class OptimizerKind : std::uint8_t { kSgd, kAdagrad, kAdam };
 
 std::string to_string(Storage s);           // "f32", "bf16", "f16"
 std::string to_string(DuplicateReduce r);   // "sum", "mean"
@@ -114,6 +116,14 @@ inline float embedding_batch_grad(std::uint64_t seed, std::int64_t s, std::int64
   return static_cast<float>(2.0 * uniform01(bits) - 1.0);
 }
 
+// Gradient rows grouped by id: ids (distinct, ascending); the contributions of ids[k] are
+// rows order[ptr[k]] .. order[ptr[k + 1] - 1] of the input, in input order.
+struct GradGroups {
+  std::vector<std::int64_t> ids, ptr, order;
+};
+// Groups n ids (a stable sort of positions by id). Throws std::invalid_argument when n < 0.
+GradGroups group_duplicates(const std::int64_t* ids, std::int64_t n);
+
 // Gradient rows reduced by id.
 struct ReducedGrads {
   std::vector<std::int64_t> ids;     // distinct ids, ascending
@@ -121,36 +131,55 @@ struct ReducedGrads {
   std::vector<float> grads;          // ids.size() x dim
 };
 // Reduces n gradient rows (n x dim, row i for ids[i]) by id, accumulating each id's rows in
-// input order from +0.0f, then dividing by the count for kMean. Throws std::invalid_argument
-// when dim < 1 or n < 0.
+// input order from +0.0f, then dividing by the count for kMean (group_duplicates, then
+// reduce_element per element). Throws std::invalid_argument when dim < 1 or n < 0.
 ReducedGrads reduce_duplicates(const std::int64_t* ids, const float* grads, std::int64_t n, std::int64_t dim,
                                DuplicateReduce mode);
+
+// Step t's constants of `opt` (t >= 1), rounded to f32 as embedding.h's order says.
+UpdateRule update_rule(const OptimizerOptions& opt, std::int64_t t);
 
 // Applies one optimizer update to a row of `dim` f32 values, in place: w (the stored row
 // widened to f32), s1 (Adagrad: sum; Adam: m), s2 (Adam: v); t is the step count (>= 1).
 void apply_update(const OptimizerOptions& opt, std::int64_t t, std::int64_t dim, const float* g, float* w, float* s1,
                   float* s2);
 
-// One part's rows: storage and optimizer state, local ids [0, rows).
+// One part's rows: storage and optimizer state, local ids [0, rows), on the host or in the
+// memory of one CUDA device, where reference/embedding/cuda's kernels gather and update them
+// with the per-element functions the host runs (embedding_one.h), so the rows are the same
+// bits on either.
 class EmbeddingShard {
  public:
-  // Initialises local row l (global id global_ids[l]) with embedding_init, rounded to storage.
+  // Initialises local row l (global id global_ids[l]) with embedding_init, rounded to storage,
+  // then moves rows and state to `device`. Throws std::invalid_argument when dim < 1, and
+  // std::runtime_error for a CUDA device that is not visible or on a build without the CUDA
+  // kernels (LOCKSTEP_HAVE_CUDA_KERNELS).
   EmbeddingShard(std::vector<std::int64_t> global_ids, std::int64_t dim, Storage storage, std::uint64_t seed,
-                 double init_scale, const OptimizerOptions& opt);
+                 double init_scale, const OptimizerOptions& opt, Device device = {});
 
   std::int64_t rows() const { return static_cast<std::int64_t>(global_ids_.size()); }
   std::int64_t dim() const { return dim_; }
   Storage storage() const { return storage_; }
+  Device device() const { return device_; }
   const std::vector<std::int64_t>& global_ids() const { return global_ids_; }
 
-  // Writes local row l as f32 into out[0, dim). l must be in [0, rows()) (unchecked).
+  // Writes local row l as f32 into host out[0, dim). l must be in [0, rows()) (unchecked).
   void read_row(std::int64_t l, float* out) const;
-  // Writes every row as f32, row-major (rows() x dim).
+  // Writes every row as f32, row-major (rows() x dim), on the host.
   std::vector<float> to_f32() const;
-  // The rows themselves for kF32 storage (rows() x dim, row-major), else null.
-  const float* f32_data() const { return storage_ == Storage::kF32 ? f32_.data() : nullptr; }
-  // Applies the update of reduced gradient row g to local row l at step t.
+  // The rows themselves for kF32 storage on the host (rows() x dim, row-major), else null.
+  const float* f32_data() const { return storage_ == Storage::kF32 && !device_.is_cuda() ? f32_.data() : nullptr; }
+  // out[i * dim + c] = element c of local row locals[i], for i in [0, n) with part null or
+  // part[i] == me. locals (int32 or int64), part and out live where the shard does; locals
+  // must be in [0, rows()) (unchecked).
+  void gather(const void* locals, IdType type, const std::int32_t* part, int me, std::int64_t n, float* out) const;
+  // Applies the update of reduced gradient row g (host) to local row l at step t.
   void update_row(std::int64_t l, const float* g, std::int64_t t);
+  // Applies every group's update at step t: local row locals[k] gets the reduction (`mode`) of
+  // its contributions, grads (host, n x dim) rows groups.order[ptr[k] .. ptr[k + 1]), element
+  // by element (update_from_contributions). locals must be in [0, rows()) (unchecked).
+  void update_rows(const std::vector<std::int64_t>& locals, const GradGroups& groups, const float* grads,
+                   std::int64_t n, DuplicateReduce mode, std::int64_t t);
   // THE KNOWN BUG, kept for fault injection (DGL #3561): the updates of one row from several
   // sources applied as concurrent read-modify-writes of its state and weights; each source
   // computes its update from the same snapshot and the last writer wins, so every other
@@ -159,15 +188,25 @@ class EmbeddingShard {
   void update_row_racy(std::int64_t l, const std::vector<std::vector<float>>& groups, std::int64_t t);
 
  private:
-  void store_row(std::int64_t l, const float* w);
+  // Row l's weights (as f32) and state, to and from host buffers of dim values each (s1, s2
+  // may be empty when the optimizer has no such state).
+  void load_state(std::int64_t l, float* w, std::vector<float>& s1, std::vector<float>& s2) const;
+  void save_state(std::int64_t l, const float* w, const std::vector<float>& s1, const std::vector<float>& s2);
+  std::size_t element_bytes() const { return storage_ == Storage::kF32 ? 4 : 2; }
+  const void* table() const;
+  void* table() { return const_cast<void*>(static_cast<const EmbeddingShard*>(this)->table()); }
+  float* state(int which);  // 1: s1, 2: s2; null when the optimizer has none
 
   std::vector<std::int64_t> global_ids_;
   std::int64_t dim_;
   Storage storage_;
   OptimizerOptions opt_;
-  std::vector<float> f32_;
+  Device device_;
+  bool has_s1_ = false, has_s2_ = false;
+  std::vector<float> f32_;  // host storage and state
   std::vector<std::uint16_t> half_;
   std::vector<float> s1_, s2_;
+  CudaBuffer table_d_, s1_d_, s2_d_;  // CUDA storage and state
 };
 
 // How a DistEmbedding talks to the other ranks: the harness implements it over its
@@ -195,6 +234,8 @@ class EmbeddingRows {
   EmbeddingRows() = default;
   // Takes rows x dim host values and moves them to `device` (a copy for CUDA).
   EmbeddingRows(std::int64_t rows, std::int64_t dim, std::unique_ptr<float[]> host, Device device);
+  // Takes rows x dim values already in the memory of CUDA device `device`.
+  EmbeddingRows(std::int64_t rows, std::int64_t dim, CudaBuffer values, Device device);
   std::int64_t rows() const { return rows_; }
   std::int64_t dim() const { return dim_; }
   Device device() const { return device_; }
@@ -217,6 +258,9 @@ struct EmbeddingOptions {
   std::uint64_t seed = 0;
   double init_scale = 0.5;
   bool lost_update_bug = false;  // owners apply each source's update racily (see update_row_racy)
+  // Where this rank's shard lives: the host, or a CUDA device (lookups, gathers and updates on
+  // that device; the transport still exchanges host buffers).
+  Device device;
 };
 
 class DistEmbedding {
@@ -251,6 +295,8 @@ class DistEmbedding {
   std::vector<float> pending_grads_;
   std::int64_t pulled_bytes_ = 0;
   IdArray parts_, locals_;  // reused lookup outputs
+
+  EmbeddingRows pull_on_device(IdSpan ids);  // pull() for a shard on a CUDA device
 };
 
 // Returns an even range book: part p owns [p*N/P rounded as rank_split does).
