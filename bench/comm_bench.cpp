@@ -4,43 +4,21 @@
 // Each iteration runs the three modes back to back, in a rotating order, so slow drift on
 // this shared 2-core machine hits all three alike; the counters are medians over iterations.
 #include <benchmark/benchmark.h>
-#include <stdlib.h>
 
-#include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "harness/launch/launcher.h"
-#include "harness/scenario/scenario.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using lockstep::launch::LaunchOptions;
-
-std::string temp_dir() {
-  std::string tmpl = (fs::temp_directory_path() / "lockstep-bench-XXXXXX").string();
-  return mkdtemp(tmpl.data());
-}
-
 using lockstep::bench::median;
+using lockstep::bench::temp_dir;
 
 double run_mode(const std::string& dir, const std::string& mode, int ranks, std::int64_t iterations) {
-  const std::string file = dir + "/latency_" + mode + "_" + std::to_string(ranks) + ".toml";
-  std::ofstream(file) << "name = \"bench.latency_" << mode << "_" << ranks << "\"\n"
-                      << "[run]\nworld_size = " << ranks << "\nverify = \"" << mode << "\"\ntimeout_s = 120\n"
-                      << "[workload]\nkind = \"latency\"\ncount = 256\ndtype = \"f32\"\niterations = "
-                      << iterations << "\nwarmup = 200\n[expect]\noutcome = \"pass\"\n";
-  auto scenarios = lockstep::scenario::load_file(file);
-  LaunchOptions opts;
-  opts.binary = LOCKSTEP_BINARY;
-  opts.report_dir = dir + "/report";
-  auto res = lockstep::launch::run_scenario(scenarios.at(0), opts);
-  if (res.status != lockstep::report::Status::kPass) return -1;
-  return res.metrics.at("us_per_op");
+  return lockstep::bench::latency_us(dir, mode, ranks, iterations, 256);
 }
 
 void BM_AllReduce1KiB_DecoratorCost(benchmark::State& state) {

@@ -1,12 +1,16 @@
 // Workload "latency": a tight loop of one blocking collective, for measuring what the
-// recorder and the verifier cost (bench/comm_bench.cpp). Rank 0 reports the mean time per
-// operation after warm-up; results are checked once at the end (closed form: all ones).
+// recorder and the verifier cost (bench/comm_bench.cpp; on NCCL, bench/gpu_bench.cpp). Rank 0
+// reports the mean time per operation after warm-up; results are checked once at the end
+// (closed form: all ones). With run.device = "cuda" (backend nccl) the buffer lives on the
+// rank's GPU (LOCAL_RANK mod the visible devices), filled once: a max of ones stays ones.
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
 #include "harness/comm/communicator.h"
 #include "harness/comm/dtype.h"
 #include "harness/workloads/workload.h"
+#include "reference/common/device.h"
 
 namespace lockstep::workloads {
 namespace {
@@ -23,16 +27,32 @@ class Latency final : public Workload {
   explicit Latency(Options o) : o_(o) {}
   void run(RankContext& ctx) override {
     comm::HostBuffer buf(o_.dtype, o_.count);
+    for (std::int64_t k = 0; k < o_.count; ++k) comm::store_from_double(buf.view(), k, 1.0);
+    const bool cuda = ctx.scenario.device == scenario::Device::kCuda;
+    ref::CudaBuffer device_buf;
+    comm::View wire = buf.view();
+    if (cuda) {
+      const int index = ctx.local_rank % std::max(1, ref::cuda_device_count());
+      ref::cuda_set_device(index);
+      device_buf = ref::CudaBuffer(wire.bytes());
+      ref::cuda_copy_to_device(device_buf.data(), wire.data, wire.bytes());
+      wire.data = device_buf.data();
+      wire.device = comm::DeviceType::kCuda;
+      wire.device_index = index;
+    }
     ctx.comm.set_phase("latency");
     auto one = [&](std::int64_t i) {
       ctx.comm.set_step(i);
-      for (std::int64_t k = 0; k < o_.count; ++k) comm::store_from_double(buf.view(), k, 1.0);
-      ctx.comm.all_reduce(buf.view(), comm::ReduceOp::kMax);
+      if (!cuda) {
+        for (std::int64_t k = 0; k < o_.count; ++k) comm::store_from_double(buf.view(), k, 1.0);
+      }
+      ctx.comm.all_reduce(wire, comm::ReduceOp::kMax);
     };
     for (std::int64_t i = 0; i < o_.warmup; ++i) one(i);
     const auto t0 = std::chrono::steady_clock::now();
     for (std::int64_t i = 0; i < o_.iterations; ++i) one(o_.warmup + i);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (cuda) ref::cuda_copy_to_host(buf.view().data, device_buf.data(), wire.bytes());
     for (std::int64_t k = 0; k < o_.count; ++k) {
       if (comm::load_as_double(buf.view(), k) != 1.0) {
         std::ostringstream os;
@@ -69,7 +89,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
 }  // namespace
 
 WorkloadSpec latency_spec() {
-  return WorkloadSpec{"latency", "a timed loop of one blocking all_reduce (max), for overhead benchmarks", make, {}};
+  return WorkloadSpec{"latency", "a timed loop of one blocking all_reduce (max), for overhead benchmarks (host buffers, or GPU buffers with device cuda and backend nccl)", make, {}};
 }
 
 }  // namespace lockstep::workloads
