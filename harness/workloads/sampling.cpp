@@ -123,6 +123,14 @@ class Sampling final : public Workload {
         const auto reference = loader.next();
         if (!reference) fail_with(DiagnosisKind::kResultMismatch, me, "rank " + std::to_string(me) + ": the loader ended before batch " + std::to_string(b));
         if (!(*reference == got)) fail_with(DiagnosisKind::kResultMismatch, me, first_difference("single-process loader vs distributed sampling", *reference, got, me));
+        if (ctx.scenario.device == scenario::Device::kCuda) {
+          // Every hop of the rank's share on its GPU (draws, relabelling, edge destinations:
+          // the reference's kernels) must give the distributed sample bit for bit.
+          const ref::Device gpu{ref::DeviceKind::kCuda, ctx.local_rank % std::max(1, ref::cuda_device_count())};
+          const ref::IdArray seeds = ref::IdArray::from_host(mine, ref::IdType::kI64, gpu);
+          const auto on_gpu = ref::sample_neighbors(device_rows_, seeds.span(), o_.sample, key).to_host();
+          if (!(on_gpu == got)) fail_with(DiagnosisKind::kResultMismatch, me, first_difference("multi-hop sampling on the GPU vs distributed sampling", on_gpu, got, me));
+        }
         for (std::size_t h = 0; h < got.blocks.size(); ++h) {
           const auto& blk = got.blocks[h];
           std::vector<std::uint64_t> hash(blk.dst_nodes.size(), 1469598103934665603ull);

@@ -68,6 +68,10 @@ void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes) {
   mark_cuda_initialised();
   LOCKSTEP_REF_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
+void cuda_copy_on_device(void* dst, const void* src, std::size_t bytes) {
+  mark_cuda_initialised();
+  LOCKSTEP_REF_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
 #else
 namespace {
 [[noreturn]] void no_cuda() { throw std::runtime_error("this build of lockstep has no CUDA"); }
@@ -78,6 +82,7 @@ void* cuda_alloc(std::size_t) { no_cuda(); }
 void cuda_free(void*) noexcept {}
 void cuda_copy_to_device(void*, const void*, std::size_t) { no_cuda(); }
 void cuda_copy_to_host(void*, const void*, std::size_t) { no_cuda(); }
+void cuda_copy_on_device(void*, const void*, std::size_t) { no_cuda(); }
 #endif
 
 std::string cuda_device_unavailable(Device device) {

@@ -40,6 +40,7 @@ void* cuda_alloc(std::size_t bytes);
 void cuda_free(void* p) noexcept;
 void cuda_copy_to_device(void* dst, const void* src, std::size_t bytes);
 void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes);
+void cuda_copy_on_device(void* dst, const void* src, std::size_t bytes);  // within one device
 
 // Owns one device allocation. Movable, not copyable.
 class CudaBuffer {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "lockstep/config.h"
+#include "reference/sampling/relabel.h"
 #if LOCKSTEP_HAVE_CUDA_KERNELS
 #include "reference/sampling/cuda/sample.h"
 #endif
@@ -71,6 +72,49 @@ DeviceHopSample sample_hop(const SampleRows& rows, IdSpan nodes, std::int64_t fa
                         static_cast<std::int64_t*>(scratch.data()));
   return out;
 #endif
+}
+
+SampledBlocks DeviceSampledBlocks::to_host() const {
+  SampledBlocks out;
+  out.seeds = seeds.to_host();
+  out.seed_to_output = seed_to_output.to_host();
+  for (const auto& b : blocks) {
+    out.blocks.push_back(Block{b.dst_nodes.to_host(), b.src_nodes.to_host(), b.edge_src.to_host(),
+                               b.edge_dst.to_host(), b.edge_ids.to_host()});
+  }
+  return out;
+}
+
+DeviceSampledBlocks sample_neighbors(const SampleRows& rows, IdSpan seeds, const SampleOptions& options,
+                                     const SampleKey& key) {
+  sample_neighbors(rows.host(), std::vector<std::int64_t>{}, options, key);  // the host's checks and messages
+  const Device dev = seeds.device;
+  const IdSpan none{nullptr, 0, IdType::kI64, dev};
+  if (options.fanouts.empty() && seeds.size > 0) {  // no hop draws from the seeds to check them
+    sample_neighbors(rows.host(), to_host_i64(seeds), options, key);
+  }
+  DeviceSampledBlocks out;
+  out.seeds = concat(seeds, none);
+  Relabelled unique_seeds = relabel_first_appearance(seeds);
+  out.seed_to_output = std::move(unique_seeds.local);
+  IdArray frontier = std::move(unique_seeds.unique);
+  for (std::size_t h = 0; h < options.fanouts.size(); ++h) {
+    SampleKey at_hop = key;
+    at_hop.hop = static_cast<std::int64_t>(h);
+    DeviceHopSample drawn = sample_hop(rows, frontier.span(), options.fanouts[h], options.replace, at_hop);
+    const std::int64_t n = frontier.size(), edges = drawn.nbrs.size();
+    const IdArray candidates = concat(frontier.span(), drawn.nbrs.span());
+    Relabelled r = relabel_first_appearance(candidates.span());
+    DeviceBlock b;
+    b.edge_src = concat(IdSpan{static_cast<const std::int64_t*>(r.local.data()) + n, edges, IdType::kI64, dev}, none);
+    b.edge_dst = edge_destinations(drawn.counts.span(), edges);
+    b.edge_ids = std::move(drawn.eids);
+    b.dst_nodes = std::move(frontier);
+    frontier = concat(r.unique.span(), none);  // the next hop's frontier: this hop's src_nodes
+    b.src_nodes = std::move(r.unique);
+    out.blocks.push_back(std::move(b));
+  }
+  return out;
 }
 
 }  // namespace lockstep::ref

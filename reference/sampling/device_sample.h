@@ -6,6 +6,7 @@
 // nodes through the host instead.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "reference/common/device.h"
 #include "reference/graph/graph.h"
@@ -41,5 +42,27 @@ struct DeviceHopSample {
 // outside [0, num_nodes)), and std::runtime_error when the nodes' CUDA device is not visible.
 DeviceHopSample sample_hop(const SampleRows& rows, IdSpan nodes, std::int64_t fanout,
                            bool replace, const SampleKey& key);
+
+// A Block (neighbor.h) as int64 arrays on one device.
+struct DeviceBlock {
+  IdArray dst_nodes, src_nodes, edge_src, edge_dst, edge_ids;
+};
+
+// SampledBlocks (neighbor.h) as int64 arrays on one device.
+struct DeviceSampledBlocks {
+  IdArray seeds, seed_to_output;
+  std::vector<DeviceBlock> blocks;
+  SampledBlocks to_host() const;  // the same values in host vectors
+};
+
+// sample_neighbors(rows.host(), seeds, options, key) for int64 seeds on the host or a CUDA
+// device, every step on the seeds' device: the unique seeds and each hop's src_nodes by
+// first-appearance relabelling of (frontier, sampled neighbors) (relabel.h), the draws by
+// sample_hop above, the edge destinations from its counts. The same blocks as
+// sample_neighbors, bit for bit (options.num_threads and id_table do not apply). Throws what
+// sample_neighbors throws for bad options or key, and for a seed outside [0, num_nodes), named
+// as sample_hop names a node.
+DeviceSampledBlocks sample_neighbors(const SampleRows& rows, IdSpan seeds, const SampleOptions& options,
+                                     const SampleKey& key);
 
 }  // namespace lockstep::ref
