@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "reference/common/device.h"
+#include "reference/train/sage.h"
 #include "tests/test_util.h"
 
 namespace lockstep::ref::train {
@@ -191,10 +192,67 @@ TEST(MeanAggregationCudaTest, KernelsGiveTheCpuBits) {
   expect_bitwise(dh, loop_backward(b, start, dagg, in));
 }
 
-TEST(MeanAggregationCudaTest, WithoutKernelsOrDeviceItThrows) {
+TEST(MeanAggregationCudaTest, ThrowsWithoutGpu) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible; this checks the CPU-only path";
   const EdgeGroups g = edge_groups(tiny());
   EXPECT_THROW(mean_aggregate_cuda(0, g, nullptr, 1, nullptr), std::runtime_error);
+}
+
+// forward and backward with the aggregation on a device: fp32 only, and loud without one.
+TEST(SageAggregateOnTest, DoubleOnCudaIsRefusedAndNoGpuIsNamed) {
+  SageConfig c;
+  c.in_dim = 2;
+  c.hidden = 3;
+  c.num_classes = 2;
+  c.num_layers = 1;
+  SampledBlocks blocks;
+  blocks.seeds = {0};
+  blocks.seed_to_output = {0};
+  blocks.blocks.push_back(tiny());
+  const std::size_t ns = blocks.blocks[0].src_nodes.size();
+  const Device gpu{DeviceKind::kCuda, 0};
+  const auto pf = init_params(c, 1);
+  const std::vector<double> pd(pf.begin(), pf.end());
+  const std::vector<double> in_d(ns * 2, 0.5);
+  EXPECT_NE(message_of<std::invalid_argument>([&] { forward(c, pd, blocks, in_d, false, gpu); }).find("fp32 only"),
+            std::string::npos);
+  if (cuda_device_count() > 0) return;  // the rest checks the CPU-only path
+  const std::vector<float> in_f(ns * 2, 0.5f);
+  EXPECT_THROW(forward(c, pf, blocks, in_f, false, gpu), std::runtime_error);
+}
+
+// On a GPU: a training step's activations and gradients are the same bits with the mean
+// aggregation on the device as on the host, in fp32 and with bf16 hidden rounding.
+TEST(SageAggregateOnCudaTest, ForwardAndBackwardGiveTheHostBits) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "requires CUDA: no CUDA device is visible";
+  std::mt19937_64 rng(9);
+  SageConfig c;
+  c.in_dim = 8;
+  c.hidden = 16;
+  c.num_classes = 4;
+  c.num_layers = 2;
+  SampledBlocks blocks;
+  blocks.blocks.push_back(random_block(rng, 50, 400));   // hop 0: the seeds' block
+  blocks.blocks.push_back(random_block(rng, 400, 3000));  // hop 1
+  for (std::int64_t i = 0; i < 50; ++i) {
+    blocks.seeds.push_back(i);
+    blocks.seed_to_output.push_back(i);
+  }
+  const auto params = init_params(c, 4);
+  const auto inputs = random_values<float>(rng, 3000 * 8);
+  for (const bool bf16 : {false, true}) {
+    const auto host = forward(c, params, blocks, inputs, bf16);
+    const auto gpu = forward(c, params, blocks, inputs, bf16, Device{DeviceKind::kCuda, 0});
+    for (std::size_t l = 0; l < host.agg.size(); ++l) expect_bitwise(gpu.agg[l], host.agg[l]);
+    expect_bitwise(gpu.logits, host.logits);
+    std::vector<float> dlogits(host.logits.size());
+    for (std::size_t i = 0; i < dlogits.size(); ++i) dlogits[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
+    std::vector<float> gh(params.size(), 0.0f), gg(params.size(), 0.0f), dih, dig;
+    backward(c, params, blocks, host, dlogits, gh, &dih);
+    backward(c, params, blocks, host, dlogits, gg, &dig, Device{DeviceKind::kCuda, 0});
+    expect_bitwise(gg, gh);
+    expect_bitwise(dig, dih);
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 // step-count pre-flight (uneven_steps).
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -73,6 +74,8 @@ struct Options {
   double lr = 0.1;
   double momentum = 0.9;
   std::int64_t bucket_bytes = 4096;
+  bool gpu_aggregation = false;      // run.device = "cuda": the mean aggregation on the rank's GPU
+  bool digest_params = false;        // the digest also covers the final parameters and loss curve bits
   int num_workers = 0;
   bool features_on_cuda = false;
   double curve_rtol = -1;  // -1: default_rtol(precision)
@@ -147,6 +150,7 @@ class Training final : public Workload {
     const int ws = ctx.world_size;
     const int me = ctx.rank;
     const std::uint64_t seed = ctx.scenario.seed;
+    if (o_.gpu_aggregation) aggregate_on_ = ref::Device{ref::DeviceKind::kCuda, ctx.local_rank % std::max(1, ref::cuda_device_count())};
     const auto graph = build_graph(o_.graph);
     rows_ = ref::sampling_graph(graph, /*in_edges=*/true);
     part_of_ = ref::partition_graph(graph, ws, o_.method, o_.graph.seed).part_of;
@@ -251,12 +255,13 @@ class Training final : public Workload {
       std::vector<float> grads(params_.size(), 0.0f);
       std::vector<float> dinputs;
       if (!batch.blocks.seeds.empty()) {
-        const auto acts = tr::forward(o_.model, params_, batch.blocks, batch.inputs, batch.compute == tr::BatchDType::kBF16);
+        const auto acts = tr::forward(o_.model, params_, batch.blocks, batch.inputs, batch.compute == tr::BatchDType::kBF16,
+                                      aggregate_on_);
         std::vector<float> dlogits;
         const auto losses = tr::cross_entropy(o_.model, batch.blocks, acts.logits, batch.labels, dlogits);
         for (float x : losses) loss_sum += x;
         t.forward += since(clock);
-        tr::backward(o_.model, params_, batch.blocks, acts, dlogits, grads, embedding_ ? &dinputs : nullptr);
+        tr::backward(o_.model, params_, batch.blocks, acts, dlogits, grads, embedding_ ? &dinputs : nullptr, aggregate_on_);
         t.backward += since(clock);
       }
       sync_gradients(ctx, grads, batch.grad_sync);
@@ -301,6 +306,18 @@ class Training final : public Workload {
         canonical.insert(canonical.end(), g.begin(), g.end());
       }
       canonical.insert(canonical.end(), eval.begin(), eval.end());
+      if (o_.digest_params) {  // for device invariance at one world size: every bit
+        for (const float p : params_) {
+          std::uint32_t bits;
+          std::memcpy(&bits, &p, sizeof bits);
+          canonical.push_back(static_cast<std::int64_t>(bits));
+        }
+        for (const double l : curve) {
+          std::int64_t bits;
+          std::memcpy(&bits, &l, sizeof bits);
+          canonical.push_back(bits);
+        }
+      }
       ctx.digest = digest_hex(canonical);
     }
   }
@@ -440,7 +457,8 @@ class Training final : public Workload {
     const tr::Batch batch = tr::collate(std::move(sampled), std::move(rows), o_.model.in_dim, std::move(labels), o_.precision);
     I64 correct{0};
     if (!mine.empty()) {
-      const auto acts = tr::forward(o_.model, params_, batch.blocks, batch.inputs, batch.compute == tr::BatchDType::kBF16);
+      const auto acts = tr::forward(o_.model, params_, batch.blocks, batch.inputs, batch.compute == tr::BatchDType::kBF16,
+                                    aggregate_on_);
       const auto pred = tr::predictions(o_.model, batch.blocks, acts.logits);
       for (std::size_t i = 0; i < pred.size(); ++i) correct[0] += pred[i] == batch.labels[i];
     }
@@ -455,6 +473,7 @@ class Training final : public Workload {
   std::unique_ptr<FeatureStore> store_;
   ref::SampleOptions sample_;
   std::vector<float> params_;
+  ref::Device aggregate_on_;  // where the mean aggregation runs: the host, or the rank's GPU (run.device = "cuda")
   std::unique_ptr<CommTransport> transport_;
   std::unique_ptr<ref::DistEmbedding> embedding_;
 };
@@ -524,6 +543,14 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   if (fdev != "cpu" && fdev != "cuda") c.fail("feature_device", "must be 'cpu' or 'cuda', got '" + fdev + "'");
   o.features_on_cuda = fdev == "cuda";
   if (o.features_on_cuda && !s.requires_cuda) c.fail("feature_device", "'cuda' needs [requires] cuda = true");
+  o.digest_params = c.get_bool("digest_params", false);
+  if (s.device == scenario::Device::kCuda) {
+    if (s.backend == scenario::Backend::kNccl) {
+      c.fail("kind", "workload 'training' exchanges host buffers: with run.device 'cuda' use run.backend 'gloo' "
+                     "(the mean aggregation on the GPU, the exchanges over Gloo)");
+    }
+    o.gpu_aggregation = true;
+  }
   o.curve_rtol = c.get_double("curve_rtol", -1);
   if (c.has("curve_rtol") && !(o.curve_rtol >= 0 && o.curve_rtol <= 1)) c.fail("curve_rtol", "must be in [0, 1]");
   c.finish();
@@ -560,7 +587,8 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
 WorkloadSpec training_spec() {
   return WorkloadSpec{"training",
                       "data-parallel GraphSAGE training: sharded feature store, bucketed gradient all-reduce, fp32/bf16 precision modes, loss curve invariant across world sizes",
-                      make, {"cast_bf16_at_step", "rank_seeded_init", "floor_division_split"}};
+                      make, {"cast_bf16_at_step", "rank_seeded_init", "floor_division_split"},
+                      /*gpu_compute_host_exchange=*/true};
 }
 
 }  // namespace lockstep::workloads

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "reference/common/philox.h"
@@ -177,9 +178,77 @@ std::vector<float> init_params(const SageConfig& config, std::uint64_t seed) {
   return p;
 }
 
+namespace {
+
+// Throws std::invalid_argument when the aggregation is asked on CUDA for T other than float.
+template <class T>
+void require_fp32_on(Device device, const char* what) {
+  if (device.is_cuda() && !std::is_same_v<T, float>) {
+    throw std::invalid_argument(std::string(what) + ": the mean aggregation runs on " + to_string(device) + " in fp32 only");
+  }
+}
+
+CudaBuffer upload_floats(const float* v, std::size_t n) {
+  CudaBuffer b(n * sizeof(float));
+  if (n > 0) cuda_copy_to_device(b.data(), v, n * sizeof(float));
+  return b;
+}
+
+// agg (nd x in) = the mean aggregation of h over the groups, on the host or on `device`.
+template <class T>
+void aggregate(const EdgeGroups& groups, const std::vector<T>& h, std::int64_t in, std::vector<T>& agg, Device device) {
+  const std::size_t nd = groups.dst_ptr.size() - 1;
+  if constexpr (std::is_same_v<T, float>) {
+    if (device.is_cuda()) {
+      cuda_set_device(device.index);
+      const CudaBuffer hd = upload_floats(h.data(), h.size());
+      CudaBuffer ad(agg.size() * sizeof(float));
+      mean_aggregate_cuda(device.index, groups, static_cast<const float*>(hd.data()), in, static_cast<float*>(ad.data()));
+      if (!agg.empty()) cuda_copy_to_host(agg.data(), ad.data(), agg.size() * sizeof(float));
+      return;
+    }
+  }
+  const auto w = static_cast<std::size_t>(in);
+  for (std::size_t d = 0; d < nd; ++d) {
+    for (std::size_t j = 0; j < w; ++j) {
+      agg[d * w + j] = mean_of_neighbors(h.data(), in, groups.src_of.data(), groups.dst_ptr[d], groups.dst_ptr[d + 1],
+                                         static_cast<std::int64_t>(j));
+    }
+  }
+}
+
+// dh (ns x in) += the mean's gradient from dagg (nd x in), each src's start being its dh row,
+// on the host or on `device`.
+template <class T>
+void aggregate_backward(const EdgeGroups& groups, const std::vector<T>& dagg, std::int64_t in, std::vector<T>& dh,
+                        Device device) {
+  const std::size_t ns = groups.src_ptr.size() - 1;
+  if constexpr (std::is_same_v<T, float>) {
+    if (device.is_cuda()) {
+      cuda_set_device(device.index);
+      const CudaBuffer gd = upload_floats(dagg.data(), dagg.size()), start = upload_floats(dh.data(), dh.size());
+      CudaBuffer out(dh.size() * sizeof(float));
+      mean_aggregate_backward_cuda(device.index, groups, static_cast<const float*>(gd.data()),
+                                   static_cast<const float*>(start.data()), in, static_cast<float*>(out.data()));
+      if (!dh.empty()) cuda_copy_to_host(dh.data(), out.data(), dh.size() * sizeof(float));
+      return;
+    }
+  }
+  const auto w = static_cast<std::size_t>(in);
+  for (std::size_t src = 0; src < ns; ++src) {
+    for (std::size_t j = 0; j < w; ++j) {
+      dh[src * w + j] = neighbor_gradient(dh[src * w + j], dagg.data(), in, groups.dst_of.data(), groups.dst_ptr.data(),
+                                          groups.src_ptr[src], groups.src_ptr[src + 1], static_cast<std::int64_t>(j));
+    }
+  }
+}
+
+}  // namespace
+
 template <class T>
 Activations<T> forward(const SageConfig& config, const std::vector<T>& params, const SampledBlocks& blocks,
-                       const std::vector<T>& inputs, bool round_bf16_hidden) {
+                       const std::vector<T>& inputs, bool round_bf16_hidden, Device aggregate_on) {
+  require_fp32_on<T>(aggregate_on, "forward");
   const auto shapes = layer_shapes(config);
   const int L = config.num_layers;
   require(static_cast<int>(blocks.blocks.size()) == L,
@@ -193,15 +262,11 @@ Activations<T> forward(const SageConfig& config, const std::vector<T>& params, c
     const auto& s = shapes[static_cast<std::size_t>(l)];
     const Block& blk = blocks.blocks[static_cast<std::size_t>(L - 1 - l)];
     const std::size_t nd = blk.dst_nodes.size(), in = static_cast<std::size_t>(s.in), out = static_cast<std::size_t>(s.out);
-    // Mean aggregation by the per-element function the CUDA kernel runs (aggregate.h).
+    // Mean aggregation by the per-element function the CUDA kernel runs (aggregate.h), on
+    // the host or by that kernel.
     const EdgeGroups groups = edge_groups(blk);
     std::vector<T> agg(nd * in);
-    for (std::size_t d = 0; d < nd; ++d) {
-      for (std::size_t j = 0; j < in; ++j) {
-        agg[d * in + j] = mean_of_neighbors(h.data(), s.in, groups.src_of.data(), groups.dst_ptr[d],
-                                            groups.dst_ptr[d + 1], static_cast<std::int64_t>(j));
-      }
-    }
+    aggregate(groups, h, s.in, agg, aggregate_on);
     std::vector<T> z(nd * out);
     const T* ws = params.data() + s.w_self;
     const T* wn = params.data() + s.w_neigh;
@@ -259,7 +324,8 @@ std::vector<T> cross_entropy(const SageConfig& config, const SampledBlocks& bloc
 template <class T>
 void backward(const SageConfig& config, const std::vector<T>& params, const SampledBlocks& blocks,
               const Activations<T>& acts, const std::vector<T>& dlogits, std::vector<T>& grads,
-              std::vector<T>* dinputs) {
+              std::vector<T>* dinputs, Device aggregate_on) {
+  require_fp32_on<T>(aggregate_on, "backward");
   const auto shapes = layer_shapes(config);
   const int L = config.num_layers;
   require(grads.size() == params.size(), "backward: grads must have num_params entries");
@@ -314,15 +380,9 @@ void backward(const SageConfig& config, const std::vector<T>& params, const Samp
       }
     }
     // The mean's gradient by the per-element function the CUDA kernel runs (aggregate.h),
-    // after each src's self-path term.
+    // after each src's self-path term, on the host or by that kernel.
     const EdgeGroups groups = edge_groups(blk);
-    for (std::size_t src = 0; src < ns; ++src) {
-      for (std::size_t j = 0; j < in; ++j) {
-        dh[src * in + j] = neighbor_gradient(dh[src * in + j], dagg.data(), s.in, groups.dst_of.data(),
-                                             groups.dst_ptr.data(), groups.src_ptr[src],
-                                             groups.src_ptr[src + 1], static_cast<std::int64_t>(j));
-      }
-    }
+    aggregate_backward(groups, dagg, s.in, dh, aggregate_on);
     if (l == 0) {
       *dinputs = std::move(dh);
       break;
@@ -358,12 +418,12 @@ double train_step_grads(const SageConfig& config, const std::vector<float>& para
   return sum;
 }
 
-template Activations<float> forward(const SageConfig&, const std::vector<float>&, const SampledBlocks&, const std::vector<float>&, bool);
-template Activations<double> forward(const SageConfig&, const std::vector<double>&, const SampledBlocks&, const std::vector<double>&, bool);
+template Activations<float> forward(const SageConfig&, const std::vector<float>&, const SampledBlocks&, const std::vector<float>&, bool, Device);
+template Activations<double> forward(const SageConfig&, const std::vector<double>&, const SampledBlocks&, const std::vector<double>&, bool, Device);
 template std::vector<float> cross_entropy(const SageConfig&, const SampledBlocks&, const std::vector<float>&, const std::vector<std::int32_t>&, std::vector<float>&);
 template std::vector<double> cross_entropy(const SageConfig&, const SampledBlocks&, const std::vector<double>&, const std::vector<std::int32_t>&, std::vector<double>&);
-template void backward(const SageConfig&, const std::vector<float>&, const SampledBlocks&, const Activations<float>&, const std::vector<float>&, std::vector<float>&, std::vector<float>*);
-template void backward(const SageConfig&, const std::vector<double>&, const SampledBlocks&, const Activations<double>&, const std::vector<double>&, std::vector<double>&, std::vector<double>*);
+template void backward(const SageConfig&, const std::vector<float>&, const SampledBlocks&, const Activations<float>&, const std::vector<float>&, std::vector<float>&, std::vector<float>*, Device);
+template void backward(const SageConfig&, const std::vector<double>&, const SampledBlocks&, const Activations<double>&, const std::vector<double>&, std::vector<double>&, std::vector<double>*, Device);
 template std::vector<std::int32_t> predictions(const SageConfig&, const SampledBlocks&, const std::vector<float>&);
 template std::vector<std::int32_t> predictions(const SageConfig&, const SampledBlocks&, const std::vector<double>&);
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/common/device.h"
 #include "reference/graph/graph.h"
 #include "reference/sampling/neighbor.h"
 
@@ -124,11 +125,14 @@ struct Activations {
 
 // Runs the model on `blocks` (blocks.size() == num_layers) with input rows `inputs`
 // (|blocks.back().src_nodes| x in_dim). With round_bf16_hidden, hidden activations are
-// rounded to bf16 after the ReLU. Throws std::invalid_argument on a shape mismatch.
+// rounded to bf16 after the ReLU. aggregate_on: where the mean aggregation runs, the host or a
+// CUDA device (lockstep's kernels, aggregate.h; T = float only), with the same bits either
+// way. Throws std::invalid_argument on a shape mismatch or a CUDA device for double,
+// std::runtime_error without the CUDA kernels or on a CUDA error.
 template <class T>
 Activations<T> forward(const SageConfig& config, const std::vector<T>& params,
                        const SampledBlocks& blocks, const std::vector<T>& inputs,
-                       bool round_bf16_hidden = false);
+                       bool round_bf16_hidden = false, Device aggregate_on = {});
 
 // Softmax cross-entropy of each seed's logits (row seed_to_output[i]) against labels[i]:
 // returns per-seed losses (log-sum-exp with the max subtracted) and writes d(sum of losses) /
@@ -141,11 +145,12 @@ std::vector<T> cross_entropy(const SageConfig& config, const SampledBlocks& bloc
 // Accumulates d(sum of losses) / d(params) into grads (num_params entries; not zeroed here).
 // With dinputs, also writes d(sum of losses) / d(inputs) there (|blocks.back().src_nodes| x
 // in_dim, overwritten): the gradient of learnable input features. Rounding to bf16 in forward
-// is treated as the identity (straight-through).
+// is treated as the identity (straight-through). aggregate_on: as forward's, for the mean's
+// gradient.
 template <class T>
 void backward(const SageConfig& config, const std::vector<T>& params, const SampledBlocks& blocks,
               const Activations<T>& acts, const std::vector<T>& dlogits, std::vector<T>& grads,
-              std::vector<T>* dinputs = nullptr);
+              std::vector<T>* dinputs = nullptr, Device aggregate_on = {});
 
 // Per seed: argmax of its logits (ties to the lowest class).
 template <class T>
