@@ -425,30 +425,40 @@ TEST_F(ScenarioTest, BadValuesNameValueAndAllowed) {
   EXPECT_CONTAINS(input_error([&] { load_file(path); }),
                   path + ":8: run.backend: backend \"nccl\" requires device \"cuda\"");
 
+  // NCCL is the backend on CUDA, Gloo on the CPU, unless a scenario names one.
+  path = file_with_run("cuda_default.toml", "device = \"cuda\"\n");
+  EXPECT_EQ(load_file(path).at(0).backend, Backend::kNccl);
+  path = file_with_run("cpu_default.toml", "world_size = 2\n");
+  EXPECT_EQ(load_file(path).at(0).backend, Backend::kGloo);
+
   // Gloo carries host buffers only: device "cuda" with gloo is for workloads that compute on
-  // the GPU and exchange on the host (lookup, sampling), not for collectives.
-  path = file_with_run("gloo_cuda.toml", "device = \"cuda\"\n");
+  // the GPU and exchange on the host (lookup, sampling, embedding, training), not for
+  // collectives.
+  path = file_with_run("gloo_cuda.toml", "device = \"cuda\"\nbackend = \"gloo\"\n");
   EXPECT_CONTAINS(input_error([&] { load_file(path); }),
                   path + ":3: workload.kind: run.backend 'gloo' in lockstep carries host buffers only; "
                          "use backend 'nccl' for device 'cuda' (workload 'collectives' has no GPU "
                          "compute with host exchanges)");
-  for (const char* kind : {"lookup", "sampling", "embedding"}) {
+  for (const char* kind : {"lookup", "sampling", "embedding", "training"}) {
     path = write(std::string(kind) + "_gloo_cuda.toml",
                  std::string("name = \"x.gloo_cuda\"\n[workload]\nkind = \"") + kind +
-                     "\"\n[expect]\noutcome = \"pass\"\n[run]\ndevice = \"cuda\"\n");
+                     "\"\n[expect]\noutcome = \"pass\"\n[run]\ndevice = \"cuda\"\nbackend = \"gloo\"\n");
     const std::vector<Scenario> loaded = load_file(path);
     ASSERT_EQ(loaded.size(), 1u) << kind;
     EXPECT_EQ(loaded[0].device, Device::kCuda) << kind;
     EXPECT_EQ(loaded[0].backend, Backend::kGloo) << kind;
     EXPECT_TRUE(loaded[0].requires_cuda) << kind;
   }
-  // The embedding workload's exchanges are host buffers: NCCL cannot carry them.
-  path = write("embedding_nccl.toml",
-               "name = \"x.nccl\"\n[workload]\nkind = \"embedding\"\n[expect]\noutcome = \"pass\"\n"
-               "[run]\ndevice = \"cuda\"\nbackend = \"nccl\"\n");
-  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
-                  path + ":3: workload.kind: workload 'embedding' exchanges host buffers: with run.device "
-                         "'cuda' use run.backend 'gloo'");
+  // The embedding and training workloads exchange host buffers: NCCL, the default on CUDA,
+  // cannot carry them.
+  for (const char* kind : {"embedding", "training"}) {
+    path = write(std::string(kind) + "_nccl.toml",
+                 std::string("name = \"x.nccl\"\n[workload]\nkind = \"") + kind +
+                     "\"\n[expect]\noutcome = \"pass\"\n[run]\ndevice = \"cuda\"\n");
+    EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                    path + ":3: workload.kind: workload '" + kind + "' exchanges host buffers: with run.device "
+                           "'cuda' use run.backend 'gloo'");
+  }
 
   path = write("bad_name.toml", R"(name = "Comm Bad"
 [workload]

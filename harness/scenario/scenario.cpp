@@ -159,6 +159,9 @@ void read_run(const Config& run, Scenario& s) {
                                  {{"gloo", Backend::kGloo}, {"nccl", Backend::kNccl}});
   s.device =
       read_enum<Device>(run, "device", "cpu", {{"cpu", Device::kCpu}, {"cuda", Device::kCuda}});
+  // NCCL is the backend on CUDA, Gloo on the CPU, unless the scenario names one (Gloo with
+  // device "cuda": GPU compute with host exchanges, for the workloads that have it).
+  if (s.device == Device::kCuda && !run.has("backend")) s.backend = Backend::kNccl;
   s.verify = read_enum<VerifyMode>(run, "verify", "verify",
                                    {{"off", VerifyMode::kOff},
                                     {"record", VerifyMode::kRecord},

@@ -15,6 +15,7 @@
 #include "reference/common/device.h"
 #include "harness/comm/dtype.h"
 #include "harness/report/dump.h"
+#include "harness/workloads/digest.h"
 #include "harness/workloads/workload.h"
 
 namespace lockstep::workloads {
@@ -95,6 +96,9 @@ class Collectives final : public Workload {
       }
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Digest (rank 0): every output element it checked, as a double, in issue order; the same
+    // for every device and backend at one world size.
+    if (ctx.rank == 0) ctx.digest = digest_hex({static_cast<std::int64_t>(digest_), checked_});
     ctx.metrics["collectives"] = static_cast<double>(issued);
     ctx.metrics["us_per_collective"] = issued ? secs * 1e6 / static_cast<double>(issued) : 0;
     for (std::size_t i = 0; i < last_.size(); ++i) {
@@ -229,6 +233,10 @@ class Collectives final : public Workload {
 
   void check(RankContext& ctx, View v, std::int64_t i, double expected, const std::string& what) {
     const double got = comm::load_as_double(v, i);
+    std::uint64_t bits;
+    std::memcpy(&bits, &got, sizeof bits);
+    digest_ = (digest_ ^ bits) * 1099511628211ull;  // every checked output, in check order
+    ++checked_;
     HostBuffer rounded(v.dtype, 1);
     comm::store_from_double(rounded.view(), 0, expected);
     const double want = comm::load_as_double(rounded.view(), 0);
@@ -242,6 +250,8 @@ class Collectives final : public Workload {
   Options o_;
   std::vector<HostBuffer> last_;
   std::vector<std::function<void()>> checks_;  // this step's output checks
+  std::uint64_t digest_ = 1469598103934665603ull;  // FNV-1a over the checked outputs' values
+  std::int64_t checked_ = 0;
 };
 
 std::unique_ptr<Workload> make(const scenario::Scenario& s) {
