@@ -152,6 +152,7 @@ TEST(RelabelTest, CudaMatchesTheHostPath) {
     EXPECT_EQ(got.local.to_host(), want.local.to_host()) << n;
     const IdArray counts = IdArray::from_host({2, 0, 3, 1}, IdType::kI64, Device{DeviceKind::kCuda, 0});
     EXPECT_EQ(edge_destinations(counts.span(), 6).to_host(), (Ids{0, 0, 2, 2, 2, 3}));
+    EXPECT_THROW(edge_destinations(counts.span(), 5), std::invalid_argument);
   }
 }
 

@@ -1,5 +1,5 @@
-// Compiled with -ffp-contract=off (reference/CMakeLists.txt): the update order in embedding.h
-// is exact only if no multiply-add is fused.
+// Compiled with -ffp-contract=off, as all of reference/ (reference/CMakeLists.txt): the update
+// order in embedding.h is exact only if no multiply-add is fused.
 #include "reference/embedding/embedding.h"
 
 #include <algorithm>
@@ -174,9 +174,11 @@ EmbeddingShard::EmbeddingShard(std::vector<std::int64_t> global_ids, std::int64_
   const auto n = static_cast<std::size_t>(rows()) * static_cast<std::size_t>(dim);
   if (storage_ == Storage::kF32) f32_.resize(n);
   else half_.resize(n);
+  // Initialised on the host (a pure function of the ids), then moved to a CUDA device below.
+  void* host = storage_ == Storage::kF32 ? static_cast<void*>(f32_.data()) : static_cast<void*>(half_.data());
   for (std::int64_t l = 0; l < rows(); ++l) {
     for (std::int64_t c = 0; c < dim; ++c) {
-      store_element(storage_, table(), l * dim + c, embedding_init(seed, global_ids_[static_cast<std::size_t>(l)], c, init_scale));
+      store_element(storage_, host, l * dim + c, embedding_init(seed, global_ids_[static_cast<std::size_t>(l)], c, init_scale));
     }
   }
   has_s1_ = opt_.kind != OptimizerKind::kSgd;
@@ -184,7 +186,7 @@ EmbeddingShard::EmbeddingShard(std::vector<std::int64_t> global_ids, std::int64_
   if (has_s1_) s1_.assign(n, opt_.kind == OptimizerKind::kAdagrad ? static_cast<float>(opt_.initial_accumulator_value) : 0.0f);
   if (has_s2_) s2_.assign(n, 0.0f);
 #if LOCKSTEP_HAVE_CUDA_KERNELS
-  if (device_.is_cuda()) {  // initialised on the host (a pure function of the ids), then moved
+  if (device_.is_cuda()) {
     mark_cuda_initialised();
     cuda_set_device(device_.index);
     table_d_ = storage_ == Storage::kF32 ? upload(f32_) : upload(half_);

@@ -84,19 +84,21 @@ IdArray edge_destinations(IdSpan counts, std::int64_t edges) {
   require_i64(counts, "edge_destinations");
   const Device dev = counts.device;
   IdArray out(IdType::kI64, edges, dev);
+  const auto sum_is_not = [&](std::int64_t total) {
+    return std::invalid_argument("edge_destinations: the counts sum to " + std::to_string(total) + ", not " + std::to_string(edges));
+  };
 #if LOCKSTEP_HAVE_CUDA_KERNELS
   if (dev.is_cuda()) {
-    cuda::edge_destinations(dev.index, static_cast<const std::int64_t*>(counts.data), counts.size, edges,
-                            static_cast<std::int64_t*>(out.data()));
+    const std::int64_t total = cuda::edge_destinations(dev.index, static_cast<const std::int64_t*>(counts.data), counts.size,
+                                                       edges, static_cast<std::int64_t*>(out.data()));
+    if (total != edges) throw sum_is_not(total);
     return out;
   }
 #endif
   const auto c = to_host_i64(counts);
   std::vector<std::int64_t> offsets(c.size() + 1, 0), dst(static_cast<std::size_t>(edges));
   for (std::size_t d = 0; d < c.size(); ++d) offsets[d + 1] = offsets[d] + c[d];
-  if (offsets.back() != edges) {
-    throw std::invalid_argument("edge_destinations: the counts sum to " + std::to_string(offsets.back()) + ", not " + std::to_string(edges));
-  }
+  if (offsets.back() != edges) throw sum_is_not(offsets.back());
   for (std::int64_t d = 0; d < counts.size; ++d) relabel_one::fill_destination(offsets.data(), d, dst.data());
   if (!dev.is_cuda()) {
     if (edges > 0) std::memcpy(out.data(), dst.data(), dst.size() * sizeof(std::int64_t));

@@ -125,9 +125,9 @@ std::int64_t relabel_first_appearance(int device, const std::int64_t* values, st
   return last[0] + last[1];
 }
 
-void edge_destinations(int device, const std::int64_t* counts, std::int64_t n, std::int64_t edges,
-                       std::int64_t* edge_dst) {
-  if (n <= 0 || edges <= 0) return;
+std::int64_t edge_destinations(int device, const std::int64_t* counts, std::int64_t n, std::int64_t edges,
+                               std::int64_t* edge_dst) {
+  if (n <= 0) return 0;
   check(cudaSetDevice(device), "cudaSetDevice");
   const int items = as_int(n);
   Scratch offsets(static_cast<std::size_t>(n + 1) * sizeof(std::int64_t));
@@ -138,9 +138,13 @@ void edge_destinations(int device, const std::int64_t* counts, std::int64_t n, s
     check(cudaMemset(offsets.i64(), 0, sizeof(std::int64_t)), "cudaMemset");
     check(cub::DeviceScan::InclusiveSum(temp.raw(), temp_bytes, counts, offsets.i64() + 1, items), "prefix sum");
   }
+  std::int64_t total = 0;  // a blocking copy: waits for the scan
+  check(cudaMemcpy(&total, offsets.i64() + n, sizeof total, cudaMemcpyDeviceToHost), "copy of the total");
+  if (total != edges || edges == 0) return total;
   destination_kernel<<<blocks_for(device, n), kThreadsPerBlock>>>(offsets.i64(), n, edge_dst);
   launched("destination kernel");
   check(cudaStreamSynchronize(0), "destination kernel");
+  return total;
 }
 
 }  // namespace lockstep::ref::cuda

@@ -14,8 +14,9 @@ std::int64_t relabel_first_appearance(int device, const std::int64_t* values, st
                                       std::int64_t* unique);
 
 // edge_dst[offsets[d] .. offsets[d + 1]) = d for d in [0, n), where offsets is the exclusive
-// sum of counts[0, n); `edges` is their total.
-void edge_destinations(int device, const std::int64_t* counts, std::int64_t n, std::int64_t edges,
-                       std::int64_t* edge_dst);
+// sum of counts[0, n), when their total is `edges` (edge_dst has that many entries). Returns
+// the total; writes nothing when it is not `edges`.
+std::int64_t edge_destinations(int device, const std::int64_t* counts, std::int64_t n, std::int64_t edges,
+                               std::int64_t* edge_dst);
 
 }  // namespace lockstep::ref::cuda
