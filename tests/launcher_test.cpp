@@ -158,6 +158,26 @@ INSTANTIATE_TEST_SUITE_P(
       return "ws" + std::to_string(info.param.world_size) + "_" + info.param.dtype;
     });
 
+// The collectives digest: none by default (world-size matrices would differ), and with
+// digest_outputs one over the checked outputs, which differ with the steps run.
+TEST(CollectivesDigestTest, OnlyOnRequestAndOverTheOutputs) {
+  TempDir dir("lockstep_launcher");
+  auto digest_of = [&](const std::string& name, int steps, bool digest) {
+    const std::string file = dir.write(name + ".toml", "name = \"test." + name + "\"\n[workload]\nkind = \"collectives\"\n"
+                                       "steps = " + std::to_string(steps) + "\ncount = 16\ndtypes = [\"f32\", \"bf16\"]\n"
+                                       "digest_outputs = " + (digest ? "true" : "false") +
+                                       "\n[expect]\noutcome = \"pass\"\n");
+    const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+    EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
+    return r.digest;
+  };
+  EXPECT_EQ(digest_of("off", 2, false), "");
+  const std::string two = digest_of("two", 2, true), again = digest_of("again", 2, true), three = digest_of("three", 3, true);
+  EXPECT_EQ(two.size(), 16u);
+  EXPECT_EQ(two, again);
+  EXPECT_NE(two, three);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Injected faults: each must end in exactly one diagnosis that names the faulty rank.
 
