@@ -85,6 +85,12 @@ void cuda_copy_to_host(void*, const void*, std::size_t) { no_cuda(); }
 void cuda_copy_on_device(void*, const void*, std::size_t) { no_cuda(); }
 #endif
 
+CudaBuffer cuda_upload(const void* host, std::size_t bytes) {
+  CudaBuffer b(bytes);
+  if (bytes > 0) cuda_copy_to_device(b.data(), host, bytes);
+  return b;
+}
+
 std::string cuda_device_unavailable(Device device) {
   if (!device.is_cuda()) return "";
   const int count = cuda_device_count();

@@ -68,6 +68,13 @@ class CudaBuffer {
   std::size_t bytes_ = 0;
 };
 
+// A copy of `bytes` of host memory in a new allocation on the current CUDA device.
+CudaBuffer cuda_upload(const void* host, std::size_t bytes);
+template <class T>
+CudaBuffer cuda_upload(const std::vector<T>& host) {
+  return cuda_upload(host.data(), host.size() * sizeof(T));
+}
+
 // Why `device` cannot hold data here: "no CUDA device is visible" or "only N CUDA device(s)
 // are visible" for a CUDA device this process cannot see; "" for the host or a visible one.
 std::string cuda_device_unavailable(Device device);

@@ -139,20 +139,6 @@ void apply_update(const OptimizerOptions& opt, std::int64_t t, std::int64_t dim,
 
 namespace {
 
-#if LOCKSTEP_HAVE_CUDA_KERNELS
-// A copy of n host values on the current CUDA device.
-template <class T>
-CudaBuffer upload(const T* values, std::size_t n) {
-  CudaBuffer b(n * sizeof(T));
-  if (n > 0) cuda_copy_to_device(b.data(), values, n * sizeof(T));
-  return b;
-}
-template <class T>
-CudaBuffer upload(const std::vector<T>& v) {
-  return upload(v.data(), v.size());
-}
-#endif
-
 // Throws std::runtime_error unless `device` can hold a shard here.
 void require_shard_device(Device device) {
   if (!device.is_cuda()) return;
@@ -189,9 +175,9 @@ EmbeddingShard::EmbeddingShard(std::vector<std::int64_t> global_ids, std::int64_
   if (device_.is_cuda()) {
     mark_cuda_initialised();
     cuda_set_device(device_.index);
-    table_d_ = storage_ == Storage::kF32 ? upload(f32_) : upload(half_);
-    if (has_s1_) s1_d_ = upload(s1_);
-    if (has_s2_) s2_d_ = upload(s2_);
+    table_d_ = storage_ == Storage::kF32 ? cuda_upload(f32_) : cuda_upload(half_);
+    if (has_s1_) s1_d_ = cuda_upload(s1_);
+    if (has_s2_) s2_d_ = cuda_upload(s2_);
     f32_ = {};
     half_ = {};
     s1_ = {};
@@ -300,8 +286,8 @@ void EmbeddingShard::update_rows(const std::vector<std::int64_t>& locals, const 
 #if LOCKSTEP_HAVE_CUDA_KERNELS
     if (count == 0) return;
     cuda_set_device(device_.index);
-    const CudaBuffer l = upload(locals), ptr = upload(groups.ptr), order = upload(groups.order),
-                     g = upload(grads, static_cast<std::size_t>(n * dim_));
+    const CudaBuffer l = cuda_upload(locals), ptr = cuda_upload(groups.ptr), order = cuda_upload(groups.order),
+                     g = cuda_upload(grads, static_cast<std::size_t>(n * dim_) * sizeof(float));
     cuda::update_rows(device_.index, rule, storage_, table(), state(1), state(2), dim_,
                       static_cast<const std::int64_t*>(l.data()), static_cast<const std::int64_t*>(ptr.data()),
                       static_cast<const std::int64_t*>(order.data()), count, static_cast<const float*>(g.data()), mode);
@@ -514,7 +500,7 @@ EmbeddingRows DistEmbedding::pull_on_device(IdSpan ids) {
   }
   std::vector<float> reply(incoming.size() * d);
   if (!incoming.empty()) {
-    const CudaBuffer in_d = upload(incoming);
+    const CudaBuffer in_d = cuda_upload(incoming);
     CudaBuffer reply_d(reply.size() * sizeof(float));
     shard_.gather(in_d.data(), IdType::kI64, nullptr, me, static_cast<std::int64_t>(incoming.size()), static_cast<float*>(reply_d.data()));
     cuda_copy_to_host(reply.data(), reply_d.data(), reply.size() * sizeof(float));
@@ -526,7 +512,7 @@ EmbeddingRows DistEmbedding::pull_on_device(IdSpan ids) {
   }
   const auto answers = tp_.exchange_values(reply, reply_send, reply_recv);
   if (!where.empty()) {
-    const CudaBuffer answers_d = upload(answers), where_d = upload(where);
+    const CudaBuffer answers_d = cuda_upload(answers), where_d = cuda_upload(where);
     cuda::scatter_rows(dev.index, static_cast<const float*>(answers_d.data()), static_cast<const std::int64_t*>(where_d.data()),
                        static_cast<std::int64_t>(where.size()), dim, rows);
   }

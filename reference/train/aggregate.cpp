@@ -50,13 +50,6 @@ EdgeGroups edge_groups(const Block& block) {
 #if LOCKSTEP_HAVE_CUDA_KERNELS
 namespace {
 
-// A host vector's copy on the current CUDA device.
-CudaBuffer to_device(const std::vector<std::int64_t>& v) {
-  CudaBuffer b(v.size() * sizeof(std::int64_t));
-  if (!v.empty()) cuda_copy_to_device(b.data(), v.data(), v.size() * sizeof(std::int64_t));
-  return b;
-}
-
 const std::int64_t* i64(const CudaBuffer& b) { return static_cast<const std::int64_t*>(b.data()); }
 
 }  // namespace
@@ -64,7 +57,7 @@ const std::int64_t* i64(const CudaBuffer& b) { return static_cast<const std::int
 void mean_aggregate_cuda(int device, const EdgeGroups& groups, const float* h, std::int64_t in,
                          float* agg) {
   cuda_set_device(device);
-  const CudaBuffer dst_ptr = to_device(groups.dst_ptr), src_of = to_device(groups.src_of);
+  const CudaBuffer dst_ptr = cuda_upload(groups.dst_ptr), src_of = cuda_upload(groups.src_of);
   cuda::mean_aggregate(device, i64(dst_ptr), i64(src_of),
                        static_cast<std::int64_t>(groups.dst_ptr.size()) - 1, h, in, agg);
 }
@@ -72,8 +65,8 @@ void mean_aggregate_cuda(int device, const EdgeGroups& groups, const float* h, s
 void mean_aggregate_backward_cuda(int device, const EdgeGroups& groups, const float* dagg,
                                   const float* start, std::int64_t in, float* dh) {
   cuda_set_device(device);
-  const CudaBuffer dst_ptr = to_device(groups.dst_ptr), src_ptr = to_device(groups.src_ptr),
-                   dst_of = to_device(groups.dst_of);
+  const CudaBuffer dst_ptr = cuda_upload(groups.dst_ptr), src_ptr = cuda_upload(groups.src_ptr),
+                   dst_of = cuda_upload(groups.dst_of);
   cuda::mean_aggregate_backward(device, i64(dst_ptr), i64(src_ptr), i64(dst_of),
                                 static_cast<std::int64_t>(groups.src_ptr.size()) - 1, dagg,
                                 start, in, dh);

@@ -188,12 +188,6 @@ void require_fp32_on(Device device, const char* what) {
   }
 }
 
-CudaBuffer upload_floats(const float* v, std::size_t n) {
-  CudaBuffer b(n * sizeof(float));
-  if (n > 0) cuda_copy_to_device(b.data(), v, n * sizeof(float));
-  return b;
-}
-
 // agg (nd x in) = the mean aggregation of h over the groups, on the host or on `device`.
 template <class T>
 void aggregate(const EdgeGroups& groups, const std::vector<T>& h, std::int64_t in, std::vector<T>& agg, Device device) {
@@ -201,7 +195,7 @@ void aggregate(const EdgeGroups& groups, const std::vector<T>& h, std::int64_t i
   if constexpr (std::is_same_v<T, float>) {
     if (device.is_cuda()) {
       cuda_set_device(device.index);
-      const CudaBuffer hd = upload_floats(h.data(), h.size());
+      const CudaBuffer hd = cuda_upload(h);
       CudaBuffer ad(agg.size() * sizeof(float));
       mean_aggregate_cuda(device.index, groups, static_cast<const float*>(hd.data()), in, static_cast<float*>(ad.data()));
       if (!agg.empty()) cuda_copy_to_host(agg.data(), ad.data(), agg.size() * sizeof(float));
@@ -226,7 +220,7 @@ void aggregate_backward(const EdgeGroups& groups, const std::vector<T>& dagg, st
   if constexpr (std::is_same_v<T, float>) {
     if (device.is_cuda()) {
       cuda_set_device(device.index);
-      const CudaBuffer gd = upload_floats(dagg.data(), dagg.size()), start = upload_floats(dh.data(), dh.size());
+      const CudaBuffer gd = cuda_upload(dagg), start = cuda_upload(dh);
       CudaBuffer out(dh.size() * sizeof(float));
       mean_aggregate_backward_cuda(device.index, groups, static_cast<const float*>(gd.data()),
                                    static_cast<const float*>(start.data()), in, static_cast<float*>(out.data()));
