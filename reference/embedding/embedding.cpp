@@ -391,6 +391,43 @@ DistEmbedding::DistEmbedding(std::shared_ptr<const PartitionBook> book, Embeddin
                                                std::to_string(transport.world_size()) + " ranks) and dim >= 1, got " +
                                                std::to_string(opts.dim))) {}
 
+DistEmbedding::RemoteRows DistEmbedding::fetch_remote(const std::int32_t* part, const void* local, IdType type, std::int64_t n,
+                                                      std::vector<std::int64_t> send_counts, const ServeRows& serve) {
+  const int ws = tp_.world_size();
+  const int me = tp_.rank();
+  const std::int64_t dim = opts_.dim;
+  // Requests grouped by owner, in position order within each owner.
+  std::vector<std::int64_t> fill(static_cast<std::size_t>(ws), 0);
+  for (int r = 1; r < ws; ++r) fill[static_cast<std::size_t>(r)] = fill[static_cast<std::size_t>(r) - 1] + send_counts[static_cast<std::size_t>(r) - 1];
+  const std::int64_t asked = fill.back() + send_counts.back();
+  std::vector<std::int64_t> request(static_cast<std::size_t>(asked));
+  RemoteRows out;
+  out.where.resize(request.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (part[i] == me) continue;
+    const auto k = static_cast<std::size_t>(fill[static_cast<std::size_t>(part[i])]++);
+    request[k] = id_at(local, type, i);
+    out.where[k] = i;
+  }
+  std::vector<std::int64_t> recv_counts;
+  const auto incoming = tp_.exchange_ids(request, send_counts, recv_counts);
+  for (const auto l : incoming) {
+    if (l < 0 || l >= shard_.rows()) {
+      throw std::out_of_range("rank " + std::to_string(me) + " was asked for local row " + std::to_string(l) +
+                              " of a part with " + std::to_string(shard_.rows()) + " rows");
+    }
+  }
+  std::vector<float> reply(incoming.size() * static_cast<std::size_t>(dim));
+  if (!incoming.empty()) serve(incoming, reply.data());
+  std::vector<std::int64_t> reply_send(static_cast<std::size_t>(ws)), reply_recv(static_cast<std::size_t>(ws));
+  for (int r = 0; r < ws; ++r) {
+    reply_send[static_cast<std::size_t>(r)] = recv_counts[static_cast<std::size_t>(r)] * dim;
+    reply_recv[static_cast<std::size_t>(r)] = send_counts[static_cast<std::size_t>(r)] * dim;
+  }
+  out.rows = tp_.exchange_values(reply, reply_send, reply_recv);
+  return out;
+}
+
 EmbeddingRows DistEmbedding::pull(IdSpan ids) {
   if (shard_.device().is_cuda()) return pull_on_device(ids);
   const int ws = tp_.world_size();
@@ -413,35 +450,12 @@ EmbeddingRows DistEmbedding::pull(IdSpan ids) {
   std::vector<std::int64_t> send_counts(static_cast<std::size_t>(ws), 0);
   if (h.type == IdType::kI32) gather_local(shard_, part, static_cast<const std::int32_t*>(local), n, me, out.get(), send_counts);
   else gather_local(shard_, part, static_cast<const std::int64_t*>(local), n, me, out.get(), send_counts);
-  // Remote rows: requests grouped by owner, in position order within each owner.
-  std::vector<std::int64_t> start(static_cast<std::size_t>(ws) + 1, 0);
-  for (int r = 0; r < ws; ++r) start[static_cast<std::size_t>(r) + 1] = start[static_cast<std::size_t>(r)] + send_counts[static_cast<std::size_t>(r)];
-  std::vector<std::int64_t> request(static_cast<std::size_t>(start.back())), where(request.size());
-  {
-    std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
-    for (std::int64_t i = 0; i < n; ++i) {
-      if (part[i] == me) continue;
-      const auto k = static_cast<std::size_t>(fill[static_cast<std::size_t>(part[i])]++);
-      request[k] = id_at(local, h.type, i);
-      where[k] = i;
-    }
-  }
-  std::vector<std::int64_t> recv_counts;
-  const auto incoming = tp_.exchange_ids(request, send_counts, recv_counts);
-  std::vector<float> reply(incoming.size() * d);
-  for (std::size_t k = 0; k < incoming.size(); ++k) {
-    if (incoming[k] < 0 || incoming[k] >= shard_.rows()) {
-      throw std::out_of_range("rank " + std::to_string(me) + " was asked for local row " + std::to_string(incoming[k]) +
-                              " of a part with " + std::to_string(shard_.rows()) + " rows");
-    }
-    shard_.read_row(incoming[k], reply.data() + k * d);
-  }
-  std::vector<std::int64_t> reply_send(static_cast<std::size_t>(ws)), reply_recv(static_cast<std::size_t>(ws));
-  for (int r = 0; r < ws; ++r) {
-    reply_send[static_cast<std::size_t>(r)] = recv_counts[static_cast<std::size_t>(r)] * dim;
-    reply_recv[static_cast<std::size_t>(r)] = send_counts[static_cast<std::size_t>(r)] * dim;
-  }
-  const auto answers = tp_.exchange_values(reply, reply_send, reply_recv);
+  const auto remote = fetch_remote(part, local, h.type, n, std::move(send_counts),
+                                   [&](const std::vector<std::int64_t>& asked, float* reply) {
+                                     for (std::size_t k = 0; k < asked.size(); ++k) shard_.read_row(asked[k], reply + k * d);
+                                   });
+  const auto& where = remote.where;
+  const auto& answers = remote.rows;
   for (std::size_t k = 0; k < where.size(); ++k) {
     std::memcpy(out.get() + static_cast<std::size_t>(where[k]) * d, answers.data() + k * d, d * sizeof(float));
   }
@@ -472,45 +486,27 @@ EmbeddingRows DistEmbedding::pull_on_device(IdSpan ids) {
   const auto* part_d = static_cast<const std::int32_t*>(parts_.data());
   shard_.gather(locals_.data(), locals_.type(), part_d, me, n, rows);  // this rank's own rows
 
-  // Remote rows: requests grouped by owner, in position order within each owner, built on
-  // the host from the lookups' results, as the host path builds them.
-  const auto part = parts_.to_host();
-  const auto local = locals_.to_host();
+  // Remote rows: the owners and local ids to the host, then as the host path.
+  std::vector<std::int32_t> part(static_cast<std::size_t>(n));
+  std::vector<unsigned char> local(static_cast<std::size_t>(n) * id_size(locals_.type()));
+  if (n > 0) {
+    cuda_copy_to_host(part.data(), parts_.data(), part.size() * sizeof(std::int32_t));
+    cuda_copy_to_host(local.data(), locals_.data(), local.size());
+  }
   std::vector<std::int64_t> send_counts(static_cast<std::size_t>(ws), 0);
   for (const auto p : part) {
     if (p != me) ++send_counts[static_cast<std::size_t>(p)];
   }
-  std::vector<std::int64_t> fill(static_cast<std::size_t>(ws), 0);
-  for (int r = 1; r < ws; ++r) fill[static_cast<std::size_t>(r)] = fill[static_cast<std::size_t>(r) - 1] + send_counts[static_cast<std::size_t>(r) - 1];
-  std::vector<std::int64_t> request(static_cast<std::size_t>(n - std::count(part.begin(), part.end(), me))), where(request.size());
-  for (std::int64_t i = 0; i < n; ++i) {
-    const auto p = part[static_cast<std::size_t>(i)];
-    if (p == me) continue;
-    const auto k = static_cast<std::size_t>(fill[static_cast<std::size_t>(p)]++);
-    request[k] = local[static_cast<std::size_t>(i)];
-    where[k] = i;
-  }
-  std::vector<std::int64_t> recv_counts;
-  const auto incoming = tp_.exchange_ids(request, send_counts, recv_counts);
-  for (const auto l : incoming) {
-    if (l < 0 || l >= shard_.rows()) {
-      throw std::out_of_range("rank " + std::to_string(me) + " was asked for local row " + std::to_string(l) +
-                              " of a part with " + std::to_string(shard_.rows()) + " rows");
-    }
-  }
-  std::vector<float> reply(incoming.size() * d);
-  if (!incoming.empty()) {
-    const CudaBuffer in_d = cuda_upload(incoming);
-    CudaBuffer reply_d(reply.size() * sizeof(float));
-    shard_.gather(in_d.data(), IdType::kI64, nullptr, me, static_cast<std::int64_t>(incoming.size()), static_cast<float*>(reply_d.data()));
-    cuda_copy_to_host(reply.data(), reply_d.data(), reply.size() * sizeof(float));
-  }
-  std::vector<std::int64_t> reply_send(static_cast<std::size_t>(ws)), reply_recv(static_cast<std::size_t>(ws));
-  for (int r = 0; r < ws; ++r) {
-    reply_send[static_cast<std::size_t>(r)] = recv_counts[static_cast<std::size_t>(r)] * dim;
-    reply_recv[static_cast<std::size_t>(r)] = send_counts[static_cast<std::size_t>(r)] * dim;
-  }
-  const auto answers = tp_.exchange_values(reply, reply_send, reply_recv);
+  const auto remote = fetch_remote(part.data(), local.data(), locals_.type(), n, std::move(send_counts),
+                                   [&](const std::vector<std::int64_t>& asked, float* reply) {
+                                     const CudaBuffer asked_d = cuda_upload(asked);
+                                     CudaBuffer reply_d(asked.size() * d * sizeof(float));
+                                     shard_.gather(asked_d.data(), IdType::kI64, nullptr, me, static_cast<std::int64_t>(asked.size()),
+                                                   static_cast<float*>(reply_d.data()));
+                                     cuda_copy_to_host(reply, reply_d.data(), asked.size() * d * sizeof(float));
+                                   });
+  const auto& where = remote.where;
+  const auto& answers = remote.rows;
   if (!where.empty()) {
     const CudaBuffer answers_d = cuda_upload(answers), where_d = cuda_upload(where);
     cuda::scatter_rows(dev.index, static_cast<const float*>(answers_d.data()), static_cast<const std::int64_t*>(where_d.data()),

@@ -45,6 +45,7 @@
 // the same on either. Exchanges stay host buffers (the transport's).
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -297,6 +298,19 @@ class DistEmbedding {
   IdArray parts_, locals_;  // reused lookup outputs
 
   EmbeddingRows pull_on_device(IdSpan ids);  // pull() for a shard on a CUDA device
+
+  // The remote half of a pull, for both: positions i in [0, n) with part[i] != this rank ask
+  // their owner for local row local[i] (of `type`), grouped by owner in position order
+  // (send_counts: per owner); this rank answers what it was asked for with serve(asked local
+  // rows, reply: asked.size() x dim host floats) after checking their range. Returns the
+  // asking positions and, in their order, the rows that came back.
+  struct RemoteRows {
+    std::vector<std::int64_t> where;
+    std::vector<float> rows;
+  };
+  using ServeRows = std::function<void(const std::vector<std::int64_t>&, float*)>;
+  RemoteRows fetch_remote(const std::int32_t* part, const void* local, IdType type, std::int64_t n,
+                          std::vector<std::int64_t> send_counts, const ServeRows& serve);
 };
 
 // Returns an even range book: part p owns [p*N/P rounded as rank_split does).
