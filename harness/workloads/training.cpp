@@ -29,6 +29,7 @@
 #include "harness/workloads/preflight.h"
 #include "harness/workloads/workload.h"
 #include "reference/common/device.h"
+#include "reference/common/half.h"
 #include "reference/common/philox.h"
 #include "reference/loader/loader.h"
 #include "reference/partition/partition.h"
@@ -307,11 +308,7 @@ class Training final : public Workload {
       }
       canonical.insert(canonical.end(), eval.begin(), eval.end());
       if (o_.digest_params) {  // for device invariance at one world size: every bit
-        for (const float p : params_) {
-          std::uint32_t bits;
-          std::memcpy(&bits, &p, sizeof bits);
-          canonical.push_back(static_cast<std::int64_t>(bits));
-        }
+        for (const float p : params_) canonical.push_back(static_cast<std::int64_t>(ref::float_bits(p)));
         for (const double l : curve) {
           std::int64_t bits;
           std::memcpy(&bits, &l, sizeof bits);
