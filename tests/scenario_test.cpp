@@ -449,9 +449,14 @@ TEST_F(ScenarioTest, BadValuesNameValueAndAllowed) {
     EXPECT_EQ(loaded[0].backend, Backend::kGloo) << kind;
     EXPECT_TRUE(loaded[0].requires_cuda) << kind;
   }
-  // The embedding and training workloads exchange host buffers: NCCL, the default on CUDA,
-  // cannot carry them.
-  for (const char* kind : {"embedding", "training"}) {
+  // The workloads that exchange host buffers refuse NCCL, the default on CUDA; those with GPU
+  // compute say to use Gloo, the others to run on the CPU.
+  path = write("split_nccl.toml",
+               "name = \"x.nccl\"\n[workload]\nkind = \"split\"\n[expect]\noutcome = \"pass\"\n[run]\ndevice = \"cuda\"\n");
+  EXPECT_CONTAINS(input_error([&] { load_file(path); }),
+                  path + ":3: workload.kind: workload 'split' exchanges host buffers: backend 'nccl' cannot carry "
+                         "them; run it on device 'cpu' with backend 'gloo'");
+  for (const char* kind : {"embedding", "training", "sampling"}) {
     path = write(std::string(kind) + "_nccl.toml",
                  std::string("name = \"x.nccl\"\n[workload]\nkind = \"") + kind +
                      "\"\n[expect]\noutcome = \"pass\"\n[run]\ndevice = \"cuda\"\n");

@@ -303,7 +303,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
 WorkloadSpec collectives_spec() {
   return WorkloadSpec{"collectives",
                       "a mix of collectives on closed-form inputs, every output element checked exactly",
-                      make, {}};
+                      make, {}, /*gpu_compute_host_exchange=*/false, /*device_exchanges=*/true};
 }
 
 }  // namespace lockstep::workloads

@@ -448,10 +448,6 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   o.ids_on_cuda = dev == "cuda";
   if (o.ids_on_cuda && !s.requires_cuda) c.fail("ids_device", "ids_device = 'cuda' needs [requires] cuda = true");
   if (s.device == scenario::Device::kCuda) {
-    if (s.backend == scenario::Backend::kNccl) {
-      c.fail("kind", "workload 'embedding' exchanges host buffers: with run.device 'cuda' use run.backend 'gloo' "
-                     "(the tables and their kernels on the GPU, the exchanges over Gloo)");
-    }
     o.ids_on_cuda = true;
     o.shard_on_cuda = true;
   }

@@ -89,7 +89,8 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
 }  // namespace
 
 WorkloadSpec latency_spec() {
-  return WorkloadSpec{"latency", "a timed loop of one blocking all_reduce (max), for overhead benchmarks (host buffers, or GPU buffers with device cuda and backend nccl)", make, {}};
+  return WorkloadSpec{"latency", "a timed loop of one blocking all_reduce (max), for overhead benchmarks (host buffers, or GPU buffers with device cuda and backend nccl)", make, {},
+                      /*gpu_compute_host_exchange=*/false, /*device_exchanges=*/true};
 }
 
 }  // namespace lockstep::workloads

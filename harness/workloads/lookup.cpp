@@ -309,7 +309,8 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
 WorkloadSpec lookup_spec() {
   return WorkloadSpec{"lookup",
                       "partition lookup (nid2partid, nid2localnid) and owner feature fetch, checked against a brute-force reference",
-                      make, {"host_only_lookup", "minus_one_local"}, /*gpu_compute_host_exchange=*/true};
+                      make, {"host_only_lookup", "minus_one_local"}, /*gpu_compute_host_exchange=*/true,
+                      /*device_exchanges=*/true};
 }
 
 }  // namespace lockstep::workloads

@@ -46,6 +46,12 @@ void validate(const scenario::Scenario& s) {
                                    "use backend 'nccl' for device 'cuda' (workload '" +
                                        s.workload + "' has no GPU compute with host exchanges)");
   }
+  if (s.backend == scenario::Backend::kNccl && !spec->device_exchanges) {
+    s.workload_config.fail("kind", "workload '" + s.workload + "' exchanges host buffers: " +
+                                       (spec->gpu_compute_host_exchange
+                                            ? "with run.device 'cuda' use run.backend 'gloo' (GPU compute, exchanges over Gloo)"
+                                            : "backend 'nccl' cannot carry them; run it on device 'cpu' with backend 'gloo'"));
+  }
   for (const auto& inj : s.injections) {
     const bool workload_kind = std::find(spec->injections.begin(), spec->injections.end(),
                                          inj.kind) != spec->injections.end();

@@ -541,13 +541,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   o.features_on_cuda = fdev == "cuda";
   if (o.features_on_cuda && !s.requires_cuda) c.fail("feature_device", "'cuda' needs [requires] cuda = true");
   o.digest_params = c.get_bool("digest_params", false);
-  if (s.device == scenario::Device::kCuda) {
-    if (s.backend == scenario::Backend::kNccl) {
-      c.fail("kind", "workload 'training' exchanges host buffers: with run.device 'cuda' use run.backend 'gloo' "
-                     "(the mean aggregation on the GPU, the exchanges over Gloo)");
-    }
-    o.gpu_aggregation = true;
-  }
+  o.gpu_aggregation = s.device == scenario::Device::kCuda;
   o.curve_rtol = c.get_double("curve_rtol", -1);
   if (c.has("curve_rtol") && !(o.curve_rtol >= 0 && o.curve_rtol <= 1)) c.fail("curve_rtol", "must be in [0, 1]");
   c.finish();

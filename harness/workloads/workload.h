@@ -57,6 +57,9 @@ struct WorkloadSpec {
   // With run.device "cuda" and backend gloo: computes on the GPU and exchanges host buffers
   // (otherwise that pair is refused: lockstep's Gloo carries host buffers only).
   bool gpu_compute_host_exchange = false;
+  // Its exchanges carry CUDA buffers with backend nccl (device "cuda"); otherwise backend nccl
+  // is refused, naming the workload.
+  bool device_exchanges = false;
 };
 
 // The registered workloads, sorted by name.
