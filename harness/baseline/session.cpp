@@ -6,6 +6,7 @@
 
 #include "harness/core/error.h"
 #include "harness/launch/suite.h"
+#include "harness/launch/verdict.h"
 
 namespace lockstep::baseline {
 namespace {
@@ -23,6 +24,7 @@ Session run_repeated(const std::vector<scenario::Scenario>& scenarios, const lau
   for (int i = 0; i < repeat; ++i) {
     launch::LaunchOptions o = options;
     if (i > 0) o.report_dir = (fs::path(options.report_dir) / ("repeat-" + std::to_string(i + 1))).string();
+    o.defer_report = i == 0;  // check_session writes it, after the baseline checks
     if (repeat > 1) {
       o.label = "repeat " + std::to_string(i + 1) + "/" + std::to_string(repeat);
       out << "== " << o.label << " ==\n";
@@ -37,9 +39,11 @@ int check_session(Store& store, const std::string& environment, const std::vecto
                   Session& session, const launch::LaunchOptions& options, int repeat, const RuleOptions& rule,
                   std::ostream& out, std::map<std::string, std::pair<std::string, std::string>>* verdicts) {
   const auto base = load_baseline(store, environment);
-  if (base.empty())
+  if (base.empty()) {
+    launch::write_report(session.runs.front(), options.report_dir);  // the runs are kept, unchecked
     throw InputError(store.db().path() + ": no recorded runs for environment '" + environment +
                      "'; record them first with `lockstep record PATHS --baseline " + store.db().path() + "`");
+  }
   int failed = 0;
   struct Line {
     std::string id, digest, sequence, throughput, verdict, detail;
@@ -113,9 +117,9 @@ int check_session(Store& store, const std::string& environment, const std::vecto
       ++failed;
       line.verdict = std::string(to_string(d->kind));
       auto& r = first[i];
-      r.status = report::Status::kFail;
-      r.reason = "baseline " + environment + ": " + d->message;
       r.diagnosis = *d;
+      r.diagnosis->message = "baseline " + environment + ": " + d->message;
+      launch::decide(scenarios[i].expect, r);
       line.detail = d->message;
       out << "FAIL  " << r.id << "  " << to_string(d->kind) << "\n        " << d->message << '\n';
     }
@@ -139,8 +143,7 @@ int check_session(Store& store, const std::string& environment, const std::vecto
     }
   }
   const auto& dir = options.report_dir;
-  report::write_results_json(session.runs.front(), (fs::path(dir) / "results.json").string());
-  report::write_junit_xml(session.runs.front(), (fs::path(dir) / "junit.xml").string());
+  launch::write_report(session.runs.front(), dir);
   return failed;
 }
 

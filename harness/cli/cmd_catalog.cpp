@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "harness/core/env.h"
 #include "harness/cli/commands.h"
 #include "harness/core/fs.h"
 #include "harness/launch/cancel.h"
@@ -41,7 +42,7 @@ void add_catalog(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   cmd->add_option_function<std::string>(
-      "--python", [](const std::string& p) { ::setenv("LOCKSTEP_PYTHON", p.c_str(), 1); },
+      "--python", [](const std::string& p) { ::setenv(env::kPython, p.c_str(), 1); },
       "systems under test and programs: the Python interpreter that replaces {python} in their command");
   cmd->callback([a, &exit_code] {
     const auto cat = scenario::load_catalog(a->catalog);

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "harness/core/env.h"
 #include "harness/baseline/environment.h"
 #include "harness/baseline/store.h"
 #include "harness/cli/commands.h"
@@ -40,7 +41,7 @@ void add_record(CLI::App& app, int& exit_code) {
                   "where each run's report goes, overwritten by the next repeat once recorded (default: a new\n"
                   "folder per run, lockstep-report/run-<UTC time>-<pid>, with lockstep-report/latest pointing at it)");
   cmd->add_option_function<std::string>(
-      "--python", [](const std::string& p) { ::setenv("LOCKSTEP_PYTHON", p.c_str(), 1); },
+      "--python", [](const std::string& p) { ::setenv(env::kPython, p.c_str(), 1); },
       "systems under test and programs: the Python interpreter that replaces {python} in their command\n"
       "(default: $LOCKSTEP_PYTHON, else python3), e.g. an environment built by ci/systems");
   cmd->add_option("--filter", a->filter, "record only scenarios whose id or a tag matches this regex");

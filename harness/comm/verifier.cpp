@@ -15,6 +15,7 @@
 #include <string>
 
 #include "harness/comm/board.h"
+#include "harness/core/env.h"
 #include "harness/core/error.h"
 
 namespace lockstep::comm {
@@ -237,11 +238,11 @@ void install_engine_failure_handler() { std::set_terminate(engine_terminate); }
 void hold_engine_failures() { g_hold.store(true); }
 
 VerifyChannel verify_channel_from_env() {
-  const char* v = std::getenv("LOCKSTEP_VERIFY_CHANNEL");
+  const char* v = std::getenv(env::kVerifyChannel);
   const std::string value = v ? v : "";
   if (value.empty() || value == "auto") return VerifyChannel::kAuto;
   if (value == "control") return VerifyChannel::kControl;
-  throw InputError("LOCKSTEP_VERIFY_CHANNEL must be 'auto' or 'control', got '" + value + "'");
+  throw InputError(std::string(env::kVerifyChannel) + " must be 'auto' or 'control', got '" + value + "'");
 }
 
 std::size_t fingerprint_words(int world_size) {

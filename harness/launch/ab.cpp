@@ -1,6 +1,6 @@
 // A/B runs: a scenario run interleaved under a reference and as asked (run --reference, and
 // scenarios that inject a slowdown and expect throughput_regression), judged by the
-// throughput rule on paired runs; and run_scenario, which picks A/B or a single run.
+// throughput rule on paired runs (run_scenario, launcher.cpp, picks A/B or a single run).
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -14,25 +14,19 @@
 #include "harness/baseline/stats.h"
 #include "harness/launch/launcher.h"
 #include "harness/launch/run_once.h"
+#include "harness/launch/verdict.h"
 
 namespace lockstep::launch {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-using detail::run_once;
+namespace detail {
 
 bool self_baselined(const scenario::Scenario& s) {
   return s.expect.kind == DiagnosisKind::kThroughputRegression &&
          std::any_of(s.injections.begin(), s.injections.end(), [](const auto& i) { return i.kind == "slowdown"; });
 }
 
-constexpr int kSelfBaselineRuns = 5;
-
-// A/B: the reference (options.reference_binary, or this binary with every slowdown off) and
-// the candidate (as asked) run interleaved, `runs` times each, and the throughput rule judges
-// the candidate's per-iteration metrics against the reference's, paired run by run.
 report::ScenarioResult run_against_reference(const scenario::Scenario& s, const LaunchOptions& options, int runs) {
   std::map<std::string, std::vector<double>> ref, ref_runs, cand, cand_runs;
   report::ScenarioResult last;
@@ -53,9 +47,9 @@ report::ScenarioResult run_against_reference(const scenario::Scenario& s, const 
     const auto a = run_once(s, o);
     if (!ran_clean(a)) {
       report::ScenarioResult r = a;
-      r.status = a.status == report::Status::kCancelled ? a.status : report::Status::kError;
-      r.reason = "the reference run did not end cleanly: " + (a.diagnosis ? a.diagnosis->message : a.reason);
+      r.error = "the reference run did not end cleanly: " + (a.diagnosis ? a.diagnosis->message : a.reason);
       r.diagnosis.reset();
+      decide(s.expect, r);
       return r;
     }
     baseline::add_run_samples({}, a.samples, ref, ref_runs);
@@ -126,25 +120,15 @@ report::ScenarioResult run_against_reference(const scenario::Scenario& s, const 
     last.samples.clear();
     // Never a silent pass: a slowdown the rule could not judge is no evidence either way.
     if (judged == 0) {
-      last.status = report::Status::kError;
-      last.reason = "the throughput rule judged no per-iteration metric (each needs iterations of at least " +
+      last.error = "the throughput rule judged no per-iteration metric (each needs iterations of at least " +
                     std::to_string(static_cast<int>(rule.min_iteration_s * 1e3)) + " ms and " +
                     std::to_string(rule.min_iterations_per_run) + " a run): give the scenario longer iterations";
-      return last;
     }
   }
-  std::string why;
-  last.status = detail::meets_expectation(s.expect, last.diagnosis, why) ? report::Status::kPass : report::Status::kFail;
-  last.reason = why;
+  decide(s.expect, last);
   return last;
 }
-}  // namespace
 
-report::ScenarioResult run_scenario(const scenario::Scenario& s, const LaunchOptions& options) {
-  const bool own_ranks = !s.requires_cuda && s.requires_ranks <= options.max_ranks && !s.system && !s.program;
-  if (own_ranks && !options.reference_binary.empty()) return run_against_reference(s, options, options.ab_runs);
-  if (own_ranks && self_baselined(s)) return run_against_reference(s, options, kSelfBaselineRuns);
-  return run_once(s, options);
-}
+}  // namespace detail
 
 }  // namespace lockstep::launch

@@ -34,6 +34,8 @@ void install_cancel_handlers() {
 
 int cancel_signal() { return g_signal.load(); }
 
+std::string cancelled_reason() { return "cancelled by " + cancel_signal_name() + " while running; its ranks were stopped"; }
+
 std::string cancel_signal_name() {
   const int sig = cancel_signal();
   return sig ? signal_name(sig) : "";

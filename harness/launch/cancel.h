@@ -14,6 +14,11 @@ int cancel_signal();
 inline bool cancelled() { return cancel_signal() != 0; }
 // "SIGINT", "SIGTERM" or "" when not cancelled.
 std::string cancel_signal_name();
+// Thrown where a cancelled run stops deep in a call (a system's repeated runs); the scenario
+// ends with status cancelled and cancelled_reason().
+struct Cancelled {};
+// "cancelled by SIGINT while running; its ranks were stopped".
+std::string cancelled_reason();
 // For tests: cancel as if `sig` had arrived (0 clears).
 void set_cancelled_for_test(int sig);
 

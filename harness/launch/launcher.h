@@ -31,9 +31,12 @@ struct LaunchOptions {
   // Internal: the ranks leave out the scenario's own [[inject]] slowdowns (the reference half
   // of a scenario that is its own performance baseline).
   bool slowdown_off = false;
+  // run_suite leaves results.json and junit.xml to its caller, whose checks (the baseline's)
+  // come after the suite's and may change verdicts.
+  bool defer_report = false;
 };
 
-// Runs `s` and judges it against its expectation. Never throws for a failing scenario; a
+// Runs `s` and judges it against its expectation (verdict.h). Never throws for a failing scenario; a
 // problem of the harness itself becomes status `error` with the reason. With a reference
 // binary, and for a scenario that injects a slowdown and expects throughput_regression (its
 // own reference: 3 runs with its slowdowns off), runs are A/B, interleaved (above).

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/core/env.h"
 #include "harness/core/error.h"
 
 namespace lockstep::launch {
@@ -32,7 +33,7 @@ inline std::string signal_name(int sig) {
 // ones, and `also`), so that each rank gets its own.
 inline std::vector<std::string> inherited_env(const std::vector<std::string>& also = {}) {
   static const char* kRankVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                                    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT", "LOCKSTEP_STORE_FILE"};
+                                    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT", env::kStoreFile};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     const std::string kv = *e;

@@ -14,6 +14,7 @@
 
 #include "harness/core/error.h"
 #include "harness/launch/cancel.h"
+#include "harness/launch/verdict.h"
 
 #include "harness/comm/engines.h"
 #include "harness/comm/verifier.h"
@@ -43,6 +44,11 @@ const char* label(report::Status s) {
 }
 
 }  // namespace
+
+void write_report(const report::RunSummary& run, const std::string& report_dir) {
+  report::write_results_json(run, (std::filesystem::path(report_dir) / "results.json").string());
+  report::write_junit_xml(run, (std::filesystem::path(report_dir) / "junit.xml").string());
+}
 
 void check_invariance(const std::vector<scenario::Scenario>& scenarios,
                       std::vector<report::ScenarioResult>& results) {
@@ -86,10 +92,8 @@ void check_invariance(const std::vector<scenario::Scenario>& scenarios,
       }
     }
     if (!d) continue;
-    const bool expected = s.expect.kind && *s.expect.kind == DiagnosisKind::kNondeterminism;
     r.diagnosis = d;
-    r.status = expected ? report::Status::kPass : report::Status::kFail;
-    r.reason = expected ? "" : "expected " + s.expect.expected_label() + ", got nondeterminism: " + d->message;
+    decide(s.expect, r);
   }
 }
 
@@ -146,8 +150,7 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
   if (!cancelled()) check_invariance(scenarios, run.results);
   run.cancelled_by = cancel_signal_name();
   run.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  report::write_results_json(run, (std::filesystem::path(options.report_dir) / "results.json").string());
-  report::write_junit_xml(run, (std::filesystem::path(options.report_dir) / "junit.xml").string());
+  if (!options.defer_report) write_report(run, options.report_dir);
 
   std::map<report::Status, int> counts;
   for (const auto& r : run.results) ++counts[r.status];

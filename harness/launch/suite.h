@@ -21,9 +21,13 @@ void check_invariance(const std::vector<scenario::Scenario>& scenarios,
 
 // Runs every scenario, printing one line per variant to `out` (with options.progress, a
 // progress line that is redrawn while a scenario runs), then a summary table per scenario
-// directory, and writes report_dir/results.json and report_dir/junit.xml. Returns the summary.
+// directory, and writes report_dir/results.json and report_dir/junit.xml (write_report) unless
+// options.defer_report (the caller's later checks write it). Returns the summary.
 report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
                              const LaunchOptions& options, std::ostream& out);
+
+// Writes report_dir/results.json and report_dir/junit.xml: once per run, after every check.
+void write_report(const report::RunSummary& run, const std::string& report_dir);
 
 // Keeps the scenarios whose id or a tag matches `filter` (ECMAScript regex, searched); all when
 // empty. Throws InputError for an invalid regex.

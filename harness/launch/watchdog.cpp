@@ -49,7 +49,6 @@ Watchdog::Limits watchdog_limits(const scenario::Scenario& s) {
   return l;
 }
 
-double engine_timeout_s(const scenario::Scenario& s) { return s.startup_timeout_s + s.timeout_s + 30; }
 
 std::optional<double> Watchdog::startup_seconds(int rank) const {
   const auto& t = started_at_[static_cast<std::size_t>(rank)];

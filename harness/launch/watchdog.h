@@ -71,8 +71,5 @@ class Watchdog {
 
 // The limits of a scenario's run.
 Watchdog::Limits watchdog_limits(const scenario::Scenario& s);
-// What engines and the store wait before giving up: longer than any watchdog bound, so that
-// the watchdog always names a hang first.
-double engine_timeout_s(const scenario::Scenario& s);
 
 }  // namespace lockstep::launch

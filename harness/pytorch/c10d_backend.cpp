@@ -1,9 +1,10 @@
 // _lockstep_c10d: a c10d backend named "lockstep" for PyTorch programs that lockstep did not
 // write. Registered with torch.distributed.Backend.register_backend (lockstep_torch.py), it
 // carries every collective the program issues, from Python or from C++ (DDP's reducer), through
-// lockstep's own chain: Communicator -> Monitor (board, trace) -> Verifier -> ProcessGroupGloo.
-// Nothing here fingerprints, compares or judges: the verifier and the launcher do, exactly as for
-// lockstep's own workloads. What this file adds is the translation (tensors to views) and the
+// lockstep's own chain, built by the rank runtime (harness/rank/runtime.h) that lockstep's own
+// ranks run in: Communicator -> Monitor (board, trace) -> Verifier -> ProcessGroupGloo. Nothing
+// here fingerprints, compares or judges: the verifier, the runtime and the launcher do, exactly as
+// for lockstep's own workloads. What this file adds is the translation (tensors to views) and the
 // program's call site: the Python file:line that issued the collective, and its step (the number
 // of DDP forward passes before it).
 #include "lockstep/config.h"  // LOCKSTEP_TORCH_VERSION_MAJOR, first: it selects the headers below
@@ -33,17 +34,13 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "harness/comm/board.h"
 #include "harness/comm/c10d_interop.h"
-#include "harness/comm/communicator.h"
 #include "harness/comm/engines.h"
-#include "harness/comm/monitor.h"
 #include "harness/comm/verifier.h"
+#include "harness/core/env.h"
 #include "harness/core/error.h"
-#include "harness/core/fs.h"
-#include "harness/rank/rank_main.h"
+#include "harness/rank/runtime.h"
 
 namespace py = pybind11;
 
@@ -56,68 +53,13 @@ using Base = ::c10d::Backend;  // 2.x: a ProcessGroup holds one Backend per devi
 using Base = ::c10d::ProcessGroup;  // 1.13: the creator returns the ProcessGroup itself
 #endif
 
-std::string env_str(const char* name, const std::string& fallback = "") {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
-
-double env_seconds(const char* name, double fallback) {
-  const std::string v = env_str(name);
-  if (v.empty()) return fallback;
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  return end && *end == '\0' && x > 0 ? x : fallback;
-}
-
-// The process's one lockstep chain. A program verified by lockstep has one group: the default
-// group of init_process_group. Deliberately never destroyed (as in rank_main.cpp): Gloo's worker
-// threads may be blocked in a collective that a diagnosed peer will never join.
-struct Runtime {
-  int rank = 0;
-  int world_size = 1;
-  comm::Board board;
-  comm::BoardSlot* slot = nullptr;
-  comm::Communicator* communicator = nullptr;
-  comm::Monitor* monitor = nullptr;
-  bool board_verifies = false;
-  double timeout_s = 60;
-  std::string status_path;
-  nlohmann::json status;
-  std::mutex mu;  // one collective at a time: the call site (phase, step, index) is shared
-  std::atomic<std::int64_t> step{-1};
-  bool finished = false;
-};
-Runtime* rt = nullptr;
-
-nlohmann::json diagnosis_json(const Diagnosis& d) {
-  return {{"kind", to_string(d.kind)}, {"message", d.message}, {"rank", d.rank}, {"seq", d.seq}};
-}
-
-// Writes the status and ends the process with `code` (rank_main.h's exit codes). The first
-// caller (the program's thread, or the verifier's watcher) ends it; a second blocks meanwhile.
-[[noreturn]] void end_rank(int code) {
-  static std::mutex finishing;
-  comm::hold_engine_failures();
-  finishing.lock();
-  if (rt->slot) {
-    rt->slot->state.store(static_cast<int>(code == rank::kExitClean ? comm::RankState::kFinished : comm::RankState::kFailed));
-  }
-  try {
-    if (!rt->status_path.empty()) write_file_atomically(rt->status_path, rt->status.dump(2) + "\n");
-  } catch (const std::exception& e) {
-    std::cerr << "lockstep rank " << rt->rank << ": cannot write " << rt->status_path << ": " << e.what() << '\n';
-    code = rank::kExitNoStatus;
-  }
-  std::fflush(nullptr);
-  std::_Exit(code);
-}
-
-[[noreturn]] void diagnosed(const Diagnosis& d) {
-  rt->status["outcome"] = "diagnosis";
-  rt->status["diagnosis"] = diagnosis_json(d);
-  std::cerr << "lockstep rank " << rt->rank << ": " << to_string(d.kind) << ": " << d.message << std::endl;
-  end_rank(rank::kExitDiagnosed);
-}
+// The process's one rank runtime (harness/rank/runtime.h). A program verified by lockstep has one
+// group: the default group of init_process_group. Deliberately never destroyed (as in rank_main.cpp):
+// Gloo's worker threads may be blocked in a collective that a diagnosed peer will never join.
+rank::Runtime* rt = nullptr;
+std::mutex issue_mu;  // one collective at a time: the call site (phase, step, index) is shared
+std::atomic<std::int64_t> program_step{-1};
+bool finished = false;
 
 // Frames in these files are PyTorch's or the interpreter's, not the program's.
 bool is_program_file(const std::string& file) {
@@ -199,29 +141,15 @@ comm::ReduceOp reduce_of(const ::c10d::ReduceOp& op) {
               " is not supported (sum, avg, min and max are)");
 }
 
-// Issues `call` through lockstep's chain (at the call site already set) and waits for it. A
-// diagnosis ends the rank here (status file, exit 3), as in rank_main; so does an engine failure
-// (exit 4), which the launcher treats as a consequence of another rank's failure.
-void carry(comm::Call call) {
-  try {
-    rt->communicator->start(std::move(call))->wait();
-  } catch (const DiagnosisError& e) {
-    diagnosed(e.diagnosis());
-  } catch (const comm::CommError& e) {
-    rt->status["outcome"] = "comm_error";
-    rt->status["message"] = e.what();
-    std::cerr << "lockstep rank " << rt->rank << ": communication error: " << e.what() << std::endl;
-    end_rank(rank::kExitCommError);
-  }
-}
-
-// `call` at the program's call site: its file:line and step.
+// `call` at the program's call site: its file:line and step. A diagnosis ends the rank here
+// (status file, exit 3), as in rank_main; so does an engine failure (exit 4), which the launcher
+// treats as a consequence of another rank's failure.
 void issue(comm::Call call) {
   const std::string site = program_site();
-  std::lock_guard<std::mutex> lock(rt->mu);
-  rt->communicator->set_phase(site.empty() ? "program" : site);
-  rt->communicator->set_step(rt->step.load());
-  carry(std::move(call));
+  std::lock_guard<std::mutex> lock(issue_mu);
+  rt->communicator()->set_phase(site.empty() ? "program" : site);
+  rt->communicator()->set_step(program_step.load());
+  rt->carry(std::move(call));
 }
 
 // A finished operation (collectives run to completion in issue()), with the future DDP reads.
@@ -350,135 +278,85 @@ c10::intrusive_ptr<Base> create(const c10::intrusive_ptr<::c10d::Store>& store, 
               "lockstep backend: this program creates a second process group (new_group or a second "
               "init_process_group); lockstep verifies the default group only");
   comm::install_engine_failure_handler();
-  rt = new Runtime;
-  rt->rank = rank;
-  rt->world_size = size;
-  rt->status = {{"rank", rank}, {"program", true}};
-  rt->status_path = env_str("LOCKSTEP_STATUS");
-  rt->timeout_s = env_seconds("LOCKSTEP_TIMEOUT_S", 60);
-  const double engine_timeout = env_seconds("LOCKSTEP_ENGINE_TIMEOUT_S", 1800);
-  const std::string mode = env_str("LOCKSTEP_VERIFY", "verify");
+  rank::RankStatus initial;
+  initial.program = true;
+  rt = new rank::Runtime(rank, size, env::str(env::kStatus), std::move(initial), env::seconds(env::kTimeoutS, 60));
+  const double engine_timeout = env::seconds(env::kEngineTimeoutS, 1800);
+  const std::string mode = env::str(env::kVerify, "verify");
   TORCH_CHECK(mode == "verify" || mode == "record" || mode == "off",
-              "LOCKSTEP_VERIFY must be verify, record or off, got '", mode, "'");
-  if (const std::string path = env_str("LOCKSTEP_BOARD"); !path.empty()) {
-    rt->board = comm::Board::attach(path);
-    TORCH_CHECK(rt->board.world_size() == size, "lockstep backend: the board has ", rt->board.world_size(),
-                " ranks, the program's group ", size);
-    rt->slot = &rt->board.slot(rank);
-    rt->slot->state.store(static_cast<int>(comm::RankState::kRunning));
-    comm::set_own_slot(rt->slot);
-  }
+              env::kVerify, " must be verify, record or off, got '", mode, "'");
+  const std::string board = env::str(env::kBoard);
+  TORCH_CHECK(rt->attach_board(board), "lockstep backend: the board ", board, " is not for ", size, " ranks, the program's group");
   comm::set_activity("creating process groups");
-  const std::string master = env_str("MASTER_ADDR", "127.0.0.1");
-  const bool loopback = master == "localhost" || master.rfind("127.", 0) == 0 || master == "::1";
-  const std::string host = loopback ? "127.0.0.1" : "";
+  const std::string host = env::is_loopback(env::str("MASTER_ADDR", "127.0.0.1")) ? "127.0.0.1" : "";
   auto lstore = comm::wrap_c10d_store(store);
-  std::unique_ptr<comm::Backend> chain = comm::make_gloo_backend(lstore, "lockstep-data/", rank, size, engine_timeout, host);
-  if (mode == "verify") {
-    const bool on_board = rt->board.valid() && rt->board.fingerprint_words() == comm::fingerprint_words(size);
-    rt->board_verifies = on_board;
-    chain = std::make_unique<comm::Verifier>(
-        std::move(chain), comm::make_gloo_backend(lstore, "lockstep-control/", rank, size, engine_timeout, host),
-        on_board ? &rt->board : nullptr, [](const Diagnosis& d) { diagnosed(d); }, std::min(5.0, rt->timeout_s / 2));
-  }
-  auto monitor = std::make_unique<comm::Monitor>(std::move(chain), rt->slot, mode == "off" ? "" : env_str("LOCKSTEP_TRACE"));
-  rt->monitor = monitor.get();
-  rt->communicator = new comm::Communicator(std::move(monitor));
+  rank::ChainSpec spec;
+  spec.engine = comm::make_gloo_backend(lstore, "lockstep-data/", rank, size, engine_timeout, host);
+  spec.control = [=] { return comm::make_gloo_backend(lstore, "lockstep-control/", rank, size, engine_timeout, host); };
+  spec.mode = mode == "verify" ? rank::VerifyMode::kVerify : mode == "record" ? rank::VerifyMode::kRecord : rank::VerifyMode::kOff;
+  spec.trace_path = env::str(env::kTrace);
+  rt->build(std::move(spec));
   comm::set_activity("running the program");
   return c10::make_intrusive<LockstepGroup>(rank, size);
 }
 
-// Called at the program's exit (lockstep_torch.py's atexit hook). A clean exit meets the other
-// ranks in one verified barrier, as lockstep's own ranks do, so that a rank that issued fewer
-// collectives is named, then compares the DDP replicas (`replica_digest`, -1: no DDP); `failure` (the program's uncaught exception) skips it, and is reported
-// as missing_participant when the rank had passed a collective its peers wait in.
-// The program's steps and steps per second (lockstep_torch.py measures both) become the
-// rank's metrics. A program on its own backend (wrap = "none") only reports them.
-nlohmann::json program_metrics(std::int64_t steps, double steps_per_s) {
-  nlohmann::json m = {{"program_steps", static_cast<double>(steps)}};
+// The program's steps and steps per second (lockstep_torch.py measures both): the rank's metrics.
+std::map<std::string, double> program_metrics(std::int64_t steps, double steps_per_s) {
+  std::map<std::string, double> m = {{"program_steps", static_cast<double>(steps)}};
   if (steps_per_s > 0) m["steps_per_s"] = steps_per_s;
   return m;
 }
 
-// After a clean run: DistributedDataParallel keeps its replicas identical (it broadcasts the
-// parameters at construction and every rank applies the same all-reduced gradients), so the
-// ranks' parameter digests must agree. A rank whose gradient sync stopped, or differed, makes
-// them disagree: result_mismatch, blaming the rank that stands alone when one does.
-void check_replicas(std::int64_t digest) {
-  std::vector<std::int64_t> all(static_cast<std::size_t>(rt->world_size));
-  comm::Call c;
-  c.op = comm::Op::kAllGather;
-  c.in = comm::View{&digest, comm::DType::kI64, 1};
-  c.out = comm::View{all.data(), comm::DType::kI64, static_cast<std::int64_t>(all.size())};
-  carry(std::move(c));
-  std::vector<std::pair<std::int64_t, std::vector<int>>> groups;
-  for (int r = 0; r < rt->world_size; ++r) {
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == all[static_cast<std::size_t>(r)]; });
-    if (it == groups.end()) groups.push_back({all[static_cast<std::size_t>(r)], {r}});
-    else it->second.push_back(r);
-  }
-  if (groups.size() == 1) return;
-  std::ostringstream os;
-  os << "the DistributedDataParallel module's parameters differ between the ranks at the end of the program:";
-  for (std::size_t i = 0; i < groups.size(); ++i) {
-    const auto& ranks = groups[i].second;
-    os << (i ? ";" : "") << (ranks.size() == 1 ? " rank " : " ranks ");
-    for (std::size_t j = 0; j < ranks.size(); ++j) os << (j ? "," : "") << ranks[j];
-    os << " digest " << std::hex << groups[i].first << std::dec;
-  }
-  os << " (DDP keeps its replicas identical; a rank's gradient all-reduce stopped, was skipped or differed)";
-  int blamed = -1;
-  if (groups.size() == 2 && (groups[0].second.size() == 1) != (groups[1].second.size() == 1)) {
-    blamed = groups[0].second.size() == 1 ? groups[0].second[0] : groups[1].second[0];
-  }
-  diagnosed(Diagnosis{DiagnosisKind::kResultMismatch, os.str(), blamed, rt->monitor->collectives_issued() - 1});
-}
+// Called at the program's exit (lockstep_torch.py's atexit hook). A clean exit meets the other
+// ranks in one verified barrier, as lockstep's own ranks do, so that a rank that issued fewer
+// collectives is named, then the ranks must agree on the DDP replicas' digest (`replica_digest`,
+// -1: no DDP). `failure` (the program's uncaught exception) skips both, and is reported as
+// missing_participant when the rank had passed a collective its peers wait in.
 
 void finish(const std::string& failure, std::int64_t steps, double steps_per_s, std::int64_t replica_digest) {
   if (!rt) {
-    const std::string path = env_str("LOCKSTEP_STATUS");
+    // A program on its own backend (wrap = "none"): it only reports its steps.
+    const std::string path = env::str(env::kStatus);
     if (!path.empty() && failure.empty()) {
-      nlohmann::json st = {{"rank", std::atoi(env_str("RANK", "0").c_str())}, {"program", true}, {"outcome", "ok"},
-                           {"metrics", program_metrics(steps, steps_per_s)}};
-      write_file_atomically(path, st.dump(2) + "\n");
+      rank::RankStatus st;
+      st.rank = env::integer("RANK", 0);
+      st.program = true;
+      st.outcome = rank::Outcome::kOk;
+      st.metrics = program_metrics(steps, steps_per_s);
+      rank::write_status(path, st);
     }
     return;
   }
-  if (rt->finished) return;
+  if (finished) return;
   py::gil_scoped_release nogil;
+  finished = true;
+  rank::RankStatus& st = rt->status();
   if (!failure.empty()) {
-    if (rt->board_verifies) {
-      rt->slot->state.store(static_cast<int>(comm::RankState::kFailed));
-      if (auto d = comm::skipped_collective(rt->board, rt->rank, rt->monitor->collectives_issued(), rt->communicator->site(),
-                                            "error: " + failure, std::min(rt->timeout_s / 2, 5.0))) {
-        diagnosed(*d);
-      }
-    }
-    rt->status["outcome"] = "error";
-    rt->status["message"] = failure;
-    rt->finished = true;
-    if (rt->slot) rt->slot->state.store(static_cast<int>(comm::RankState::kFailed));
-    if (!rt->status_path.empty()) write_file_atomically(rt->status_path, rt->status.dump(2) + "\n");
-    std::fflush(nullptr);
+    if (auto d = rt->explain("error: " + failure)) rt->diagnosed(*d);
+    st.outcome = rank::Outcome::kError;
+    st.message = failure;
+    rt->settle();
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(rt->mu);
-    rt->communicator->set_phase("finalize");
-    rt->communicator->set_step(-1);
+    std::lock_guard<std::mutex> lock(issue_mu);
+    rt->communicator()->set_phase("finalize");
+    rt->communicator()->set_step(-1);
     comm::Call c;
     c.op = comm::Op::kBarrier;
-    carry(std::move(c));
-    if (replica_digest >= 0) check_replicas(replica_digest);
+    rt->carry(std::move(c));
+    // DistributedDataParallel keeps its replicas identical (it broadcasts the parameters at
+    // construction and every rank applies the same all-reduced gradients).
+    if (replica_digest >= 0) {
+      rt->check_same_value(replica_digest, "the DistributedDataParallel module's parameters differ between the ranks at the end of the program",
+                           "DDP keeps its replicas identical; a rank's gradient all-reduce stopped, was skipped or differed");
+    }
   }
-  rt->status["outcome"] = "ok";
-  rt->status["collectives"] = rt->monitor->collectives_issued();
-  rt->status["metrics"] = program_metrics(steps, steps_per_s);
-  rt->status["metrics"]["collectives"] = static_cast<double>(rt->monitor->collectives_issued());
-  rt->finished = true;
-  if (rt->slot) rt->slot->state.store(static_cast<int>(comm::RankState::kFinished));
-  if (!rt->status_path.empty()) write_file_atomically(rt->status_path, rt->status.dump(2) + "\n");
-  std::fflush(nullptr);
+  st.outcome = rank::Outcome::kOk;
+  st.collectives = rt->collectives_issued();
+  st.metrics = program_metrics(steps, steps_per_s);
+  st.metrics["collectives"] = static_cast<double>(rt->collectives_issued());
+  rt->settle();
 }
 
 }  // namespace
@@ -490,9 +368,7 @@ PYBIND11_MODULE(_lockstep_c10d, m) {
   py::module_::import("torch.distributed");  // registers c10d's Python classes (ProcessGroup, Store)
   py::class_<LockstepGroup, Base, c10::intrusive_ptr<LockstepGroup>>(m, "LockstepGroup");
   m.def("create", &create, py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"));
-  m.def("set_step", [](std::int64_t step) {
-    if (rt) rt->step.store(step);
-  });
+  m.def("set_step", [](std::int64_t step) { program_step.store(step); });
   m.def("finish", &finish, py::arg("failure") = "", py::arg("steps") = 0, py::arg("steps_per_s") = 0.0,
         py::arg("replica_digest") = -1);
   m.def("program_site", &program_site);

@@ -41,6 +41,9 @@ struct ScenarioResult {
   std::string expected;  // "pass" or a diagnosis kind
   std::optional<Diagnosis> diagnosis;  // what the harness observed; nullopt when clean
   std::string reason;    // why it failed, was skipped or errored ("" on pass)
+  // Evidence for the verdict (harness/launch/verdict.h): a problem of the harness or of the
+  // input that makes the status error ("" none). The report carries it as the reason.
+  std::string error;
   double duration_s = 0;
   double startup_s = -1;  // the slowest rank's start-up (spawn to first collective); -1 unknown
   int world_size = 1;

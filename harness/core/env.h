@@ -1,0 +1,51 @@
+#pragma once
+// Every LOCKSTEP_* environment variable lockstep reads, named once, with its meaning; and the
+// readers of the environment that every process of a run shares (the rank runtime, the program
+// backend, the launcher). The Python helpers (harness/sut/python, harness/pytorch/python) spell
+// the names they read themselves; scenarios/README.md lists them all.
+#include <string>
+
+namespace lockstep::env {
+
+// Set by the user.
+inline constexpr const char* kPython = "LOCKSTEP_PYTHON";                // the interpreter of {python}; `--python`
+inline constexpr const char* kVerifyChannel = "LOCKSTEP_VERIFY_CHANNEL";  // auto | control: how ranks compare call records
+
+// Set by the launcher for each of lockstep's own ranks (`lockstep rank`).
+inline constexpr const char* kStoreHosted = "LOCKSTEP_STORE_HOSTED";  // 1: the launcher hosts the store, rank 0 does not
+inline constexpr const char* kStoreToken = "LOCKSTEP_STORE_TOKEN";    // the secret prefix of the run's store keys
+inline constexpr const char* kStoreFile = "LOCKSTEP_STORE_FILE";      // a FileStore path instead of a TCPStore
+inline constexpr const char* kSlowdown = "LOCKSTEP_SLOWDOWN";         // `run --slowdown PERCENT[:PHASE[:RANK]]`
+inline constexpr const char* kSlowdownOff = "LOCKSTEP_SLOWDOWN_OFF";  // 1: leave the scenario's slowdowns out
+
+// Set for every rank the launcher watches: lockstep's own, and programs' (the board), and read by
+// the rank runtime (harness/rank/runtime.h).
+inline constexpr const char* kBoard = "LOCKSTEP_BOARD";  // the run's shared board (harness/comm/board.h)
+
+// Set for a program's ranks (kind = "program"), read by the c10d backend (harness/pytorch/).
+inline constexpr const char* kC10d = "LOCKSTEP_C10D";                         // 1: register backend "lockstep"
+inline constexpr const char* kC10dWrap = "LOCKSTEP_C10D_WRAP";                // the program's wrap mode (gloo | none)
+inline constexpr const char* kStatus = "LOCKSTEP_STATUS";                     // where the rank writes its status
+inline constexpr const char* kTrace = "LOCKSTEP_TRACE";                       // where the rank writes its trace
+inline constexpr const char* kVerify = "LOCKSTEP_VERIFY";                     // verify | record | off
+inline constexpr const char* kTimeoutS = "LOCKSTEP_TIMEOUT_S";                // run.timeout_s
+inline constexpr const char* kEngineTimeoutS = "LOCKSTEP_ENGINE_TIMEOUT_S";   // the engines' own timeout
+inline constexpr const char* kNcclTraceDir = "LOCKSTEP_NCCL_TRACE_DIR";       // the NCCL profiler plugin's traces
+
+// Set for a system under test's ranks ([system]), read by lockstep_sut.py.
+inline constexpr const char* kSutInputs = "LOCKSTEP_SUT_INPUTS";    // the capability's inputs
+inline constexpr const char* kSutOutputs = "LOCKSTEP_SUT_OUTPUTS";  // where this rank writes its outputs
+
+// The variable's value, or `fallback` when it is unset or empty.
+std::string str(const char* name, const std::string& fallback = "");
+// The variable as an integer, or `fallback` when unset or empty; InputError naming the variable
+// when it is not an integer.
+int integer(const char* name, int fallback);
+// The variable as positive seconds, or `fallback` when unset, empty or not a positive number.
+double seconds(const char* name, double fallback);
+// Whether `host` (MASTER_ADDR) is this machine's loopback.
+bool is_loopback(const std::string& host);
+// "NAME=value", as execve's environment takes it.
+std::string assign(const char* name, const std::string& value);
+
+}  // namespace lockstep::env

@@ -1,0 +1,220 @@
+#include "harness/launch/python.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "harness/core/env.h"
+#include "harness/core/error.h"
+#include "harness/launch/processes.h"
+#include "harness/launch/watch.h"
+#include "harness/rank/runtime.h"
+#include "harness/rank/status.h"
+#include "lockstep/config.h"
+
+namespace lockstep::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kImportTimeoutS = 120;
+
+// `name` as execve takes it: unchanged when it has a '/', else found on $PATH.
+std::string resolve_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string d; std::getline(dirs, d, ':');) {
+    const fs::path candidate = fs::path(d.empty() ? "." : d) / name;
+    if (access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) return candidate.string();
+  }
+  throw InputError("system command '" + name + "' is not on PATH");
+}
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
+int free_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  LOCKSTEP_CHECK(fd >= 0, "socket: ", std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const int err = errno;
+  close(fd);
+  LOCKSTEP_CHECK(ok, "cannot find a free loopback port: ", std::strerror(err));
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+std::vector<std::string> system_base_env() {
+  std::vector<std::string> env = inherited_env({"PYTHONPATH", env::kSutInputs, env::kSutOutputs});
+  const char* pp = std::getenv("PYTHONPATH");
+  env.push_back(std::string("PYTHONPATH=") + LOCKSTEP_SOURCE_DIR + "/harness/sut/python" + (pp && *pp ? std::string(":") + pp : ""));
+  env.push_back("PYTHONUNBUFFERED=1");
+  return env;
+}
+
+// Runs argv to completion (or kills it after timeout_s); returns its exit code (-1 when
+// killed or signalled) and the last line of its output.
+int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::string& last, const std::vector<std::string>& extra_env = {}) {
+  char log[] = "/tmp/lockstep-probe-XXXXXX";
+  const int fd = mkstemp(log);
+  if (fd >= 0) close(fd);
+  int code = -1;
+  {
+    RankProcesses p;
+    std::vector<std::string> env = system_base_env();
+    for (const auto& kv : extra_env) {
+      const std::string key = kv.substr(0, kv.find('=') + 1);
+      std::erase_if(env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
+      env.push_back(kv);
+    }
+    p.spawn(argv, env, log);
+    const auto t0 = Clock::now();
+    while (!p.reap() && Clock::now() - t0 < std::chrono::duration<double>(timeout_s)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    p.kill_all();
+    const int st = p.children()[0].status;
+    if (WIFEXITED(st)) code = WEXITSTATUS(st);
+  }
+  last = log_last_line(log);
+  std::remove(log);
+  return code;
+}
+
+namespace {
+
+}  // namespace
+
+std::string python_interpreter() {
+  return env::str(env::kPython, "python3");
+}
+
+namespace {
+
+// Why the interpreter cannot import `modules` ("" when it can); cached. `extra_env` is added to
+// the probe's environment (a PYTHONPATH).
+std::string import_skip_reason(const std::vector<std::string>& modules, const std::string& hint,
+                               const std::vector<std::string>& extra_env = {}) {
+  if (modules.empty()) return "";
+  static std::mutex mu;
+  static std::map<std::string, std::string> cache;
+  std::string list;
+  for (const auto& m : modules) list += (list.empty() ? "" : ", ") + m;
+  const std::string python = python_interpreter();
+  std::lock_guard<std::mutex> lock(mu);
+  std::string key = python + "|" + list;
+  for (const auto& e : extra_env) key += "|" + e;
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  std::string reason;
+  try {
+    std::string last;
+    const int code = run_quietly({resolve_program(python), "-c", "import " + list}, kImportTimeoutS, last, extra_env);
+    if (code != 0) {
+      reason = "requires python modules " + list + ": " + python + " cannot import them (" + (last.empty() ? "exit " + std::to_string(code) : last) +
+               "); " + hint;
+    }
+  } catch (const InputError& e) {
+    reason = std::string("requires python modules ") + list + ": " + e.what() + "; set LOCKSTEP_PYTHON";
+  }
+  cache[key] = reason;
+  return reason;
+}
+
+// build/python beside this lockstep binary: where _lockstep_c10d was built.
+std::string backend_module_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("python") : (exe.parent_path() / "python").string();
+}
+
+std::string backend_pythonpath() {
+  const char* pp = std::getenv("PYTHONPATH");
+  return std::string("PYTHONPATH=") + LOCKSTEP_SOURCE_DIR + "/harness/pytorch/python:" + backend_module_dir() +
+         (pp && *pp ? std::string(":") + pp : "");
+}
+
+}  // namespace
+
+std::string system_skip_reason(const scenario::Scenario& s) {
+  if (!s.system) return "";
+  return import_skip_reason(s.system->python_modules, "set LOCKSTEP_PYTHON to an interpreter that has them (ci/systems builds them)");
+}
+
+std::string program_skip_reason(const scenario::Scenario& s) {
+  if (!s.program) return "";
+  if (std::string why = import_skip_reason(s.program->python_modules, "set LOCKSTEP_PYTHON to an interpreter that has them"); !why.empty()) {
+    return why;
+  }
+  if (s.program->wrap == "none") return "";
+  if (!LOCKSTEP_HAVE_PYTORCH_BACKEND) {
+    return "this build of lockstep has no PyTorch backend (it needs the LibTorch line's libtorch_python and the Python headers; see README)";
+  }
+  // The backend must have been built against the torch this interpreter imports.
+  std::string why = import_skip_reason({"torch", "_lockstep_c10d"},
+                                       "the PyTorch backend is built against LibTorch " LOCKSTEP_TORCH_VERSION
+                                       " (this build's line); set LOCKSTEP_PYTHON to an interpreter whose torch is that version",
+                                       {backend_pythonpath()});
+  return why;
+}
+
+std::vector<std::string> command_argv(const scenario::Scenario& s, const std::vector<std::string>& command) {
+  std::vector<std::string> argv;
+  const std::string scenario_dir = fs::path(s.file).parent_path().empty() ? "." : fs::path(s.file).parent_path().string();
+  for (std::string arg : command) {
+    for (const auto& [token, value] : {std::pair<std::string, std::string>{"{python}", python_interpreter()}, {"{dir}", scenario_dir}}) {
+      for (auto at = arg.find(token); at != std::string::npos; at = arg.find(token, at + value.size())) arg.replace(at, token.size(), value);
+    }
+    argv.push_back(arg);
+  }
+  argv[0] = resolve_program(argv[0]);
+  return argv;
+}
+
+std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board) {
+  std::vector<std::string> env = inherited_env({"PYTHONPATH"});
+  for (auto& kv : torchrun_env(rank, s.world_size, s.ranks_per_node, port)) env.push_back(std::move(kv));
+  env.push_back(backend_pythonpath());
+  env.push_back("PYTHONUNBUFFERED=1");
+  env.push_back(env::assign(env::kC10d, "1"));
+  env.push_back(env::assign(env::kC10dWrap, s.program->wrap));
+  env.push_back(env::assign(env::kBoard, fs::absolute(board).string()));
+  env.push_back(env::assign(env::kStatus, fs::absolute(rank::status_path(dir, rank)).string()));
+  env.push_back(env::assign(env::kTrace, fs::absolute(rank::trace_path(dir, rank)).string()));
+  env.push_back(env::assign(env::kVerify, std::string(scenario::to_string(s.verify))));
+  std::ostringstream t, e;
+  t << s.timeout_s;
+  e << rank::engine_timeout_s(s.startup_timeout_s, s.timeout_s);
+  env.push_back(env::assign(env::kTimeoutS, t.str()));
+  env.push_back(env::assign(env::kEngineTimeoutS, e.str()));
+  // A program on NCCL (a GPU program) is seen by lockstep's NCCL profiler plugin, built beside
+  // this binary: its traces go to <artifacts>/nccl/comm-<hash>/ (harness/nccl_profiler/README.md).
+  const fs::path plugin = fs::path(backend_module_dir()).parent_path() / "lib" / "libnccl-profiler-lockstep.so";
+  if (std::error_code ec; fs::exists(plugin, ec)) {
+    env.push_back("NCCL_PROFILER_PLUGIN=" + plugin.string());
+    env.push_back(env::assign(env::kNcclTraceDir, fs::absolute(dir + "/nccl").string()));
+  }
+  for (const auto& kv : s.program->env) {  // the scenario's env overrides what lockstep set
+    const std::string key = kv.substr(0, kv.find('=') + 1);
+    std::erase_if(env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
+    env.push_back(kv);
+  }
+  return env;
+}
+
+int loopback_port() { return free_loopback_port(); }
+
+}  // namespace lockstep::launch

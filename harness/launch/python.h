@@ -1,0 +1,33 @@
+#pragma once
+// Programs and systems under test as processes: the interpreter that runs them, the probes that
+// tell whether it can import what a scenario needs (cached per interpreter), their command
+// lines, and the environment of a program's ranks.
+#include <string>
+#include <vector>
+
+#include "harness/scenario/scenario.h"
+
+namespace lockstep::launch {
+
+// The interpreter that replaces {python}: $LOCKSTEP_PYTHON, else python3.
+std::string python_interpreter();
+// Why `s` cannot run on this machine (its interpreter cannot import [system] python_modules),
+// or "" when it can. Cached per interpreter and module list.
+std::string system_skip_reason(const scenario::Scenario& s);
+// Why the program of `s` (kind = "program") cannot run here: its interpreter lacks its
+// python_modules, or cannot import this build's PyTorch backend (built against another torch,
+// or not built). "" when it can.
+std::string program_skip_reason(const scenario::Scenario& s);
+// `command` with {python} and {dir} substituted and argv[0] found on PATH (InputError if not).
+std::vector<std::string> command_argv(const scenario::Scenario& s, const std::vector<std::string>& command);
+// The environment of rank `rank` of a program: torchrun's variables (the program's rank 0 hosts
+// its own store on `port`), lockstep's backend on PYTHONPATH, and where to publish its progress
+// (`board`), status and trace (under `dir`).
+std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board);
+// The environment every system-under-test rank starts from: this process's, less the per-rank
+// variables, with lockstep_sut on PYTHONPATH.
+std::vector<std::string> system_base_env();
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int loopback_port();
+
+}  // namespace lockstep::launch

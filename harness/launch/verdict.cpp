@@ -1,0 +1,47 @@
+#include "harness/launch/verdict.h"
+
+namespace lockstep::launch {
+
+bool meets_expectation(const scenario::Expectation& e, const std::optional<Diagnosis>& d, std::string& why) {
+  if (!e.kind) {
+    if (d) why = "expected pass, got " + std::string(to_string(d->kind)) + ": " + d->message;
+    return !d;
+  }
+  if (!d) {
+    why = "expected " + std::string(to_string(*e.kind)) + ", but the run passed";
+    return false;
+  }
+  if (d->kind != *e.kind) {
+    why = "expected " + std::string(to_string(*e.kind)) + ", got " + std::string(to_string(d->kind)) + ": " + d->message;
+    return false;
+  }
+  if (e.rank && d->rank != *e.rank) {
+    why = "expected the diagnosis to name rank " + std::to_string(*e.rank) + ", it names rank " + std::to_string(d->rank);
+    return false;
+  }
+  if (e.seq && d->seq != *e.seq) {
+    why = "expected the diagnosis at collective #" + std::to_string(*e.seq) + ", got #" + std::to_string(d->seq);
+    return false;
+  }
+  for (const auto& part : e.message_contains) {
+    if (d->message.find(part) == std::string::npos) {
+      why = "the diagnosis message lacks '" + part + "': " + d->message;
+      return false;
+    }
+  }
+  return true;
+}
+
+void decide(const scenario::Expectation& e, report::ScenarioResult& r) {
+  if (r.status == report::Status::kSkip || r.status == report::Status::kCancelled) return;
+  if (!r.error.empty()) {
+    r.status = report::Status::kError;
+    r.reason = r.error;
+    return;
+  }
+  std::string why;
+  r.status = meets_expectation(e, r.diagnosis, why) ? report::Status::kPass : report::Status::kFail;
+  r.reason = why;
+}
+
+}  // namespace lockstep::launch

@@ -1,0 +1,429 @@
+#include "harness/launch/watch.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/launch/cancel.h"
+#include "harness/rank/status.h"
+
+namespace lockstep::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr auto kPoll = std::chrono::milliseconds(5);
+constexpr auto kProgressPoll = std::chrono::milliseconds(100);
+
+bool clean_exit(const Child& c) { return c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0; }
+int exit_code(const Child& c) { return c.exited && WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1; }
+
+// ---- lockstep's own ranks and programs: the board -------------------------------------------
+
+class BoardSource final : public ProgressSource {
+ public:
+  BoardSource(const comm::Board& board, std::string dir, bool exit_finishes)
+      : board_(board), dir_(std::move(dir)), exit_finishes_(exit_finishes) {}
+
+  bool rank_contract() const override { return true; }
+
+  void poll(int r, const Child& c, Watchdog::Rank& k) override {
+    const auto v = board_.view(r);
+    // A rank that exited cleanly without finishing leaves the others waiting.
+    k.bad_exit = c.exited && !(exit_code(c) == rank::kExitClean && (exit_finishes_ || v.state == comm::RankState::kFinished));
+    k.started = exit_finishes_ || v.started();
+    k.progress = v.issued + v.completed + v.p2p + static_cast<std::int64_t>(v.state);
+  }
+
+  bool finished(int r) const override { return exit_finishes_ || board_.view(r).state == comm::RankState::kFinished; }
+
+  Diagnosis failure(int r, const Child& c, const std::vector<Child>&) const override {
+    const auto v = board_.view(r);
+    std::ostringstream os;
+    os << "rank " << r;
+    if (WIFSIGNALED(c.status)) {
+      os << " was killed by " << signal_name(WTERMSIG(c.status));
+    } else {
+      os << " exited with code " << WEXITSTATUS(c.status);
+      if (auto st = rank::read_status(rank::status_path(dir_, r)); st && !st->message.empty()) {
+        os << " (" << st->message << ")";
+      } else if (const std::string l = log_last_line(rank::log_path(dir_, r)); !l.empty()) {
+        os << " (" << l << ")";  // it wrote no status: a program that failed outside lockstep's backend
+      }
+    }
+    os << " after completing " << v.last_completed();
+    if (v.in_collective()) os << ", while in " << v.waiting_in();
+    os << others_waiting(r);
+    return Diagnosis{DiagnosisKind::kRankFailure, os.str(), r, v.completed - 1};
+  }
+
+  Diagnosis unfinished(int r, const std::vector<Child>&) const override {
+    const auto v = board_.view(r);
+    std::ostringstream os;
+    os << "rank " << r << " exited (code 0) without finishing its workload after completing " << v.last_completed()
+       << others_waiting(r);
+    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), r, v.completed};
+  }
+
+  // Rule 5: only communication errors; their cause is outside the ranks.
+  std::optional<Diagnosis> comm_lost(int r) const override {
+    const auto st = rank::read_status(rank::status_path(dir_, r));
+    const auto v = board_.view(r);
+    std::string msg = "rank " + std::to_string(r) + " lost communication in " +
+                      (v.in_collective() ? v.waiting_in() : "no collective") + ": " + (st ? st->message : "");
+    return Diagnosis{DiagnosisKind::kRankFailure, msg, r, v.issued - 1};
+  }
+
+  Diagnosis timeout(const std::vector<Child>&, double timeout_s) const override {
+    const int ws = board_.world_size();
+    std::int64_t most = 0;
+    for (int r = 0; r < ws; ++r) most = std::max(most, board_.view(r).issued);
+    // Blame the ranks that are behind: not in a collective, or not yet at the furthest one.
+    std::vector<int> behind;
+    for (int r = 0; r < ws; ++r) {
+      const auto v = board_.view(r);
+      if (!v.in_collective() || v.issued < most) behind.push_back(r);
+    }
+    std::ostringstream os;
+    os << "no progress for " << timeout_s << " s";
+    int blamed = -1;
+    if (behind.empty()) {
+      os << ": every rank is waiting in " << board_.view(0).waiting_in();
+    } else {
+      blamed = behind.front();
+      const auto v = board_.view(blamed);
+      os << ": " << join_ranks(behind) << (behind.size() == 1 ? " has" : " have") << " not issued collective #"
+         << most - (most > 0 ? 1 : 0) << " (rank " << blamed << " last completed " << v.last_completed() << ")";
+      os << others_waiting(blamed);
+    }
+    return Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, most - 1};
+  }
+
+  // Who is still starting and what they report doing, and where the ranks that did start are.
+  // The ranks furthest behind are blamed; when every rank is at the same point, nobody is.
+  Diagnosis startup(const Watchdog& dog, int) const override {
+    const auto& starting = dog.starting();
+    std::ostringstream os;
+    os << "start-up took longer than " << dog.limits().startup_s << " s (run.startup_timeout_s)";
+    std::vector<std::pair<std::string, std::vector<int>>> doing;
+    int behind = 1 << 20;
+    int ahead = -1;
+    for (int r : starting) {
+      const std::string a = board_.view(r).activity;
+      behind = std::min(behind, startup_stage(a));
+      ahead = std::max(ahead, startup_stage(a));
+      auto it = std::find_if(doing.begin(), doing.end(), [&](auto& g) { return g.first == a; });
+      if (it == doing.end()) doing.push_back({a, {r}});
+      else it->second.push_back(r);
+    }
+    std::sort(doing.begin(), doing.end(), [](auto& x, auto& y) { return startup_stage(x.first) < startup_stage(y.first); });
+    for (const auto& [a, ranks] : doing) {
+      os << ": " << join_ranks(ranks) << (ranks.size() == 1 ? " is" : " are") << " still starting ("
+         << (a.empty() ? "nothing reported yet: the process is starting or loading its libraries" : a) << ")";
+    }
+    std::vector<std::pair<std::string, std::vector<int>>> groups;
+    for (int r = 0; r < board_.world_size(); ++r) {
+      const auto t = dog.startup_seconds(r);
+      if (!t) continue;
+      const auto v = board_.view(r);
+      const std::string what = v.in_collective() ? "waiting in " + v.waiting_in() : "last completed " + v.last_completed();
+      auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == what; });
+      if (it == groups.end()) groups.push_back({what, {r}});
+      else it->second.push_back(r);
+    }
+    for (const auto& [what, ranks] : groups) {
+      os << "; " << join_ranks(ranks) << " started (after ";
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        os << (i ? ", " : "") << std::fixed << std::setprecision(1) << *dog.startup_seconds(ranks[i]) << " s";
+      }
+      os << ") and " << (ranks.size() == 1 ? "is " : "are ") << what;
+    }
+    const bool someone_ahead = !groups.empty() || ahead > behind;
+    return Diagnosis{DiagnosisKind::kTimeout, os.str(), someone_ahead ? doing.front().second.front() : -1, -1};
+  }
+
+  Diagnosis deadline(const Watchdog& dog) const override {
+    std::ostringstream os;
+    os << "the run did not end within run.deadline_s = " << dog.limits().deadline_s << " s (its last progress was "
+       << std::fixed << std::setprecision(1) << dog.idle_seconds() << " s before)";
+    for (int r = 0; r < board_.world_size(); ++r) {
+      const auto v = board_.view(r);
+      os << "; rank " << r << ' ' << (v.in_collective() ? "in " + v.waiting_in() : "last completed " + v.last_completed());
+    }
+    return Diagnosis{DiagnosisKind::kTimeout, os.str(), -1, -1};
+  }
+
+ private:
+  // "; ranks 0,2 were waiting in collective #13 all_reduce (mix step 3)" for the ranks other
+  // than `except`, grouped by what they wait in (exited ranks show where they stopped).
+  std::string others_waiting(int except) const {
+    std::vector<std::pair<std::string, std::vector<int>>> groups;
+    for (int r = 0; r < board_.world_size(); ++r) {
+      if (r == except) continue;
+      const auto v = board_.view(r);
+      const std::string what =
+          v.in_collective() ? "waiting in " + v.waiting_in() : "not in a collective (last completed " + v.last_completed() + ")";
+      auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == what; });
+      if (it == groups.end()) groups.push_back({what, {r}});
+      else it->second.push_back(r);
+    }
+    std::string s;
+    for (const auto& [what, ranks] : groups) s += "; " + join_ranks(ranks) + (ranks.size() == 1 ? " was " : " were ") + what;
+    return s;
+  }
+
+  // How far a starting rank got, from the activity it published (rank_main.cpp, graph_spec.cpp);
+  // an activity of lockstep's that this list does not know counts as the furthest.
+  static int startup_stage(const std::string& activity) {
+    static const char* kStages[] = {"", "connecting to the store", "creating process groups", "building the workload"};
+    for (int i = 0; i < 4; ++i) {
+      if (activity == kStages[i]) return i;
+    }
+    return 4;
+  }
+
+  const comm::Board& board_;
+  std::string dir_;
+  bool exit_finishes_;
+};
+
+// ---- a system under test: progress.json and done.json ---------------------------------------
+
+class FileSource final : public ProgressSource {
+ public:
+  FileSource(int ws, std::string outputs, std::string dir, std::string log_suffix, std::string who, double startup_s,
+             double deadline_s)
+      : ws_(ws), outputs_(std::move(outputs)), dir_(std::move(dir)), log_suffix_(std::move(log_suffix)), who_(std::move(who)),
+        startup_s_(startup_s), deadline_s_(deadline_s), progress_(static_cast<std::size_t>(ws)),
+        moves_(static_cast<std::size_t>(ws), 0), last_poll_(Clock::now() - kProgressPoll) {}
+
+  bool rank_contract() const override { return false; }
+
+  // Progress is a change of a rank's progress.json (read every kProgressPoll); a rank has started
+  // once it reported progress (lockstep_sut.start() does, after the adapter's imports).
+  void poll(int r, const Child& c, Watchdog::Rank& k) override {
+    const auto i = static_cast<std::size_t>(r);
+    if (r == 0) {
+      poll_files_ = Clock::now() - last_poll_ >= kProgressPoll;
+      if (poll_files_) last_poll_ = Clock::now();
+    }
+    if (poll_files_) {
+      std::ifstream in(rank_dir(r) + "/progress.json");
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (text != progress_[i]) {
+        progress_[i] = std::move(text);
+        ++moves_[i];
+      }
+    }
+    k.bad_exit = c.exited && !(clean_exit(c) && finished(r));
+    k.started = moves_[i] > 0;
+    k.progress = moves_[i];
+  }
+
+  bool finished(int r) const override { return fs::exists(rank_dir(r) + "/done.json"); }
+
+  Diagnosis failure(int r, const Child& c, const std::vector<Child>&) const override {
+    std::ostringstream os;
+    os << "rank " << r << " (system " << who_ << ") ";
+    if (WIFSIGNALED(c.status)) os << "was killed by " << signal_name(WTERMSIG(c.status));
+    else os << "exited with code " << WEXITSTATUS(c.status);
+    if (const std::string w = what_of(r); !w.empty()) os << " while " << w;
+    if (const std::string l = log_last_line(rank::log_path(dir_, r) + log_suffix_); !l.empty()) os << ": " << l;
+    return Diagnosis{DiagnosisKind::kRankFailure, os.str(), r, -1};
+  }
+
+  Diagnosis unfinished(int r, const std::vector<Child>&) const override {
+    return Diagnosis{DiagnosisKind::kMissingParticipant,
+                     "rank " + std::to_string(r) + " (system " + who_ +
+                         ") exited (code 0) without finishing its outputs: no done.json (the adapter never called "
+                         "Outputs.finish())",
+                     r, -1};
+  }
+
+  // The ranks that never got to lockstep_sut.start().
+  Diagnosis startup(const Watchdog& dog, int exits) const override {
+    const auto& starting = dog.starting();
+    std::ostringstream os;
+    os << "start-up took longer than " << startup_s_ << " s (run.startup_timeout_s): ";
+    for (std::size_t i = 0; i < starting.size(); ++i) os << (i ? "," : (starting.size() == 1 ? "rank " : "ranks ")) << starting[i];
+    os << " (system " << who_ << ") never reached lockstep_sut.start() (its imports or set-up are still running)";
+    const bool some_started = static_cast<int>(starting.size()) < ws_ - exits;
+    if (some_started) os << "; the other ranks started";
+    return Diagnosis{DiagnosisKind::kTimeout, os.str(), some_started ? starting.front() : -1, -1};
+  }
+
+  Diagnosis deadline(const Watchdog& dog) const override {
+    std::ostringstream os;
+    os << "the run did not end within run.deadline_s = " << deadline_s_ << " s (its last progress was " << std::fixed
+       << std::setprecision(1) << dog.idle_seconds() << " s before)";
+    for (int r = 0; r < ws_; ++r) {
+      if (const std::string w = what_of(r); !w.empty()) os << "; rank " << r << " last reported: " << w;
+    }
+    return Diagnosis{DiagnosisKind::kTimeout, os.str(), -1, -1};
+  }
+
+  Diagnosis timeout(const std::vector<Child>& kids, double timeout_s) const override {
+    std::vector<int> running;
+    int exits = 0;
+    for (int r = 0; r < ws_; ++r) {
+      if (!kids[static_cast<std::size_t>(r)].exited) running.push_back(r);
+      else ++exits;
+    }
+    std::ostringstream os;
+    os << "no progress for " << timeout_s << " s: ";
+    for (std::size_t i = 0; i < running.size(); ++i) {
+      const std::string w = what_of(running[i]);
+      os << (i ? "; " : "") << "rank " << running[i] << " still running" << (w.empty() ? " (it reported no progress)" : " (last reported: " + w + ")");
+    }
+    if (exits > 0) os << "; " << exits << " of " << ws_ << " ranks finished";
+    // Blame the stuck ranks when others finished; with none finished, nobody is singled out.
+    const int blamed = exits > 0 && !running.empty() ? running.front() : -1;
+    return Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, -1};
+  }
+
+ private:
+  std::string rank_dir(int r) const { return outputs_ + "/rank" + std::to_string(r); }
+  std::string what_of(int r) const {
+    const auto j = nlohmann::json::parse(progress_[static_cast<std::size_t>(r)], nullptr, false);
+    return j.is_object() && j.contains("what") && j["what"].is_string() ? j["what"].get<std::string>() : std::string();
+  }
+
+  int ws_;
+  std::string outputs_, dir_, log_suffix_, who_;
+  double startup_s_, deadline_s_;
+  std::vector<std::string> progress_;
+  std::vector<std::int64_t> moves_;
+  Clock::time_point last_poll_;
+  bool poll_files_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<ProgressSource> board_source(const comm::Board& board, std::string dir, bool exit_finishes) {
+  return std::make_unique<BoardSource>(board, std::move(dir), exit_finishes);
+}
+
+std::unique_ptr<ProgressSource> file_source(int world_size, std::string outputs, std::string dir, std::string log_suffix,
+                                            std::string who, double startup_timeout_s, double deadline_s) {
+  return std::make_unique<FileSource>(world_size, std::move(outputs), std::move(dir), std::move(log_suffix), std::move(who),
+                                      startup_timeout_s, deadline_s);
+}
+
+WatchEnd watch(RankProcesses& procs, ProgressSource& source, Watchdog& dog) {
+  const std::size_t ws = procs.children().size();
+  std::vector<Watchdog::Rank> seen(ws);
+  WatchEnd end;
+  while (end.verdict == Watchdog::Verdict::kWatch && !cancelled()) {
+    procs.reap();
+    for (std::size_t r = 0; r < ws; ++r) {
+      const Child& c = procs.children()[r];
+      seen[r].exited = c.exited;
+      source.poll(static_cast<int>(r), c, seen[r]);
+    }
+    end.verdict = dog.observe(seen, Clock::now());
+    if (end.verdict == Watchdog::Verdict::kWatch) std::this_thread::sleep_for(kPoll);
+  }
+  if (end.cancelled()) procs.kill_all();
+  else procs.reap();
+  return end;
+}
+
+Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, const Watchdog& dog, WatchEnd end,
+                double timeout_s, const std::string& dir) {
+  const int ws = static_cast<int>(kids.size());
+  auto code_is = [&](int r, int code) { return exit_code(kids[static_cast<std::size_t>(r)]) == code; };
+  const bool contract = source.rank_contract();
+  if (contract) {
+    // 1. A rank that reached a diagnosis itself (verifier, workload checks).
+    for (int r = 0; r < ws; ++r) {
+      if (!code_is(r, rank::kExitDiagnosed)) continue;
+      if (auto st = rank::read_status(rank::status_path(dir, r)); st && st->diagnosis) return {st->diagnosis, ""};
+    }
+    // 2. Input errors are the user's to fix, not a diagnosis.
+    for (int r = 0; r < ws; ++r) {
+      if (!code_is(r, rank::kExitInput)) continue;
+      auto st = rank::read_status(rank::status_path(dir, r));
+      return {std::nullopt, "rank " + std::to_string(r) + ": " + (st && !st->message.empty() ? st->message : "bad input")};
+    }
+    // A rank that could not write its status: the report folder's disk, not the rank.
+    for (int r = 0; r < ws; ++r) {
+      if (!code_is(r, rank::kExitNoStatus)) continue;
+      return {std::nullopt, "rank " + std::to_string(r) + " could not write its status file under " + dir +
+                                " (is the report disk full or read-only?); see rank" + std::to_string(r) + ".log"};
+    }
+  }
+  // 3. The earliest rank that crashed or failed on its own.
+  int first = -1;
+  for (int r = 0; r < ws; ++r) {
+    const Child& c = kids[static_cast<std::size_t>(r)];
+    if (!c.exited) continue;
+    const int code = exit_code(c);
+    const bool failed = WIFSIGNALED(c.status) || (code != rank::kExitClean && !(contract && code == rank::kExitCommError));
+    if (failed && (first < 0 || c.exit_time < kids[static_cast<std::size_t>(first)].exit_time)) first = r;
+  }
+  if (first >= 0) return {source.failure(first, kids[static_cast<std::size_t>(first)], kids), ""};
+  // 4. A rank that ended cleanly without finishing (it returned early).
+  for (int r = 0; r < ws; ++r) {
+    if (clean_exit(kids[static_cast<std::size_t>(r)]) && !source.finished(r)) return {source.unfinished(r, kids), ""};
+  }
+  // 5. Only communication errors: name them (their cause is outside the ranks).
+  if (contract) {
+    for (int r = 0; r < ws; ++r) {
+      if (code_is(r, rank::kExitCommError)) return {source.comm_lost(r), ""};
+    }
+  }
+  // 6. The watchdog's verdict.
+  int exits = 0;
+  for (const auto& c : kids) exits += c.exited;
+  switch (end.verdict) {
+    case Watchdog::Verdict::kStartupTimeout: return {source.startup(dog, exits), ""};
+    case Watchdog::Verdict::kDeadline: return {source.deadline(dog), ""};
+    case Watchdog::Verdict::kTimeout: return {source.timeout(kids, timeout_s), ""};
+    default: return {};
+  }
+}
+
+std::string log_last_line(const std::string& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
+  }
+  std::string pick;
+  std::size_t tb = lines.size();
+  for (std::size_t i = lines.size(); i-- > 0;) {
+    if (lines[i].rfind("Traceback (most recent call last):", 0) == 0) {
+      tb = i;
+      break;
+    }
+  }
+  if (tb < lines.size()) {
+    for (std::size_t i = tb + 1; i < lines.size(); ++i) {
+      if (lines[i][0] != ' ') {
+        pick = lines[i];
+        break;
+      }
+    }
+  }
+  for (std::size_t i = lines.size(); pick.empty() && i-- > 0;) {
+    if (lines[i].find("Warning:") == std::string::npos && lines[i][0] != ' ') pick = lines[i];
+  }
+  if (pick.size() > 300) pick = pick.substr(0, 300) + "...";
+  return pick;
+}
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  os << (ranks.size() == 1 ? "rank " : "ranks ");
+  for (std::size_t i = 0; i < ranks.size(); ++i) os << (i ? "," : "") << ranks[i];
+  return os.str();
+}
+
+}  // namespace lockstep::launch

@@ -1,0 +1,83 @@
+#pragma once
+// The one watch loop and its post-mortem judge, for every kind of rank the launcher starts:
+// lockstep's own (`lockstep rank`), a program's (kind = "program") and a system under test's
+// ([system]). What differs between them is where a rank's progress shows, which is a
+// ProgressSource: the run's board (board_source) or the files a system writes (file_source).
+// The watchdog (watchdog.h) turns what the loop sees into a verdict; the judge turns the verdict
+// and the ranks' exits into at most one diagnosis, by these rules, in order (scenarios/README.md,
+// "Blame"):
+//   1. a rank that diagnosed the run itself (exit 3, its status names the diagnosis);
+//   2. a rank that reported bad input (exit 2) or could not write its status (exit 5): an error;
+//   3. the earliest rank that crashed or failed on its own: rank_failure;
+//   4. a rank that exited cleanly without finishing: missing_participant;
+//   5. a rank that only lost communication: rank_failure naming it;
+//   6. the watchdog's verdict: a start-up past its bound, the deadline, or no progress (timeout).
+// Rules 1, 2 and 5 apply to sources that speak the rank contract (harness/rank/status.h).
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/comm/board.h"
+#include "harness/core/diagnosis.h"
+#include "harness/launch/processes.h"
+#include "harness/launch/watchdog.h"
+
+namespace lockstep::launch {
+
+// Where the loop sees a rank's progress, and how the judge describes it.
+class ProgressSource {
+ public:
+  virtual ~ProgressSource() = default;
+  // Whether the ranks follow the rank contract's exit codes and status files.
+  virtual bool rank_contract() const = 0;
+  // At each poll: fills `k` (started, progress, bad_exit) from rank r's process `c`.
+  virtual void poll(int r, const Child& c, Watchdog::Rank& k) = 0;
+  // Whether rank r, which exited with code 0, finished what it had to do.
+  virtual bool finished(int r) const = 0;
+  // Rule 3: why rank r's process ended as `c` says (its message and collective number).
+  virtual Diagnosis failure(int r, const Child& c, const std::vector<Child>& kids) const = 0;
+  // Rule 4: rank r exited cleanly without finishing.
+  virtual Diagnosis unfinished(int r, const std::vector<Child>& kids) const = 0;
+  // Rule 5 (rank-contract sources): rank r only lost communication.
+  virtual std::optional<Diagnosis> comm_lost(int r) const { return std::nullopt; }
+  // Rule 6, by verdict.
+  virtual Diagnosis startup(const Watchdog& dog, int exits) const = 0;
+  virtual Diagnosis deadline(const Watchdog& dog) const = 0;
+  virtual Diagnosis timeout(const std::vector<Child>& kids, double timeout_s) const = 0;
+};
+
+// lockstep's own ranks and programs, on the run's board; their statuses and logs under `dir`.
+// `exit_finishes`: a clean exit is a finished rank (a program on its own backend, which
+// publishes nothing on the board).
+std::unique_ptr<ProgressSource> board_source(const comm::Board& board, std::string dir, bool exit_finishes);
+// A system under test's ranks: each writes `outputs`/rank<r>/progress.json as it goes and
+// done.json when it finishes; `who` names the system in messages, `log_suffix` ends its logs'
+// names under `dir`.
+std::unique_ptr<ProgressSource> file_source(int world_size, std::string outputs, std::string dir, std::string log_suffix,
+                                            std::string who, double startup_timeout_s, double deadline_s);
+
+struct WatchEnd {
+  Watchdog::Verdict verdict = Watchdog::Verdict::kWatch;  // kWatch: the run was cancelled
+  bool cancelled() const { return verdict == Watchdog::Verdict::kWatch; }
+};
+
+// Polls `procs` and `source` until the watchdog's verdict, or until the run is cancelled
+// (cancel.h); on cancel, every process is killed before it returns.
+WatchEnd watch(RankProcesses& procs, ProgressSource& source, Watchdog& dog);
+
+struct Judgement {
+  std::optional<Diagnosis> diagnosis;
+  std::string error;  // a harness or input problem (status error), "" if none
+};
+// The post-mortem judge (the rules above) over the reaped processes.
+Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, const Watchdog& dog, WatchEnd end,
+                double timeout_s, const std::string& dir);
+
+// The line of a rank's log that says why it ended: the exception line of the last Python
+// traceback when there is one, else the last line that is not a warning.
+std::string log_last_line(const std::string& file);
+// "rank 2" / "ranks 0,1".
+std::string join_ranks(const std::vector<int>& ranks);
+
+}  // namespace lockstep::launch

@@ -1,0 +1,155 @@
+#include "harness/rank/runtime.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+
+#include "harness/comm/verifier.h"
+#include "harness/core/error.h"
+
+namespace lockstep::rank {
+
+Runtime::Runtime(int rank, int world_size, std::string status_path, RankStatus status, double timeout_s)
+    : rank_(rank), world_size_(world_size), status_path_(std::move(status_path)), status_(std::move(status)), timeout_s_(timeout_s) {
+  status_.rank = rank;
+}
+
+bool Runtime::attach_board(const std::string& path) {
+  if (path.empty()) return true;
+  comm::Board board = comm::Board::attach(path);
+  if (board.world_size() != world_size_) return false;
+  board_ = std::move(board);
+  slot_ = &board_.slot(rank_);
+  slot_->state.store(static_cast<int>(comm::RankState::kRunning));
+  comm::set_own_slot(slot_);
+  return true;
+}
+
+comm::Communicator& Runtime::build(ChainSpec spec) {
+  std::unique_ptr<comm::Backend> chain = std::move(spec.engine);
+  const bool use_board = board_.valid() && board_.fingerprint_words() == comm::fingerprint_words(world_size_) &&
+                         comm::verify_channel_from_env() == comm::VerifyChannel::kAuto;
+  if (spec.mode == VerifyMode::kVerify) {
+    board_verifies_ = use_board;
+    chain = std::make_unique<comm::Verifier>(std::move(chain), spec.control(), use_board ? &board_ : nullptr,
+                                             [this](const Diagnosis& d) { diagnosed(d); }, std::min(5.0, timeout_s_ / 2));
+  }
+  auto monitor = std::make_unique<comm::Monitor>(std::move(chain), slot_, spec.mode == VerifyMode::kOff ? "" : spec.trace_path);
+  monitor_ = monitor.get();
+  chain = std::move(monitor);
+  if (!spec.faults.empty()) chain = std::make_unique<comm::FaultInjector>(std::move(chain), std::move(spec.faults));
+  // Deliberately never destroyed: ~ProcessGroupGloo joins worker threads that may be stuck in a
+  // collective that a diagnosed peer will never join. The rank ends with _Exit.
+  communicator_ = new comm::Communicator(std::move(chain));
+  return *communicator_;
+}
+
+std::int64_t Runtime::collectives_issued() const { return monitor_ ? monitor_->collectives_issued() : 0; }
+
+void Runtime::mark(bool ok) {
+  if (slot_) slot_->state.store(static_cast<int>(ok ? comm::RankState::kFinished : comm::RankState::kFailed));
+}
+
+void Runtime::settle() {
+  mark(status_.outcome == Outcome::kOk);
+  if (!status_path_.empty()) write_status(status_path_, status_);
+  std::fflush(nullptr);
+}
+
+void Runtime::finish(int code) {
+  // Called from the main thread, or from the verifier's watcher thread.
+  static std::mutex finishing;
+  comm::hold_engine_failures();
+  finishing.lock();
+  mark(code == kExitClean);
+  try {
+    if (!status_path_.empty()) write_status(status_path_, status_);
+  } catch (const std::exception& e) {
+    // A full or read-only report disk: say so, and still end (never throw out of here: the
+    // handler that catches it would call finish() again and wait on `finishing` forever).
+    std::cerr << "lockstep rank " << rank_ << ": cannot write " << status_path_ << ": " << e.what() << '\n';
+    code = kExitNoStatus;
+  }
+  std::fflush(nullptr);
+  // Engine threads may still be blocked in a collective that will never complete; do not run
+  // their destructors.
+  std::_Exit(code);
+}
+
+void Runtime::diagnosed(const Diagnosis& d) {
+  status_.outcome = Outcome::kDiagnosis;
+  status_.diagnosis = d;
+  std::cerr << "lockstep rank " << rank_ << ": " << to_string(d.kind) << ": " << d.message << std::endl;
+  finish(kExitDiagnosed);
+}
+
+void Runtime::comm_failed(const std::string& what) {
+  status_.outcome = Outcome::kCommError;
+  status_.message = what;
+  std::cerr << "lockstep rank " << rank_ << ": communication error: " << what << std::endl;
+  finish(kExitCommError);
+}
+
+std::optional<Diagnosis> Runtime::explain(const std::string& failure) {
+  if (!board_verifies_ || !communicator_ || !monitor_) return std::nullopt;
+  // Peers explaining their own failure wait for this rank to end or go on: it has ended.
+  slot_->state.store(static_cast<int>(comm::RankState::kFailed));
+  return comm::skipped_collective(board_, rank_, monitor_->collectives_issued(), communicator_->site(), failure,
+                                  std::min(timeout_s_ / 2, 5.0));
+}
+
+void Runtime::failed(Outcome outcome, const std::string& what, int code) {
+  if (outcome == Outcome::kError) {
+    if (auto skipped = explain("error: " + what)) diagnosed(*skipped);
+  }
+  status_.outcome = outcome;
+  status_.message = what;
+  std::cerr << "lockstep rank " << rank_ << ": " << (outcome == Outcome::kError ? "error: " : "") << what << '\n';
+  finish(code);
+}
+
+void Runtime::carry(comm::Call call) {
+  try {
+    communicator_->start(std::move(call))->wait();
+  } catch (const DiagnosisError& e) {
+    diagnosed(e.diagnosis());
+  } catch (const comm::CommError& e) {
+    comm_failed(e.what());
+  }
+}
+
+void Runtime::check_same_value(std::int64_t value, const std::string& subject, const std::string& reason) {
+  std::vector<std::int64_t> all(static_cast<std::size_t>(world_size_));
+  comm::Call c;
+  c.op = comm::Op::kAllGather;
+  c.in = comm::View{&value, comm::DType::kI64, 1};
+  c.out = comm::View{all.data(), comm::DType::kI64, static_cast<std::int64_t>(all.size())};
+  carry(std::move(c));
+  std::vector<std::pair<std::int64_t, std::vector<int>>> groups;
+  for (int r = 0; r < world_size_; ++r) {
+    const std::int64_t v = all[static_cast<std::size_t>(r)];
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
+    if (it == groups.end()) groups.push_back({v, {r}});
+    else it->second.push_back(r);
+  }
+  if (groups.size() == 1) return;
+  std::ostringstream os;
+  os << subject << ":";
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto& ranks = groups[i].second;
+    os << (i ? ";" : "") << (ranks.size() == 1 ? " rank " : " ranks ");
+    for (std::size_t j = 0; j < ranks.size(); ++j) os << (j ? "," : "") << ranks[j];
+    os << " digest " << std::hex << groups[i].first << std::dec;
+  }
+  os << " (" << reason << ")";
+  int blamed = -1;
+  if (groups.size() == 2 && (groups[0].second.size() == 1) != (groups[1].second.size() == 1)) {
+    blamed = groups[0].second.size() == 1 ? groups[0].second[0] : groups[1].second[0];
+  }
+  diagnosed(Diagnosis{DiagnosisKind::kResultMismatch, os.str(), blamed, collectives_issued() - 1});
+}
+
+}  // namespace lockstep::rank

@@ -1,0 +1,95 @@
+#pragma once
+// The one rank runtime: what every rank the launcher watches runs inside, lockstep's own
+// (`lockstep rank`, rank_main.cpp) and a program's (the c10d backend, harness/pytorch/). It
+// attaches the rank to the run's board, builds the communicator chain (engine -> Verifier ->
+// Monitor -> FaultInjector), and ends the rank: its status (status.h) written once, its exit code.
+// Checks live in the chain and in the launcher; the runtime only carries their verdicts.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/comm/board.h"
+#include "harness/comm/communicator.h"
+#include "harness/comm/faults.h"
+#include "harness/comm/monitor.h"
+#include "harness/rank/status.h"
+
+namespace lockstep::rank {
+
+// What engines and the store wait before giving up: longer than any bound of the launcher's
+// watchdog (run.startup_timeout_s, run.timeout_s), so that the watchdog always names a hang first.
+inline double engine_timeout_s(double startup_timeout_s, double timeout_s) { return startup_timeout_s + timeout_s + 30; }
+
+// verify: check every call across ranks; record: trace only; off: neither.
+enum class VerifyMode { kVerify, kRecord, kOff };
+
+struct ChainSpec {
+  std::unique_ptr<comm::Backend> engine;                     // carries the data (Gloo, NCCL)
+  std::function<std::unique_ptr<comm::Backend>()> control;   // the verifier's own group (kVerify)
+  VerifyMode mode = VerifyMode::kVerify;
+  std::string trace_path;                                    // "" or mode kOff: no trace
+  std::vector<comm::Fault> faults;                           // this rank's injected faults
+};
+
+class Runtime {
+ public:
+  // `status_path` "" writes no status. `timeout_s` is run.timeout_s: it bounds how long the
+  // verifier waits for late peers and how long a failing rank looks for peers it left behind.
+  Runtime(int rank, int world_size, std::string status_path, RankStatus status, double timeout_s);
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Attaches to the board at `path` ("" none) and marks this rank running; false (and no
+  // board) when the board's size is not world_size.
+  bool attach_board(const std::string& path);
+  // Builds the chain over spec.engine; verification goes through the board when it has one of
+  // this world's record size and LOCKSTEP_VERIFY_CHANNEL allows, else through spec.control.
+  comm::Communicator& build(ChainSpec spec);
+
+  RankStatus& status() { return status_; }
+  comm::Communicator* communicator() { return communicator_; }
+  std::int64_t collectives_issued() const;
+  int rank() const { return rank_; }
+
+  // Ends the process: the board slot's state, the status file, then _Exit(code) (kExitNoStatus
+  // when the status cannot be written). The first caller ends it; a second blocks until then.
+  [[noreturn]] void finish(int code);
+  // Ends with the diagnosis (kExitDiagnosed).
+  [[noreturn]] void diagnosed(const Diagnosis& d);
+  // Ends after an engine failure (kExitCommError): usually another rank's failure.
+  [[noreturn]] void comm_failed(const std::string& what);
+  // Ends after this rank's own failure: missing_participant when peers wait in a collective it
+  // passed (it skipped it), else outcome `outcome` with `what` and exit `code`.
+  [[noreturn]] void failed(Outcome outcome, const std::string& what, int code);
+  // Writes the status now and leaves the process running (a program exits on its own):
+  // outcome kOk marks the slot finished, anything else failed.
+  void settle();
+
+  // Issues `call` at the current call site and waits; a diagnosis or an engine failure ends
+  // the rank (diagnosed, comm_failed).
+  void carry(comm::Call call);
+  // Every rank must hold the same `value` (gathered through the chain): when they do not, ends
+  // with result_mismatch "<subject>: rank 1 digest .. ; ranks 0,2 digest .. (<reason>)", blaming
+  // the rank that stands alone when exactly one does.
+  void check_same_value(std::int64_t value, const std::string& subject, const std::string& reason);
+  // The rank skipped a collective its peers wait in: the diagnosis that explains `failure`.
+  std::optional<Diagnosis> explain(const std::string& failure);
+
+ private:
+  void mark(bool ok);
+
+  int rank_, world_size_;
+  std::string status_path_;
+  RankStatus status_;
+  double timeout_s_;
+  comm::Board board_;
+  comm::BoardSlot* slot_ = nullptr;
+  bool board_verifies_ = false;
+  comm::Monitor* monitor_ = nullptr;
+  comm::Communicator* communicator_ = nullptr;
+};
+
+}  // namespace lockstep::rank

@@ -1,0 +1,220 @@
+// The rank contract and the one judge: the rank status's JSON form (hand-written lines, both
+// ways), the environment readers, the judge's rules in their documented order over hand-made
+// exits (a fake progress source), and the one verdict function.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "harness/core/env.h"
+#include "harness/launch/verdict.h"
+#include "harness/launch/watch.h"
+#include "harness/rank/status.h"
+#include "test_util.h"
+
+namespace lockstep {
+namespace {
+
+TEST(RankStatusTest, ReadsAHandWrittenDiagnosisStatus) {
+  test::TempDir dir;
+  const std::string path = dir.write("rank1.status.json", R"({"rank": 1, "scenario": "comm.x[ws=2]", "outcome": "diagnosis",
+    "diagnosis": {"kind": "collective_mismatch", "message": "rank 1 f16", "rank": 1, "seq": 7}})");
+  const auto st = rank::read_status(path);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->rank, 1);
+  EXPECT_EQ(st->scenario, "comm.x[ws=2]");
+  EXPECT_EQ(st->outcome, rank::Outcome::kDiagnosis);
+  ASSERT_TRUE(st->diagnosis);
+  EXPECT_EQ(st->diagnosis->kind, DiagnosisKind::kCollectiveMismatch);
+  EXPECT_EQ(st->diagnosis->message, "rank 1 f16");
+  EXPECT_EQ(st->diagnosis->rank, 1);
+  EXPECT_EQ(st->diagnosis->seq, 7);
+}
+
+TEST(RankStatusTest, WritesTheDocumentedKeys) {
+  rank::RankStatus st;
+  st.rank = 2;
+  st.scenario = "s";
+  st.outcome = rank::Outcome::kOk;
+  st.metrics = {{"steps_per_s", 4.5}};
+  st.digest = "ab12";
+  st.series["loss"] = report::Series{{1.0, 0.5}, 1e-6};
+  st.collectives = 9;
+  const auto j = rank::to_json(st);
+  EXPECT_EQ(j, nlohmann::json::parse(R"({"rank": 2, "scenario": "s", "outcome": "ok", "metrics": {"steps_per_s": 4.5},
+    "digest": "ab12", "series": {"loss": {"values": [1.0, 0.5], "rtol": 1e-6}}, "collectives": 9})"));
+}
+
+TEST(RankStatusTest, AProgramsStatusHasNoDigestAndRoundTrips) {
+  rank::RankStatus st;
+  st.program = true;
+  st.outcome = rank::Outcome::kError;
+  st.message = "ValueError: boom";
+  const auto j = rank::to_json(st);
+  EXPECT_EQ(j, nlohmann::json::parse(R"({"rank": 0, "program": true, "outcome": "error", "message": "ValueError: boom"})"));
+  const auto back = rank::status_from_json(j);
+  EXPECT_TRUE(back.program);
+  EXPECT_EQ(back.outcome, rank::Outcome::kError);
+  EXPECT_EQ(back.message, "ValueError: boom");
+}
+
+TEST(RankStatusTest, MissingOrForeignFilesAreNoStatus) {
+  test::TempDir dir;
+  EXPECT_FALSE(rank::read_status(dir / "none.json"));
+  EXPECT_FALSE(rank::read_status(dir.write("a.json", "[1, 2]")));
+  EXPECT_FALSE(rank::read_status(dir.write("b.json", R"({"rank": "one"})")));
+  EXPECT_FALSE(rank::read_status(dir.write("c.json", "{\"rank\": 0")));
+}
+
+TEST(EnvTest, ReadersNameTheVariable) {
+  ::setenv("LOCKSTEP_TEST_INT", "12x", 1);
+  EXPECT_EQ(test::message_of<InputError>([] { env::integer("LOCKSTEP_TEST_INT", 0); }),
+            "environment variable LOCKSTEP_TEST_INT must be an integer, got '12x'");
+  ::setenv("LOCKSTEP_TEST_INT", "-3", 1);
+  EXPECT_EQ(env::integer("LOCKSTEP_TEST_INT", 0), -3);
+  ::unsetenv("LOCKSTEP_TEST_INT");
+  EXPECT_EQ(env::integer("LOCKSTEP_TEST_INT", 5), 5);
+  ::setenv("LOCKSTEP_TEST_S", "0", 1);
+  EXPECT_EQ(env::seconds("LOCKSTEP_TEST_S", 60), 60);  // not positive
+  ::setenv("LOCKSTEP_TEST_S", "2.5", 1);
+  EXPECT_EQ(env::seconds("LOCKSTEP_TEST_S", 60), 2.5);
+  ::unsetenv("LOCKSTEP_TEST_S");
+  EXPECT_TRUE(env::is_loopback("127.0.1.1"));
+  EXPECT_TRUE(env::is_loopback("localhost"));
+  EXPECT_FALSE(env::is_loopback("10.0.0.1"));
+  EXPECT_EQ(env::assign(env::kBoard, "/x"), "LOCKSTEP_BOARD=/x");
+}
+
+// A source that answers with its rule's name, so that the test sees which rule the judge chose.
+class FakeSource final : public launch::ProgressSource {
+ public:
+  FakeSource(bool contract, std::vector<bool> finished) : contract_(contract), finished_(std::move(finished)) {}
+  bool rank_contract() const override { return contract_; }
+  void poll(int, const launch::Child&, launch::Watchdog::Rank&) override {}
+  bool finished(int r) const override { return finished_[static_cast<std::size_t>(r)]; }
+  Diagnosis failure(int r, const launch::Child&, const std::vector<launch::Child>&) const override {
+    return {DiagnosisKind::kRankFailure, "failure", r, -1};
+  }
+  Diagnosis unfinished(int r, const std::vector<launch::Child>&) const override {
+    return {DiagnosisKind::kMissingParticipant, "unfinished", r, -1};
+  }
+  std::optional<Diagnosis> comm_lost(int r) const override { return Diagnosis{DiagnosisKind::kRankFailure, "comm", r, -1}; }
+  Diagnosis startup(const launch::Watchdog&, int) const override { return {DiagnosisKind::kTimeout, "startup", -1, -1}; }
+  Diagnosis deadline(const launch::Watchdog&) const override { return {DiagnosisKind::kTimeout, "deadline", -1, -1}; }
+  Diagnosis timeout(const std::vector<launch::Child>&, double) const override { return {DiagnosisKind::kTimeout, "timeout", -1, -1}; }
+
+ private:
+  bool contract_;
+  std::vector<bool> finished_;
+};
+
+launch::Child exited(int code, int ms) {
+  launch::Child c;
+  c.exited = true;
+  c.status = W_EXITCODE(code, 0);
+  c.exit_time = launch::Clock::time_point(std::chrono::milliseconds(ms));
+  return c;
+}
+launch::Child killed(int sig, int ms) {
+  launch::Child c = exited(0, ms);
+  c.status = sig;  // WIFSIGNALED: the low 7 bits hold the signal
+  return c;
+}
+launch::Child running() { return launch::Child{}; }
+
+class JudgeTest : public ::testing::Test {
+ protected:
+  launch::Judgement judge(const std::vector<launch::Child>& kids, const FakeSource& src,
+                          launch::Watchdog::Verdict v = launch::Watchdog::Verdict::kAllExited) {
+    launch::Watchdog dog(static_cast<int>(kids.size()), {}, launch::Clock::now());
+    return launch::judge(kids, src, dog, launch::WatchEnd{v}, 60, dir_.path());
+  }
+  test::TempDir dir_;
+};
+
+TEST_F(JudgeTest, ARanksOwnDiagnosisComesBeforeAnEarlierCrash) {
+  dir_.write("rank1.status.json", R"({"rank": 1, "outcome": "diagnosis",
+    "diagnosis": {"kind": "result_mismatch", "message": "m", "rank": 1, "seq": 3}})");
+  const auto j = judge({killed(SIGSEGV, 1), exited(rank::kExitDiagnosed, 2)}, FakeSource(true, {false, false}));
+  ASSERT_TRUE(j.diagnosis);
+  EXPECT_EQ(j.diagnosis->kind, DiagnosisKind::kResultMismatch);
+  EXPECT_EQ(j.diagnosis->seq, 3);
+}
+
+TEST_F(JudgeTest, BadInputIsAnErrorQuotingTheRank) {
+  dir_.write("rank0.status.json", R"({"rank": 0, "outcome": "input_error", "message": "x.toml:3: bad"})");
+  const auto j = judge({exited(rank::kExitInput, 1), exited(0, 2)}, FakeSource(true, {false, true}));
+  EXPECT_FALSE(j.diagnosis);
+  EXPECT_EQ(j.error, "rank 0: x.toml:3: bad");
+}
+
+TEST_F(JudgeTest, TheEarliestFailureIsBlamedAndALostConnectionIsNotAFailure) {
+  const auto j = judge({exited(rank::kExitCommError, 1), exited(7, 5), killed(SIGKILL, 3)}, FakeSource(true, {false, false, false}));
+  ASSERT_TRUE(j.diagnosis);
+  EXPECT_EQ(j.diagnosis->message, "failure");
+  EXPECT_EQ(j.diagnosis->rank, 2);
+}
+
+TEST_F(JudgeTest, WithoutTheRankContractEveryNonZeroExitIsAFailure) {
+  const auto j = judge({exited(0, 1), exited(rank::kExitCommError, 2)}, FakeSource(false, {true, false}));
+  ASSERT_TRUE(j.diagnosis);
+  EXPECT_EQ(j.diagnosis->message, "failure");
+  EXPECT_EQ(j.diagnosis->rank, 1);
+}
+
+TEST_F(JudgeTest, ACleanExitWithoutFinishingIsMissingParticipantBeforeALostConnection) {
+  const auto j = judge({exited(rank::kExitCommError, 1), exited(0, 2)}, FakeSource(true, {false, false}));
+  ASSERT_TRUE(j.diagnosis);
+  EXPECT_EQ(j.diagnosis->kind, DiagnosisKind::kMissingParticipant);
+  EXPECT_EQ(j.diagnosis->rank, 1);
+  const auto only_comm = judge({exited(rank::kExitCommError, 1), exited(0, 2)}, FakeSource(true, {false, true}));
+  ASSERT_TRUE(only_comm.diagnosis);
+  EXPECT_EQ(only_comm.diagnosis->message, "comm");
+  EXPECT_EQ(only_comm.diagnosis->rank, 0);
+}
+
+TEST_F(JudgeTest, TheWatchdogsVerdictComesLast) {
+  using V = launch::Watchdog::Verdict;
+  const FakeSource src(true, {false, false});
+  EXPECT_EQ(judge({running(), running()}, src, V::kTimeout).diagnosis->message, "timeout");
+  EXPECT_EQ(judge({running(), running()}, src, V::kStartupTimeout).diagnosis->message, "startup");
+  EXPECT_EQ(judge({running(), running()}, src, V::kDeadline).diagnosis->message, "deadline");
+  EXPECT_FALSE(judge({exited(0, 1), exited(0, 2)}, FakeSource(true, {true, true})).diagnosis);
+  // A failed rank explains a hang the watchdog also saw.
+  EXPECT_EQ(judge({exited(1, 1), running()}, src, V::kTimeout).diagnosis->message, "failure");
+}
+
+TEST(VerdictTest, DecideIsAFunctionOfTheEvidence) {
+  scenario::Expectation expect_pass;
+  scenario::Expectation expect_mismatch;
+  expect_mismatch.kind = DiagnosisKind::kCollectiveMismatch;
+  expect_mismatch.rank = 1;
+  report::ScenarioResult r;
+  r.status = report::Status::kPass;
+  launch::decide(expect_pass, r);
+  EXPECT_EQ(r.status, report::Status::kPass);
+  EXPECT_EQ(r.reason, "");
+  r.diagnosis = Diagnosis{DiagnosisKind::kCollectiveMismatch, "m", 2, 4};
+  launch::decide(expect_pass, r);
+  EXPECT_EQ(r.status, report::Status::kFail);
+  EXPECT_EQ(r.reason, "expected pass, got collective_mismatch: m");
+  launch::decide(expect_mismatch, r);
+  EXPECT_EQ(r.status, report::Status::kFail);
+  EXPECT_EQ(r.reason, "expected the diagnosis to name rank 1, it names rank 2");
+  r.diagnosis->rank = 1;
+  launch::decide(expect_mismatch, r);
+  EXPECT_EQ(r.status, report::Status::kPass);
+  r.error = "injection #0 never fired";
+  launch::decide(expect_mismatch, r);
+  EXPECT_EQ(r.status, report::Status::kError);
+  EXPECT_EQ(r.reason, "injection #0 never fired");
+  r.status = report::Status::kSkip;
+  r.reason = "requires cuda";
+  launch::decide(expect_mismatch, r);
+  EXPECT_EQ(r.status, report::Status::kSkip);
+  EXPECT_EQ(r.reason, "requires cuda");
+}
+
+}  // namespace
+}  // namespace lockstep
