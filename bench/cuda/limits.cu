@@ -9,10 +9,6 @@ namespace {
 using ref::cuda::grid_first;
 using ref::cuda::grid_stride;
 
-constexpr const char* kWork = "GPU benchmark limit";
-
-void check(cudaError_t err, const char* what) { ref::cuda::check(err, kWork, what); }
-
 __global__ void gather_kernel(const std::int64_t* __restrict__ table,
                               const std::int64_t* __restrict__ index, std::int64_t n,
                               std::int64_t* __restrict__ out) {
@@ -25,15 +21,15 @@ __global__ void gather_kernel(const std::int64_t* __restrict__ table,
 template <class F>
 double timed(F launch) {
   cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  check(cudaEventRecord(start, 0), "cudaEventRecord");
+  LOCKSTEP_CUDA_CHECK(cudaEventCreate(&start));
+  LOCKSTEP_CUDA_CHECK(cudaEventCreate(&stop));
+  LOCKSTEP_CUDA_CHECK(cudaEventRecord(start, 0));
   launch();
-  check(cudaGetLastError(), "launch");
-  check(cudaEventRecord(stop, 0), "cudaEventRecord");
-  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  LOCKSTEP_CUDA_CHECK(cudaGetLastError(), "launch");
+  LOCKSTEP_CUDA_CHECK(cudaEventRecord(stop, 0));
+  LOCKSTEP_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
-  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  LOCKSTEP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return ms / 1e3;
@@ -44,13 +40,13 @@ double timed(F launch) {
 double gather_seconds(const std::int64_t* table, const std::int64_t* index, std::int64_t n,
                       std::int64_t* out) {
   int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  const int blocks = ref::cuda::grid_blocks(device, n, kWork);
+  LOCKSTEP_CUDA_CHECK(cudaGetDevice(&device));
+  const int blocks = ref::cuda::grid_blocks(device, n);
   return timed([&] { gather_kernel<<<blocks, ref::cuda::kThreadsPerBlock>>>(table, index, n, out); });
 }
 
 double copy_seconds(void* dst, const void* src, std::size_t bytes) {
-  return timed([&] { check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy"); });
+  return timed([&] { LOCKSTEP_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice)); });
 }
 
 }  // namespace lockstep::bench::cuda

@@ -65,6 +65,9 @@ enum class Access {
   kCreate,  // as kWrite, creating the file (complete, in WAL mode) when the path does not exist
 };
 
+// The second format, JSON (store_json.cpp): Store::export_text writes it, parse_export and
+// Store::import_exports read it back into a store.
+
 // A parsed text export (Store::export_text), ready to import.
 struct Export {
   std::string source;  // where it came from, for messages
@@ -109,6 +112,7 @@ class Store {
   // The stored sequence with this hash. Throws Error when absent.
   Sequence sequence(const std::string& hash);
 
+  // The JSON export and import (store_json.cpp).
   // The reviewable text export (JSON, deterministic order); only `environment` when not "".
   std::string export_text(const std::string& environment = "");
   // Merges exports in one transaction, all or nothing: environments by name, sequences by

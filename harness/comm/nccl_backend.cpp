@@ -9,13 +9,15 @@
 
 #include "harness/comm/engines.h"
 #include "harness/core/error.h"
+#include "reference/common/cuda_check.h"
 #include "reference/common/device.h"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
 #error "lockstep's NCCL backend needs NCCL >= 2.18"
 #endif
 
-// Each NCCL / CUDA call goes through one of these: the library's own message in an exception.
+// Each NCCL call goes through this, each CUDA call through LOCKSTEP_CUDA_CHECK
+// (reference/common/cuda_check.h): the library's own message in an exception.
 #define LOCKSTEP_NCCL_CHECK(expr)                                                         \
   do {                                                                                    \
     const ncclResult_t res_ = (expr);                                                     \
@@ -23,11 +25,6 @@
       throw ::lockstep::comm::CommError(std::string("nccl: ") + #expr + ": " +            \
                                         ncclGetErrorString(res_));                        \
     }                                                                                     \
-  } while (0)
-#define LOCKSTEP_CUDA_CHECK(expr)                                                         \
-  do {                                                                                    \
-    const cudaError_t err_ = (expr);                                                      \
-    LOCKSTEP_CHECK(err_ == cudaSuccess, #expr, ": ", cudaGetErrorString(err_));           \
   } while (0)
 
 namespace lockstep::comm {

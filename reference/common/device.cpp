@@ -10,14 +10,8 @@
 
 #if LOCKSTEP_HAVE_CUDA
 #include <cuda_runtime.h>
-// Every CUDA runtime call goes through this: the library's own message in an exception.
-#define LOCKSTEP_REF_CUDA_CHECK(expr)                                                          \
-  do {                                                                                         \
-    const cudaError_t err_ = (expr);                                                           \
-    if (err_ != cudaSuccess) {                                                                 \
-      throw std::runtime_error(std::string(#expr) + ": " + cudaGetErrorString(err_));          \
-    }                                                                                          \
-  } while (0)
+
+#include "reference/common/cuda_check.h"
 #endif
 
 namespace lockstep::ref {
@@ -49,12 +43,12 @@ int cuda_device_count() {
 }
 void cuda_set_device(int device) {
   mark_cuda_initialised();
-  LOCKSTEP_REF_CUDA_CHECK(cudaSetDevice(device));
+  LOCKSTEP_CUDA_CHECK(cudaSetDevice(device));
 }
 void* cuda_alloc(std::size_t bytes) {
   mark_cuda_initialised();
   void* p = nullptr;
-  LOCKSTEP_REF_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+  LOCKSTEP_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
   return p;
 }
 void cuda_free(void* p) noexcept {
@@ -62,15 +56,15 @@ void cuda_free(void* p) noexcept {
 }
 void cuda_copy_to_device(void* dst, const void* src, std::size_t bytes) {
   mark_cuda_initialised();
-  LOCKSTEP_REF_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  LOCKSTEP_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
 void cuda_copy_to_host(void* dst, const void* src, std::size_t bytes) {
   mark_cuda_initialised();
-  LOCKSTEP_REF_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  LOCKSTEP_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 void cuda_copy_on_device(void* dst, const void* src, std::size_t bytes) {
   mark_cuda_initialised();
-  LOCKSTEP_REF_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+  LOCKSTEP_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
 #else
 namespace {

@@ -1,5 +1,5 @@
 #pragma once
-// DistEmbedding's per-element functions (semantics in embedding.h), shared by the CPU shard and
+// DistEmbedding's per-element functions (semantics in optimizer.h), shared by the CPU shard and
 // the CUDA kernels (reference/embedding/cuda/embedding.cu): loading and storing one element of
 // a f32/bf16/f16 table, reducing one column of an id's gradient rows, and one optimizer update
 // of one element. Plain C++17, so that nvcc compiles it; both sides compile it without fused
@@ -46,7 +46,7 @@ LOCKSTEP_HD inline float reduce_element(const float* grads, std::int64_t dim, co
   return sum;
 }
 
-// One step's optimizer constants, each already rounded to f32 (update_rule() in embedding.h
+// One step's optimizer constants, each already rounded to f32 (update_rule() in optimizer.h
 // computes them on the host: Adam's step size is worked out in double first).
 struct UpdateRule {
   OptimizerKind kind = OptimizerKind::kSgd;
@@ -55,7 +55,7 @@ struct UpdateRule {
   float neg_step = 0;                              // Adam: -(lr * sqrt(1 - beta2^t) / (1 - beta1^t))
 };
 
-// One element's update, in embedding.h's order: w the weight (f32), s1 Adagrad's sum or Adam's
+// One element's update, in optimizer.h's order: w the weight (f32), s1 Adagrad's sum or Adam's
 // m, s2 Adam's v (unused ones are left alone).
 LOCKSTEP_HD inline void update_element(const UpdateRule& r, float g, float& w, float& s1, float& s2) {
   switch (r.kind) {

@@ -1,29 +1,21 @@
 #pragma once
-// What every CUDA launcher of lockstep's shares (included by .cu files only): errors as
-// exceptions naming the work, and the grid of a grid-stride loop.
+// What every CUDA launcher of lockstep's shares (included by .cu files only): the CUDA check
+// (LOCKSTEP_CUDA_CHECK) and the grid of a grid-stride loop.
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <stdexcept>
-#include <string>
+
+#include "reference/common/cuda_check.h"
 
 namespace lockstep::ref::cuda {
 
 inline constexpr int kThreadsPerBlock = 256;
 
-// Throws std::runtime_error "<work>: <what>: <CUDA's message>" unless err is cudaSuccess.
-inline void check(cudaError_t err, const char* work, const char* what) {
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string(work) + ": " + what + ": " + cudaGetErrorString(err));
-  }
-}
-
 // Blocks of kThreadsPerBlock for a grid-stride loop over n elements on `device`: enough for
 // every element, at most 32 per multiprocessor.
-inline int grid_blocks(int device, std::int64_t n, const char* work) {
+inline int grid_blocks(int device, std::int64_t n) {
   int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), work,
-        "cudaDeviceGetAttribute");
+  LOCKSTEP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const std::int64_t wanted = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
   return static_cast<int>(wanted < 32LL * sms ? wanted : 32LL * sms);
 }

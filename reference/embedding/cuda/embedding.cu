@@ -9,11 +9,6 @@ namespace lockstep::ref::cuda {
 
 namespace {
 
-constexpr const char* kWork = "DistEmbedding on CUDA";
-
-void check(cudaError_t err, const char* what) { ref::cuda::check(err, kWork, what); }
-int blocks_for(int device, std::int64_t n) { return grid_blocks(device, n, kWork); }
-
 template <class R>
 __global__ void gather_kernel(Storage storage, const void* __restrict__ table, std::int64_t dim,
                               const R* __restrict__ rows, const std::int32_t* __restrict__ part, int me,
@@ -45,8 +40,8 @@ __global__ void update_kernel(UpdateRule rule, Storage storage, void* table, flo
 }
 
 void launched(const char* what) {
-  check(cudaGetLastError(), what);
-  check(cudaStreamSynchronize(0), what);
+  LOCKSTEP_CUDA_CHECK(cudaGetLastError(), what);
+  LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(0), what);
 }
 
 }  // namespace
@@ -55,8 +50,8 @@ void gather_rows(int device, Storage storage, const void* table, std::int64_t di
                  bool int32_rows, const std::int32_t* part, int me, std::int64_t n, float* out) {
   const std::int64_t total = n * dim;
   if (total <= 0) return;
-  check(cudaSetDevice(device), "cudaSetDevice");
-  const int blocks = blocks_for(device, total);
+  LOCKSTEP_CUDA_CHECK(cudaSetDevice(device));
+  const int blocks = grid_blocks(device, total);
   if (int32_rows) {
     gather_kernel<<<blocks, kThreadsPerBlock>>>(storage, table, dim, static_cast<const std::int32_t*>(rows), part,
                                                 me, total, out);
@@ -71,8 +66,8 @@ void scatter_rows(int device, const float* src, const std::int64_t* where, std::
                   float* out) {
   const std::int64_t total = n * dim;
   if (total <= 0) return;
-  check(cudaSetDevice(device), "cudaSetDevice");
-  scatter_kernel<<<blocks_for(device, total), kThreadsPerBlock>>>(src, where, total, dim, out);
+  LOCKSTEP_CUDA_CHECK(cudaSetDevice(device));
+  scatter_kernel<<<grid_blocks(device, total), kThreadsPerBlock>>>(src, where, total, dim, out);
   launched("scatter kernel");
 }
 
@@ -81,9 +76,9 @@ void update_rows(int device, const UpdateRule& rule, Storage storage, void* tabl
                  std::int64_t groups, const float* grads, DuplicateReduce mode) {
   const std::int64_t total = groups * dim;
   if (total <= 0) return;
-  check(cudaSetDevice(device), "cudaSetDevice");
-  update_kernel<<<blocks_for(device, total), kThreadsPerBlock>>>(rule, storage, table, s1, s2, dim, locals, ptr,
-                                                                 order, total, grads, mode);
+  LOCKSTEP_CUDA_CHECK(cudaSetDevice(device));
+  update_kernel<<<grid_blocks(device, total), kThreadsPerBlock>>>(rule, storage, table, s1, s2, dim, locals, ptr,
+                                                                  order, total, grads, mode);
   launched("update kernel");
 }
 

@@ -9,10 +9,6 @@ namespace lockstep::ref::cuda {
 
 namespace {
 
-constexpr const char* kWork = "partition lookup on CUDA";
-
-void check(cudaError_t err, const char* what) { cuda::check(err, kWork, what); }
-
 constexpr unsigned long long kNone = ~0ULL;
 
 struct Range {
@@ -48,12 +44,12 @@ template <class Book>
 std::int64_t launch(int device, Book book, int op, int part, const void* ids, bool int32_ids,
                     std::int64_t n, void* out) {
   if (n <= 0) return -1;
-  check(cudaSetDevice(device), "cudaSetDevice");
-  const int blocks = grid_blocks(device, n, kWork);
+  LOCKSTEP_CUDA_CHECK(cudaSetDevice(device));
+  const int blocks = grid_blocks(device, n);
   constexpr int kThreads = kThreadsPerBlock;
   unsigned long long* first_bad = nullptr;
   // Stream-ordered (pool) allocations: no device-wide synchronisation per call.
-  check(cudaMallocAsync(&first_bad, sizeof *first_bad, 0), "cudaMallocAsync");
+  LOCKSTEP_CUDA_CHECK(cudaMallocAsync(&first_bad, sizeof *first_bad, 0));
   unsigned long long bad = kNone;
   cudaError_t err = cudaMemsetAsync(first_bad, 0xFF, sizeof *first_bad, 0);  // kNone
   if (err == cudaSuccess) {
@@ -73,7 +69,7 @@ std::int64_t launch(int device, Book book, int op, int part, const void* ids, bo
   // A blocking copy: it waits for the kernel.
   if (err == cudaSuccess) err = cudaMemcpy(&bad, first_bad, sizeof bad, cudaMemcpyDeviceToHost);
   cudaFreeAsync(first_bad, 0);
-  check(err, "lookup kernel");
+  LOCKSTEP_CUDA_CHECK(err, "lookup kernel");
   return bad == kNone ? -1 : static_cast<std::int64_t>(bad);
 }
 

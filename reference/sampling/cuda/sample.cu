@@ -13,12 +13,8 @@ namespace lockstep::ref::cuda {
 
 namespace {
 
-constexpr const char* kWork = "neighbor sampling on CUDA";
 constexpr unsigned long long kNone = ~0ULL;
 constexpr int kThreads = kThreadsPerBlock;
-
-void check(cudaError_t err, const char* what) { cuda::check(err, kWork, what); }
-int blocks_for(int device, std::int64_t n) { return grid_blocks(device, n, kWork); }
 
 template <class In>
 __global__ void plan_kernel(CsrRows rows, const In* __restrict__ nodes, std::int64_t n,
@@ -65,18 +61,18 @@ __global__ void draw_kernel(CsrRows rows, const In* __restrict__ nodes, std::int
 std::int64_t sample_hop_plan(int device, CsrRows rows, const void* nodes, bool int32_ids,
                              std::int64_t n, std::int64_t fanout, bool replace,
                              std::int64_t* counts, std::int64_t* offsets, std::int64_t* total) {
-  check(cudaSetDevice(device), "cudaSetDevice");
-  check(cudaMemset(offsets, 0, sizeof(std::int64_t)), "cudaMemset");
+  LOCKSTEP_CUDA_CHECK(cudaSetDevice(device));
+  LOCKSTEP_CUDA_CHECK(cudaMemset(offsets, 0, sizeof(std::int64_t)));
   *total = 0;
   if (n <= 0) return -1;
   unsigned long long* first_bad = nullptr;
   // Stream-ordered (pool) allocations: no device-wide synchronisation per call.
-  check(cudaMallocAsync(&first_bad, sizeof *first_bad, 0), "cudaMallocAsync");
+  LOCKSTEP_CUDA_CHECK(cudaMallocAsync(&first_bad, sizeof *first_bad, 0));
   unsigned long long bad = kNone;
   void* temp = nullptr;
   cudaError_t err = cudaMemsetAsync(first_bad, 0xFF, sizeof *first_bad, 0);  // kNone
   if (err == cudaSuccess) {
-    const int blocks = blocks_for(device, n);
+    const int blocks = grid_blocks(device, n);
     if (int32_ids) {
       plan_kernel<<<blocks, kThreads>>>(rows, static_cast<const std::int32_t*>(nodes), n, fanout,
                                         replace, counts, first_bad);
@@ -101,7 +97,7 @@ std::int64_t sample_hop_plan(int device, CsrRows rows, const void* nodes, bool i
   }
   if (temp != nullptr) cudaFreeAsync(temp, 0);
   cudaFreeAsync(first_bad, 0);
-  check(err, "plan");
+  LOCKSTEP_CUDA_CHECK(err, "plan");
   return bad == kNone ? -1 : static_cast<std::int64_t>(bad);
 }
 
@@ -110,8 +106,8 @@ void sample_hop_draw(int device, CsrRows rows, const void* nodes, bool int32_ids
                      const std::int64_t* offsets, std::int64_t* out_nbrs,
                      std::int64_t* out_eids, std::int64_t* scratch) {
   if (n <= 0) return;
-  check(cudaSetDevice(device), "cudaSetDevice");
-  const int blocks = blocks_for(device, n);
+  LOCKSTEP_CUDA_CHECK(cudaSetDevice(device));
+  const int blocks = grid_blocks(device, n);
   if (int32_ids) {
     draw_kernel<<<blocks, kThreads>>>(rows, static_cast<const std::int32_t*>(nodes), n, fanout,
                                       replace, hop_key, offsets, out_nbrs, out_eids, scratch);
@@ -119,8 +115,8 @@ void sample_hop_draw(int device, CsrRows rows, const void* nodes, bool int32_ids
     draw_kernel<<<blocks, kThreads>>>(rows, static_cast<const std::int64_t*>(nodes), n, fanout,
                                       replace, hop_key, offsets, out_nbrs, out_eids, scratch);
   }
-  check(cudaGetLastError(), "draw kernel");
-  check(cudaStreamSynchronize(0), "draw kernel");
+  LOCKSTEP_CUDA_CHECK(cudaGetLastError(), "draw kernel");
+  LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(0), "draw kernel");
 }
 
 }  // namespace lockstep::ref::cuda

@@ -10,15 +10,12 @@ namespace lockstep::ref::train::cuda {
 
 namespace {
 
+using ref::cuda::grid_blocks;
 using ref::cuda::grid_first;
 using ref::cuda::grid_stride;
 using ref::cuda::kThreadsPerBlock;
 
-constexpr const char* kWork = "mean aggregation on CUDA";
 constexpr int kThreads = kThreadsPerBlock;
-
-void check(cudaError_t err, const char* what) { ref::cuda::check(err, kWork, what); }
-int blocks_for(int device, std::int64_t n) { return ref::cuda::grid_blocks(device, n, kWork); }
 
 __global__ void forward_kernel(const std::int64_t* __restrict__ dst_ptr,
                                const std::int64_t* __restrict__ src_of, std::int64_t n,
@@ -47,10 +44,10 @@ void mean_aggregate(int device, const std::int64_t* dst_ptr, const std::int64_t*
                     std::int64_t num_dst, const float* h, std::int64_t in, float* agg) {
   const std::int64_t n = num_dst * in;
   if (n <= 0) return;
-  check(cudaSetDevice(device), "cudaSetDevice");
-  forward_kernel<<<blocks_for(device, n), kThreads>>>(dst_ptr, src_of, n, h, in, agg);
-  check(cudaGetLastError(), "forward kernel");
-  check(cudaStreamSynchronize(0), "forward kernel");
+  LOCKSTEP_CUDA_CHECK(cudaSetDevice(device));
+  forward_kernel<<<grid_blocks(device, n), kThreads>>>(dst_ptr, src_of, n, h, in, agg);
+  LOCKSTEP_CUDA_CHECK(cudaGetLastError(), "forward kernel");
+  LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(0), "forward kernel");
 }
 
 void mean_aggregate_backward(int device, const std::int64_t* dst_ptr,
@@ -59,11 +56,11 @@ void mean_aggregate_backward(int device, const std::int64_t* dst_ptr,
                              std::int64_t in, float* dh) {
   const std::int64_t n = num_src * in;
   if (n <= 0) return;
-  check(cudaSetDevice(device), "cudaSetDevice");
-  backward_kernel<<<blocks_for(device, n), kThreads>>>(dst_ptr, src_ptr, dst_of, n, dagg, start,
-                                                       in, dh);
-  check(cudaGetLastError(), "backward kernel");
-  check(cudaStreamSynchronize(0), "backward kernel");
+  LOCKSTEP_CUDA_CHECK(cudaSetDevice(device));
+  backward_kernel<<<grid_blocks(device, n), kThreads>>>(dst_ptr, src_ptr, dst_of, n, dagg, start,
+                                                        in, dh);
+  LOCKSTEP_CUDA_CHECK(cudaGetLastError(), "backward kernel");
+  LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(0), "backward kernel");
 }
 
 }  // namespace lockstep::ref::train::cuda
