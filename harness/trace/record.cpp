@@ -64,6 +64,7 @@ class LineWriter {
       number(static_cast<std::int64_t>(*v));
     }
   }
+  // A key this version does not know, with its value's JSON text as it was read.
   void raw(std::string_view k, std::string_view json_text) {
     if (!first_) out_ += ',';
     first_ = false;
