@@ -4,11 +4,20 @@
 #include <filesystem>
 #include <fstream>
 
-#include <nlohmann/json.hpp>
-
 #include "harness/core/error.h"
+#include "harness/trace/record.h"
 
 namespace lockstep::baseline {
+namespace {
+
+// "[3,0,-1]": the split sizes as the JSON array text they had in the line (hashed and compared).
+std::string counts_text(const std::vector<std::int64_t>& counts) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < counts.size(); ++i) s += (i ? "," : "") + std::to_string(counts[i]);
+  return s + "]";
+}
+
+}  // namespace
 
 bool CallRecord::same_call(const CallRecord& o) const {
   return seq == o.seq && kind == o.kind && op == o.op && dtype == o.dtype && count == o.count &&
@@ -41,32 +50,29 @@ std::optional<Sequence> read_sequence(const std::string& dir, int world_size) {
     while (std::getline(in, line)) {
       ++lineno;
       if (line.empty()) continue;
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const std::exception& e) {
-        throw InputError(path + ":" + std::to_string(lineno) + ": not a trace record: " + e.what());
-      }
-      if (j.contains("error")) return std::nullopt;
+      std::string why;
+      const auto rec = trace::parse_line(line, &why);
+      if (!rec) throw InputError(path + ":" + std::to_string(lineno) + ": not a trace record: " + why);
+      if (rec->error) return std::nullopt;
       CallRecord c;
-      c.seq = j.value("seq", std::int64_t{-1});
-      c.kind = j.value("kind", "");
-      c.op = j.value("op", "");
-      c.dtype = j.value("dtype", "");
-      c.count = j.value("count", std::int64_t{0});
-      c.device = j.value("device", "");
-      c.reduce = j.value("reduce", "");
-      c.root = j.value("root", -1);
-      c.peer = j.value("peer", -1);
-      c.tag = j.value("tag", 0);
-      if (j.contains("send_counts")) c.send_counts = j["send_counts"].dump();
-      if (j.contains("recv_counts")) c.recv_counts = j["recv_counts"].dump();
-      c.phase = j.value("phase", "");
-      c.step = j.value("step", std::int64_t{-1});
-      c.index = j.value("index", std::int64_t{0});
-      c.wire = j.value("wire", "");
-      c.t_start_us = j.value("t_start_us", std::int64_t{0});
-      c.t_end_us = j.value("t_end_us", std::int64_t{0});
+      c.seq = rec->seq.value_or(-1);
+      c.kind = rec->kind.value_or("");
+      c.op = rec->op.value_or("");
+      c.dtype = rec->dtype.value_or("");
+      c.count = rec->count.value_or(0);
+      c.device = rec->device.value_or("");
+      c.reduce = rec->reduce.value_or("");
+      c.root = rec->root.value_or(-1);
+      c.peer = rec->peer.value_or(-1);
+      c.tag = rec->tag.value_or(0);
+      if (rec->send_counts) c.send_counts = counts_text(*rec->send_counts);
+      if (rec->recv_counts) c.recv_counts = counts_text(*rec->recv_counts);
+      c.phase = rec->phase.value_or("");
+      c.step = rec->step.value_or(-1);
+      c.index = rec->index.value_or(0);
+      c.wire = rec->wire.value_or("");
+      c.t_start_us = rec->t_start_us.value_or(0);
+      c.t_end_us = rec->t_end_us.value_or(0);
       out[static_cast<std::size_t>(r)].push_back(std::move(c));
     }
   }

@@ -1,10 +1,7 @@
 #include "harness/comm/monitor.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
-
-#include <nlohmann/json.hpp>
 
 #include "harness/core/error.h"
 
@@ -80,14 +77,22 @@ void Monitor::finish(const Call& call, std::int64_t t_start_us, bool ok, const s
   }
   if (board_ && !is_p2p(call.op)) flight_done(*board_, call.seq, ok, now_us());
   if (!trace_) return;
-  // Formatted by hand: this runs once per call on the hot path (see bench/comm_bench.cpp).
-  char buf[1024];
-  int n = std::snprintf(buf, sizeof buf, "{\"rank\":%d,\"seq\":%lld,\"kind\":\"%s\",\"op\":\"%.*s\"",
-                        inner_->rank(), static_cast<long long>(call.seq), is_p2p(call.op) ? "p2p" : "collective",
-                        static_cast<int>(to_string(call.op).size()), to_string(call.op).data());
-  auto append = [&](const char* fmt, auto... args) {
-    if (n >= 0 && n < static_cast<int>(sizeof buf)) n += std::snprintf(buf + n, sizeof buf - static_cast<std::size_t>(n), fmt, args...);
-  };
+  std::string line;
+  line.reserve(384);
+  trace::append_line(line, trace_record(call, inner_->rank(), t_start_us, now_us(), ok ? nullptr : &error));
+  // Buffered: flushed when the rank ends (normally, diagnosed, or by an injected crash). A rank
+  // killed by the watchdog loses its unflushed tail; the flight recorder on the board keeps its
+  // last BoardSlot::kFlightRing collectives, which the launcher adds to the trace.
+  std::fwrite(line.data(), 1, line.size(), trace_);
+}
+
+trace::Record trace_record(const Call& call, int rank, std::int64_t t_start_us, std::int64_t t_end_us,
+                           const std::string* error) {
+  trace::Record r;
+  r.rank = rank;
+  r.seq = call.seq;
+  r.kind = is_p2p(call.op) ? trace::kP2p : trace::kCollective;
+  r.op = to_string(call.op);
   if (call.op != Op::kBarrier) {
     std::size_t bytes = call.in.bytes();
     if (call.op == Op::kAllGather) bytes = call.out.bytes();
@@ -96,34 +101,54 @@ void Monitor::finish(const Call& call, std::int64_t t_start_us, bool ok, const s
       for (auto c : call.send_counts) sent += c;
       bytes = static_cast<std::size_t>(sent) * element_size(call.in.dtype);
     }
-    append(",\"dtype\":\"%s\",\"count\":%lld,\"device\":\"%s\",\"bytes\":%zu", std::string(to_string(call.in.dtype)).c_str(),
-           static_cast<long long>(call.in.count), std::string(to_string(call.in.device)).c_str(), bytes);
+    r.dtype = to_string(call.in.dtype);
+    r.count = call.in.count;
+    r.device = to_string(call.in.device);
+    r.bytes = static_cast<std::int64_t>(bytes);
   } else {
-    append(",\"bytes\":0");
+    r.bytes = 0;
   }
-  if (call.op == Op::kAllReduce) append(",\"reduce\":\"%s\"", std::string(to_string(call.reduce)).c_str());
-  if (call.op == Op::kBroadcast) append(",\"root\":%d", call.root);
-  if (is_p2p(call.op)) append(",\"peer\":%d,\"tag\":%d", call.root, call.tag);
-  std::string line(buf, static_cast<std::size_t>(std::min<int>(n, sizeof buf - 1)));
-  nlohmann::json tail;  // rare or unbounded fields: split sizes, notes, names, errors
+  if (call.op == Op::kAllReduce) r.reduce = to_string(call.reduce);
+  if (call.op == Op::kBroadcast) r.root = call.root;
+  if (is_p2p(call.op)) {
+    r.peer = call.root;
+    r.tag = call.tag;
+  }
   if (call.op == Op::kAllToAll) {
-    tail["send_counts"] = call.send_counts;
-    tail["recv_counts"] = call.recv_counts;
+    r.send_counts = call.send_counts;
+    r.recv_counts = call.recv_counts;
   }
-  if (!call.wire.empty()) tail["wire"] = call.wire;
-  tail["phase"] = call.site.phase;
-  if (!ok) tail["error"] = error;
-  std::string rest = tail.dump();  // "{...}"
-  line += ',';
-  line.append(rest, 1, rest.size() - 2);
-  std::snprintf(buf, sizeof buf, ",\"step\":%lld,\"index\":%lld,\"t_start_us\":%lld,\"t_end_us\":%lld}\n",
-                static_cast<long long>(call.site.step), static_cast<long long>(call.site.index),
-                static_cast<long long>(t_start_us), static_cast<long long>(now_us()));
-  line += buf;
-  // Buffered: flushed when the rank ends (normally, diagnosed, or by an injected crash). A rank
-  // killed by the watchdog loses its unflushed tail; the flight recorder on the board keeps its
-  // last BoardSlot::kFlightRing collectives, which the launcher adds to the trace.
-  std::fwrite(line.data(), 1, line.size(), trace_);
+  if (!call.wire.empty()) r.wire = call.wire;
+  r.phase = call.site.phase;
+  r.step = call.site.step;
+  r.index = call.site.index;
+  r.t_start_us = t_start_us;
+  r.t_end_us = t_end_us;
+  if (error) r.error = *error;
+  return r;
+}
+
+trace::Record trace_record(int rank, const FlightView& f) {
+  trace::Record r;
+  r.rank = rank;
+  r.seq = f.seq;
+  r.kind = trace::kCollective;
+  r.op = to_string(f.op);
+  if (f.op != Op::kBarrier) {
+    r.dtype = to_string(f.dtype);
+    r.count = f.count;
+  }
+  if (f.op == Op::kAllReduce) r.reduce = to_string(f.reduce);
+  r.phase = f.phase;
+  r.step = f.step;
+  r.index = f.index;
+  r.flight_recorder = true;
+  if (f.state != FlightState::kCompleted) {
+    r.error = f.state == FlightState::kFailed ? "failed" : "in flight when the rank ended";
+  }
+  r.t_start_us = f.t_start_us;
+  r.t_end_us = f.t_end_us ? f.t_end_us : now_us();
+  return r;
 }
 
 }  // namespace lockstep::comm

@@ -8,6 +8,7 @@
 
 #include "harness/comm/backend.h"
 #include "harness/comm/board.h"
+#include "harness/trace/record.h"
 
 namespace lockstep::comm {
 
@@ -34,6 +35,15 @@ class Monitor final : public Backend {
   std::int64_t next_seq_ = 0;
   std::int64_t next_p2p_ = 0;
 };
+
+// The trace record of `call` on `rank`, issued at `t_start_us` and done at `t_end_us`; `error`
+// is null for a call that completed.
+trace::Record trace_record(const Call& call, int rank, std::int64_t t_start_us, std::int64_t t_end_us,
+                           const std::string* error);
+
+// The trace record of flight-recorder entry `f` of `rank`, marked flight_recorder: a call that did
+// not complete carries `error` ("failed", or "in flight when the rank ended", when it ends now).
+trace::Record trace_record(int rank, const FlightView& f);
 
 // Microseconds since the Unix epoch (comparable across processes on one machine).
 std::int64_t now_us();

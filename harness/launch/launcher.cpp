@@ -77,30 +77,16 @@ void add_flight_records(const comm::Board& board, const std::string& dir, const 
     {
       std::ifstream in(path);
       for (std::string line; std::getline(in, line);) {
-        const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_object() && j.value("kind", "") == "collective") have.insert(j.value("seq", std::int64_t{-1}));
+        const auto record = trace::parse_line(line);
+        if (record && record->kind == trace::kCollective) have.insert(record->seq.value_or(-1));
       }
     }
     std::ofstream out(path, std::ios::app);
     for (const auto& f : comm::read_flight(board.slot(r))) {
       if (have.count(f.seq)) continue;
-      nlohmann::json j = {{"rank", r}, {"seq", f.seq}, {"kind", "collective"}, {"op", comm::to_string(f.op)}};
-      if (f.op != comm::Op::kBarrier) {
-        j["dtype"] = comm::to_string(f.dtype);
-        j["count"] = f.count;
-      }
-      if (f.op == comm::Op::kAllReduce) j["reduce"] = comm::to_string(f.reduce);
-      j["phase"] = f.phase;
-      j["step"] = f.step;
-      j["index"] = f.index;
-      j["flight_recorder"] = true;
-      if (f.state != comm::FlightState::kCompleted) {
-        j["error"] = d && d->seq == f.seq ? std::string(to_string(d->kind)) + ": " + d->message
-                                          : std::string(f.state == comm::FlightState::kFailed ? "failed" : "in flight when the rank ended");
-      }
-      j["t_start_us"] = f.t_start_us;
-      j["t_end_us"] = f.t_end_us ? f.t_end_us : comm::now_us();
-      out << j.dump() << '\n';
+      trace::Record record = comm::trace_record(r, f);
+      if (record.error && d && d->seq == f.seq) record.error = std::string(to_string(d->kind)) + ": " + d->message;
+      out << trace::to_line(record);
     }
   }
 }

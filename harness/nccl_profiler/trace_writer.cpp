@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/trace/record.h"
+
 namespace lockstep::nccl_profiler {
 namespace {
 
@@ -36,8 +38,6 @@ const DTypeName* find_dtype(const char* nccl_dtype) {
   }
   return nullptr;
 }
-
-std::string quoted(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 std::string hex16(std::uint64_t v) {
   char buf[17];
@@ -151,23 +151,38 @@ void CommTrace::write_line(const Pending& p, const char* error) {
   // As lockstep counts them: all_gather its output, the rest their input (NCCL's count is the
   // per-rank part for all_gather, reduce_scatter and all_to_all).
   if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") bytes *= static_cast<std::uint64_t>(info_.nranks);
-  std::string line = "{\"rank\":" + std::to_string(info_.rank) + ",\"seq\":" + std::to_string(p.seq) +
-                     ",\"kind\":\"" + (e.p2p ? "p2p" : "collective") + "\",\"op\":" + quoted(op) +
-                     ",\"dtype\":" + quoted(dtype_name(e.datatype.c_str())) + ",\"count\":" + std::to_string(e.count) +
-                     ",\"device\":\"cuda\",\"bytes\":" + std::to_string(bytes);
+  trace::Record r;
+  r.rank = info_.rank;
+  r.seq = p.seq;
+  r.kind = e.p2p ? trace::kP2p : trace::kCollective;
+  r.op = op;
+  r.dtype = dtype_name(e.datatype.c_str());
+  r.count = static_cast<std::int64_t>(e.count);
+  r.device = "cuda";
+  r.bytes = static_cast<std::int64_t>(bytes);
   // NCCL's descriptors carry no reduction operator, so "reduce" is never written.
-  if (!e.p2p && (op == "broadcast" || op == "reduce")) line += ",\"root\":" + std::to_string(e.root);
-  if (e.p2p) line += ",\"peer\":" + std::to_string(e.peer) + ",\"tag\":0";
-  // NCCL knows no call sites: one (phase "", step -1) holds every call, so index == seq.
-  line += ",\"phase\":\"\",\"step\":-1,\"index\":" + std::to_string(p.seq) +
-          ",\"t_start_us\":" + std::to_string(p.t_start_us) + ",\"t_end_us\":" + std::to_string(p.t_end_us) +
-          ",\"source\":\"nccl_profiler\",\"comm_hash\":\"" + hex16(info_.hash) + "\",\"nccl_func\":" + quoted(e.func) +
-          ",\"nccl_dtype\":" + quoted(e.datatype);
-  if (!e.p2p) {
-    line += ",\"nccl_seq\":" + std::to_string(e.nccl_seq) + ",\"algo\":" + quoted(e.algo) + ",\"proto\":" + quoted(e.proto);
+  if (!e.p2p && (op == "broadcast" || op == "reduce")) r.root = e.root;
+  if (e.p2p) {
+    r.peer = e.peer;
+    r.tag = 0;
   }
-  if (error) line += ",\"error\":" + quoted(error);
-  line += "}\n";
+  // NCCL knows no call sites: one (phase "", step -1) holds every call, so index == seq.
+  r.phase = "";
+  r.step = -1;
+  r.index = p.seq;
+  r.t_start_us = p.t_start_us;
+  r.t_end_us = p.t_end_us;
+  if (error) r.error = error;
+  r.source = "nccl_profiler";
+  r.comm_hash = hex16(info_.hash);
+  r.nccl_func = e.func;
+  r.nccl_dtype = e.datatype;
+  if (!e.p2p) {
+    r.nccl_seq = static_cast<std::int64_t>(e.nccl_seq);
+    r.algo = e.algo;
+    r.proto = e.proto;
+  }
+  const std::string line = trace::to_line(r);
   std::fwrite(line.data(), 1, line.size(), file_);
   std::fflush(file_);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Lockstep traces from NCCL profiler events: torch-free, CUDA-free, NCCL-header-free. One
-// CommTrace per communicator writes <dir>/comm-<hash>/rank<r>.trace.jsonl in the format of
-// harness/comm/monitor.cpp, so baseline::read_sequence and report::write_chrome_trace read it.
+// CommTrace per communicator writes <dir>/comm-<hash>/rank<r>.trace.jsonl as trace::Record lines
+// (harness/trace/record.h), so baseline::read_sequence and report::write_chrome_trace read it.
 #include <cstdint>
 #include <cstdio>
 #include <map>

@@ -7,10 +7,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include "harness/core/error.h"
 #include "harness/core/fs.h"
+#include "harness/trace/record.h"
 
 namespace lockstep::report {
 namespace {
@@ -18,63 +20,40 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-// The record keys that become the event's tid, ts and dur; every other key goes to args.
-constexpr const char* kPlacementKeys[] = {"rank", "t_start_us", "t_end_us"};
+// The record keys that become the event's tid, ts and dur, and the format's version; every
+// other key goes to args.
+constexpr std::string_view kNotArgs[] = {trace::key::kRank, trace::key::kTStartUs, trace::key::kTEndUs,
+                                         trace::key::kVersion};
 
 struct Event {
-  double ts;
+  std::int64_t ts;
   int tid;
   std::int64_t seq;
   Json json;
 };
 
-// Returns t_end - t_start, never negative; integral when both times are.
-Json duration(const Json& start, const Json& end) {
-  if (!end.is_number()) return 0;
-  if (start.is_number_integer() && end.is_number_integer()) {
-    return std::max<std::int64_t>(0, end.get<std::int64_t>() - start.get<std::int64_t>());
-  }
-  return std::max(0.0, end.get<double>() - start.get<double>());
-}
-
 // Returns false for records that cannot be placed on the timeline (no rank or start time).
-bool to_event(const Json& record, Event* event) {
-  if (!record.is_object()) return false;
-  const auto rank = record.find("rank");
-  const auto start = record.find("t_start_us");
-  if (rank == record.end() || !rank->is_number_integer() || start == record.end() ||
-      !start->is_number()) {
-    return false;
-  }
-  const auto end = record.find("t_end_us");
-  const auto op = record.find("op");
-  const auto seq = record.find("seq");
-  const auto phase = record.find("phase");
-
-  std::string name = op != record.end() && op->is_string() ? op->get<std::string>() : "?";
-  std::int64_t seq_value = -1;
-  if (seq != record.end() && seq->is_number_integer()) {
-    seq_value = seq->get<std::int64_t>();
-    name += " #" + std::to_string(seq_value);
-  }
+bool to_event(const trace::Record& record, Event* event) {
+  if (!record.rank || !record.t_start_us) return false;
+  const std::int64_t start = *record.t_start_us;
+  std::string name = record.op.value_or("?");
+  if (record.seq) name += " #" + std::to_string(*record.seq);
   Json args = Json::object();
-  for (const auto& [key, value] : record.items()) {
-    if (std::find(std::begin(kPlacementKeys), std::end(kPlacementKeys), key) ==
-        std::end(kPlacementKeys)) {
-      args[key] = value;
-    }
+  const Json all = Json::parse(trace::to_line(record));
+  for (const auto& [key, value] : all.items()) {
+    if (std::find(std::begin(kNotArgs), std::end(kNotArgs), key) == std::end(kNotArgs)) args[key] = value;
   }
 
   Json e;
   e["name"] = name;
-  e["cat"] = phase != record.end() && phase->is_string() ? phase->get<std::string>() : "";
+  e["cat"] = record.phase.value_or("");
   e["ph"] = "X";
-  e["ts"] = *start;
-  e["dur"] = duration(*start, end != record.end() ? *end : Json());
+  e["ts"] = start;
+  e["dur"] = record.t_end_us ? std::max<std::int64_t>(0, *record.t_end_us - start) : 0;  // never negative
   e["pid"] = 0;
-  e["tid"] = rank->get<int>();
+  e["tid"] = *record.rank;
   e["args"] = std::move(args);
-  *event = Event{start->get<double>(), rank->get<int>(), seq_value, std::move(e)};
+  *event = Event{start, *record.rank, record.seq.value_or(-1), std::move(e)};
   return true;
 }
 
@@ -99,9 +78,9 @@ void write_chrome_trace(const std::vector<std::string>& jsonl_paths, const std::
     LOCKSTEP_CHECK(in.good(), "cannot read trace ", path, ": ", std::strerror(errno));
     std::string line;
     while (std::getline(in, line)) {
-      const Json record = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const auto record = trace::parse_line(line);
       Event event;
-      if (!record.is_discarded() && to_event(record, &event)) events.push_back(std::move(event));
+      if (record && to_event(*record, &event)) events.push_back(std::move(event));
     }
   }
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {

@@ -7,8 +7,9 @@
 namespace lockstep::report {
 
 // Writes `out_path` with one complete ("X") event per record of every file in `jsonl_paths`,
-// named "<op> #<seq>" on thread `rank`. Missing files and lines that do not parse (a torn last
-// line from a killed rank) are skipped. Throws lockstep::Error if `out_path` cannot be written.
+// named "<op> #<seq>" on thread `rank`, its args every key but rank, times and "v". Missing
+// files, lines trace::parse_line refuses (a torn last line from a killed rank) and records
+// without rank or t_start_us are skipped. Throws lockstep::Error if `out_path` cannot be written.
 void write_chrome_trace(const std::vector<std::string>& jsonl_paths, const std::string& out_path);
 
 }  // namespace lockstep::report
