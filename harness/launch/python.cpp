@@ -84,8 +84,10 @@ int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::str
       env.push_back(kv);
     }
     p.spawn(argv, env, log);
-    const auto t0 = Clock::now();
-    while (!p.reap() && Clock::now() - t0 < std::chrono::duration<double>(timeout_s)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Watchdog::Limits limits;
+    limits.startup_s = limits.timeout_s = limits.deadline_s = timeout_s;
+    Watchdog dog(1, limits, Clock::now());
+    watch(p, *exit_source(), dog);
     p.kill_all();
     const int st = p.children()[0].status;
     if (WIFEXITED(st)) code = WEXITSTATUS(st);

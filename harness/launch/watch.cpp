@@ -304,7 +304,32 @@ class FileSource final : public ProgressSource {
   bool poll_files_ = false;
 };
 
+// ---- a probe: only its exit ----------------------------------------------------------------
+
+class ExitSource final : public ProgressSource {
+ public:
+  bool rank_contract() const override { return false; }
+  void poll(int, const Child&, Watchdog::Rank& k) override { k.bad_exit = false; }
+  bool finished(int) const override { return true; }
+  Diagnosis failure(int r, const Child& c, const std::vector<Child>&) const override {
+    return Diagnosis{DiagnosisKind::kRankFailure,
+                     "process " + std::to_string(r) + (WIFSIGNALED(c.status) ? " was killed by " + signal_name(WTERMSIG(c.status))
+                                                                           : " exited with code " + std::to_string(exit_code(c))),
+                     r, -1};
+  }
+  Diagnosis unfinished(int r, const std::vector<Child>&) const override { return {DiagnosisKind::kMissingParticipant, "", r, -1}; }
+  Diagnosis startup(const Watchdog& dog, int) const override {
+    std::ostringstream os;
+    os << "did not end within " << dog.limits().startup_s << " s";
+    return Diagnosis{DiagnosisKind::kTimeout, os.str(), -1, -1};
+  }
+  Diagnosis deadline(const Watchdog& dog) const override { return startup(dog, 0); }
+  Diagnosis timeout(const std::vector<Child>&, double) const override { return {DiagnosisKind::kTimeout, "", -1, -1}; }
+};
+
 }  // namespace
+
+std::unique_ptr<ProgressSource> exit_source() { return std::make_unique<ExitSource>(); }
 
 std::unique_ptr<ProgressSource> board_source(const comm::Board& board, std::string dir, bool exit_finishes) {
   return std::make_unique<BoardSource>(board, std::move(dir), exit_finishes);

@@ -57,6 +57,10 @@ std::unique_ptr<ProgressSource> board_source(const comm::Board& board, std::stri
 std::unique_ptr<ProgressSource> file_source(int world_size, std::string outputs, std::string dir, std::string log_suffix,
                                             std::string who, double startup_timeout_s, double deadline_s);
 
+// A process watched only for its exit (a probe of the interpreter): it never reports a start,
+// so the watchdog's start-up bound is its time limit.
+std::unique_ptr<ProgressSource> exit_source();
+
 struct WatchEnd {
   Watchdog::Verdict verdict = Watchdog::Verdict::kWatch;  // kWatch: the run was cancelled
   bool cancelled() const { return verdict == Watchdog::Verdict::kWatch; }

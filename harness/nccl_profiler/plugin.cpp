@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "harness/core/env.h"  // the variable names only (constants; nothing to link)
 #include "harness/nccl_profiler/nccl_abi.h"
 #include "harness/nccl_profiler/trace_writer.h"
 
@@ -13,7 +14,7 @@ namespace lockstep::nccl_profiler {
 namespace {
 
 constexpr const char* kPluginName = "lockstep";
-constexpr const char* kTraceDirVar = "LOCKSTEP_NCCL_TRACE_DIR";
+constexpr const char* kTraceDirVar = env::kNcclTraceDir;
 
 std::string str(const char* s) { return s ? s : ""; }
 

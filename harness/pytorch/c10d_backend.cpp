@@ -319,11 +319,10 @@ void finish(const std::string& failure, std::int64_t steps, double steps_per_s, 
     const std::string path = env::str(env::kStatus);
     if (!path.empty() && failure.empty()) {
       rank::RankStatus st;
-      st.rank = env::integer("RANK", 0);
       st.program = true;
       st.outcome = rank::Outcome::kOk;
       st.metrics = program_metrics(steps, steps_per_s);
-      rank::write_status(path, st);
+      rank::Runtime(env::integer("RANK", 0), env::integer("WORLD_SIZE", 1), path, std::move(st), 60).settle();
     }
     return;
   }
