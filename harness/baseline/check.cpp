@@ -9,18 +9,6 @@
 
 namespace lockstep::baseline {
 
-void add_run_samples(const std::map<std::string, double>& metrics,
-                     const std::map<std::string, std::vector<double>>& iterations,
-                     std::map<std::string, std::vector<double>>& samples,
-                     std::map<std::string, std::vector<double>>& run_medians) {
-  for (const auto& [k, v] : metrics) samples[k].push_back(v);
-  for (const auto& [k, v] : iterations) {
-    if (v.empty()) continue;
-    samples[k].insert(samples[k].end(), v.begin(), v.end());
-    run_medians[k].push_back(median(v));
-  }
-}
-
 std::map<std::string, ScenarioBaseline> load_baseline(Store& store, const std::string& environment) {
   std::map<std::string, ScenarioBaseline> out;
   for (const auto& run : store.runs(environment)) {

@@ -36,13 +36,6 @@ struct Observation {
   std::map<std::string, std::vector<double>> run_medians;  // per-iteration metrics, per repeat
 };
 
-// Adds one clean run's samples to `samples` (its metrics, one value each, and its
-// per-iteration samples) and the median of each per-iteration metric to `run_medians`.
-void add_run_samples(const std::map<std::string, double>& metrics,
-                     const std::map<std::string, std::vector<double>>& iterations,
-                     std::map<std::string, std::vector<double>>& samples,
-                     std::map<std::string, std::vector<double>>& run_medians);
-
 // The baseline checks of one scenario, in order: digest (result_mismatch), collective sequence
 // (sequence_changed), throughput (throughput_regression). Returns the first failing check's
 // diagnosis, or nullopt. `suspects` receives the metrics whose throughput rule fired (the

@@ -241,4 +241,16 @@ std::string describe(const Judgement& j) {
   return buf;
 }
 
+void add_run_samples(const std::map<std::string, double>& metrics,
+                     const std::map<std::string, std::vector<double>>& iterations,
+                     std::map<std::string, std::vector<double>>& samples,
+                     std::map<std::string, std::vector<double>>& run_medians) {
+  for (const auto& [k, v] : metrics) samples[k].push_back(v);
+  for (const auto& [k, v] : iterations) {
+    if (v.empty()) continue;
+    samples[k].insert(samples[k].end(), v.begin(), v.end());
+    run_medians[k].push_back(median(v));
+  }
+}
+
 }  // namespace lockstep::baseline

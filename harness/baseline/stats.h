@@ -1,6 +1,7 @@
 #pragma once
 // The noise-aware throughput rule (documented in reports/README.md#the-throughput-rule).
 // Pure functions over samples; no I/O.
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,5 +76,12 @@ Judgement judge(std::string_view metric, const std::vector<double>& baseline,
 
 // "0.78x (95% CI 0.74-0.81, p=0.004)".
 std::string describe(const Judgement& j);
+
+// Adds one clean run's samples to `samples` (its metrics, one value each, and its
+// per-iteration samples) and the median of each per-iteration metric to `run_medians`.
+void add_run_samples(const std::map<std::string, double>& metrics,
+                     const std::map<std::string, std::vector<double>>& iterations,
+                     std::map<std::string, std::vector<double>>& samples,
+                     std::map<std::string, std::vector<double>>& run_medians);
 
 }  // namespace lockstep::baseline

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "harness/comm/backend.h"
-#include "harness/scenario/scenario.h"
 
 namespace lockstep::comm {
 
@@ -36,8 +35,7 @@ struct Fault {
 // reduce_mismatch, split_mismatch, corrupt_output, skip_collective, crash, sleep, exit_early.
 const std::vector<std::string>& comm_fault_kinds();
 bool is_comm_fault(std::string_view kind);
-// Parses one [[inject]] table; throws InputError naming file:line and the key.
-Fault parse_fault(const scenario::Injection& injection, int world_size);
+// (scenario/injections.h parses a scenario's [[inject]] table into a Fault.)
 // Whether `f` can change a call of `op` (a dtype on a barrier cannot, ...).
 bool applies_to(const Fault& f, Op op);
 // "step 20, op all_to_all" / "phase preflight" / "any call": what a call must match.

@@ -10,7 +10,6 @@
 #include <set>
 #include <vector>
 
-#include "harness/baseline/check.h"
 #include "harness/baseline/stats.h"
 #include "harness/launch/launcher.h"
 #include "harness/launch/run_once.h"

@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/error.h"
-#include "harness/scenario/scenario.h"
 
 namespace lockstep::perf {
 namespace {
@@ -108,25 +107,6 @@ std::string Slowdown::describe() const {
          (rank < 0 ? "every rank" : "rank " + std::to_string(rank));
 }
 
-Slowdown parse_slowdown(const scenario::Injection& injection, int world_size) {
-  const auto& c = injection.config;
-  (void)c.get_string("kind");
-  Slowdown s;
-  s.percent = c.get_double("percent");
-  if (!(s.percent > 0 && s.percent <= 1000)) {
-    char got[32];
-    std::snprintf(got, sizeof got, "%g", s.percent);
-    c.fail("percent", std::string("must be in (0, 1000], got ") + got);
-  }
-  s.phase = c.get_string("phase", "");
-  if (c.has("phase") && s.phase.empty()) c.fail("phase", "must not be empty (omit it for every phase)");
-  if (c.has("rank")) {
-    const std::int64_t r = c.get_int("rank");
-    if (r < 0 || r >= world_size) c.fail("rank", "must be in [0, " + std::to_string(world_size) + "), got " + std::to_string(r));
-    s.rank = static_cast<int>(r);
-  }
-  return s;
-}
 
 Slowdown parse_slowdown_flag(const std::string& text, const std::string& what) {
   auto bad = [&](const std::string& why) {

@@ -11,10 +11,6 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace lockstep::scenario {
-struct Injection;
-}
-
 namespace lockstep::perf {
 
 // Hardware counters of this process and the threads it starts after open() (inherit).
@@ -63,8 +59,7 @@ struct Slowdown {
   bool applies(const std::string& phase_name, int rank_id) const;
   std::string describe() const;  // "10% on phase train, rank 1"
 };
-// Parses an [[inject]] table of kind slowdown; throws InputError naming file:line and the key.
-Slowdown parse_slowdown(const scenario::Injection& injection, int world_size);
+// (scenario/injections.h parses a scenario's [[inject]] table of kind slowdown.)
 // Parses the CLI form PERCENT[:PHASE[:RANK]] ("10", "10:train", "10::1", "10:train:1"); throws
 // InputError naming `what` and the value.
 Slowdown parse_slowdown_flag(const std::string& text, const std::string& what);

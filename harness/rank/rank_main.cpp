@@ -17,6 +17,7 @@
 #include "harness/rank/runtime.h"
 #include "reference/common/device.h"
 #include "harness/report/dump.h"
+#include "harness/scenario/injections.h"
 #include "harness/workloads/workload.h"
 
 namespace lockstep::rank {
@@ -74,9 +75,9 @@ int rank_main(const RankOptions& options) {
     std::vector<comm::Fault> faults;
     std::vector<perf::Slowdown> slowdowns;
     for (const auto& inj : s.injections) {
-      if (comm::is_comm_fault(inj.kind)) faults.push_back(comm::parse_fault(inj, world_size));
+      if (comm::is_comm_fault(inj.kind)) faults.push_back(scenario::parse_fault(inj, world_size));
       if (inj.kind == "slowdown" && env::str(env::kSlowdownOff) != "1")
-        slowdowns.push_back(perf::parse_slowdown(inj, world_size));
+        slowdowns.push_back(scenario::parse_slowdown(inj, world_size));
     }
     // `lockstep run --slowdown`: the same fault on every scenario of a run.
     if (const std::string flag = env::str(env::kSlowdown); !flag.empty())

@@ -3,6 +3,7 @@
 #include "harness/comm/faults.h"
 #include "harness/perf/cost.h"
 #include "harness/core/error.h"
+#include "harness/scenario/injections.h"
 #include "harness/workloads/workload.h"
 
 namespace lockstep::workloads {
@@ -56,9 +57,9 @@ void validate(const scenario::Scenario& s) {
     const bool workload_kind = std::find(spec->injections.begin(), spec->injections.end(),
                                          inj.kind) != spec->injections.end();
     if (comm::is_comm_fault(inj.kind)) {
-      comm::parse_fault(inj, s.world_size);
+      scenario::parse_fault(inj, s.world_size);
     } else if (inj.kind == "slowdown") {
-      perf::parse_slowdown(inj, s.world_size);
+      scenario::parse_slowdown(inj, s.world_size);
     } else if (!workload_kind) {
       std::string kinds;
       for (const auto& k : comm::comm_fault_kinds()) kinds += (kinds.empty() ? "" : ", ") + k;
