@@ -70,7 +70,7 @@ LookupRun run_lookup(int world_size) {
   TempDir dir("lookupwl");
   const std::string file =
       dir.write("l.toml", "name = \"t.lookup\"\n[run]\nworld_size = " + std::to_string(world_size) +
-                              "\ntimeout_s = 60\n[workload]\nkind = \"lookup\"\ngraph = \"erdos_renyi\"\nnodes = 300\n"
+                              "\ntimeout_s = 60\n[workload]\nkind = \"graph_lookup\"\ngraph = \"erdos_renyi\"\nnodes = 300\n"
                               "partition = \"random\"\nbook = \"map\"\nqueries = 101\n[expect]\noutcome = \"pass\"\n");
   const auto scenarios = scenario::load_file(file);
   EXPECT_EQ(scenarios.size(), 1u);

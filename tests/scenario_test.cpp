@@ -432,14 +432,14 @@ TEST_F(ScenarioTest, BadValuesNameValueAndAllowed) {
   EXPECT_EQ(load_file(path).at(0).backend, Backend::kGloo);
 
   // Gloo carries host buffers only: device "cuda" with gloo is for workloads that compute on
-  // the GPU and exchange on the host (lookup, sampling, embedding, training), not for
+  // the GPU and exchange on the host (graph_lookup, sampling, embedding, training), not for
   // collectives.
   path = file_with_run("gloo_cuda.toml", "device = \"cuda\"\nbackend = \"gloo\"\n");
   EXPECT_CONTAINS(input_error([&] { load_file(path); }),
                   path + ":3: workload.kind: run.backend 'gloo' in lockstep carries host buffers only; "
                          "use backend 'nccl' for device 'cuda' (workload 'collectives' has no GPU "
                          "compute with host exchanges)");
-  for (const char* kind : {"lookup", "sampling", "embedding", "training"}) {
+  for (const char* kind : {"graph_lookup", "sampling", "embedding", "training"}) {
     path = write(std::string(kind) + "_gloo_cuda.toml",
                  std::string("name = \"x.gloo_cuda\"\n[workload]\nkind = \"") + kind +
                      "\"\n[expect]\noutcome = \"pass\"\n[run]\ndevice = \"cuda\"\nbackend = \"gloo\"\n");

@@ -195,5 +195,15 @@ TEST_F(SharedSchemaTest, SideSpecificKeysAreUnknownOnTheOtherSide) {
   EXPECT_CONTAINS(error({"embedding", "optimizers = [\"sgd\"]", ""}, /*with_system=*/true), "workload.optimizers: unknown key");
 }
 
+// The two partition lookups take different inputs, so they are different kinds: "lookup" (a
+// system's partition book over explicit part sizes) and "graph_lookup" (lockstep's, on a graph).
+TEST_F(SharedSchemaTest, LookupIsTheCapabilityAndGraphLookupTheWorkload) {
+  EXPECT_EQ(error({"lookup", "part_sizes = [1, 2]", ""}, /*with_system=*/true), ":6: workload.part_sizes: has 2 entries, num_parts is 3");
+  EXPECT_EQ(error({"graph_lookup", "book = \"map\"", ""}, /*with_system=*/false), "");
+  EXPECT_CONTAINS(error({"lookup", "queries = 8", ""}, /*with_system=*/false),
+                  "workload.kind: unknown workload 'lookup' (known: ");
+  EXPECT_CONTAINS(error({"lookup", "queries = 8", ""}, /*with_system=*/false), "lockstep's own partition lookup on a graph is 'graph_lookup'");
+}
+
 }  // namespace
 }  // namespace lockstep
