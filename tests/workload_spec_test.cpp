@@ -128,7 +128,7 @@ void PrintTo(const SharedKey& k, std::ostream* os) { *os << k.kind << ": " << k.
 class SharedSchemaTest : public ::testing::TestWithParam<SharedKey> {
  protected:
   // Loads (validates) a scenario of `kind` whose [workload] has `line` on line 6; with_system adds
-  // a [system] (never started: loading only validates).
+  // a [system] (never started: loading only validates). Returns the message after the path.
   std::string error(const SharedKey& k, bool with_system) {
     const std::string path = tmp_.write("s" + std::to_string(n_++) + ".toml",
                                         "name = \"t.shared\"\n[run]\nworld_size = 2\n[workload]\nkind = \"" + k.kind + "\"\n" + k.line +
@@ -136,7 +136,7 @@ class SharedSchemaTest : public ::testing::TestWithParam<SharedKey> {
                                             (with_system ? "[system]\nname = \"t\"\ncommand = [\"x\"]\n" : ""));
     const std::string m = error_of([&] { (void)scenario::load_file(path); });
     if (m.empty()) return m;
-    EXPECT_CONTAINS(m, path + ":6: workload.");
+    EXPECT_CONTAINS(m, path + ":");
     return m.substr(path.size());
   }
   test::TempDir tmp_{"lockstep-shared-schema"};
@@ -201,7 +201,7 @@ TEST_F(SharedSchemaTest, LookupIsTheCapabilityAndGraphLookupTheWorkload) {
   EXPECT_EQ(error({"lookup", "part_sizes = [1, 2]", ""}, /*with_system=*/true), ":6: workload.part_sizes: has 2 entries, num_parts is 3");
   EXPECT_EQ(error({"graph_lookup", "book = \"map\"", ""}, /*with_system=*/false), "");
   EXPECT_CONTAINS(error({"lookup", "queries = 8", ""}, /*with_system=*/false),
-                  "workload.kind: unknown workload 'lookup' (known: ");
+                  ":5: workload.kind: unknown workload 'lookup' (known: ");
   EXPECT_CONTAINS(error({"lookup", "queries = 8", ""}, /*with_system=*/false), "lockstep's own partition lookup on a graph is 'graph_lookup'");
 }
 

@@ -472,7 +472,8 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   (void)c.get_string("kind");
   static_cast<TrainingSpec&>(o) = TrainingSpec::read(c, s.seed);
   o.method = read_partition_method(c);
-  o.embedding_dim = scenario::read_int(c, "embedding_dim", 0, 0, 1024);
+  o.embedding_dim = c.get_int("embedding_dim", 0);
+  if (o.embedding_dim < 0 || o.embedding_dim > 1024) c.fail("embedding_dim", "must be in 0..1024, got " + std::to_string(o.embedding_dim));
   o.model.in_dim = o.feature_dim + o.embedding_dim;
   o.embedding_lr = scenario::read_double(c, "embedding_lr", 0.1, scenario::Interval{0, 100, /*lo_open=*/true});
   o.num_eval = scenario::read_int(c, "num_eval", o.num_eval, 0);

@@ -1,5 +1,6 @@
 #include "harness/workloads/training_spec.h"
 
+#include <stdexcept>
 #include <string>
 
 namespace lockstep::workloads {
@@ -23,7 +24,12 @@ TrainingSpec TrainingSpec::read(const scenario::Config& c, std::uint64_t seed) {
   for (auto f : t.fanouts) {
     if (f < -1 || f == 0 || f > 1000) c.fail("fanouts", "each fanout must be -1 (all) or in 1..1000, got " + std::to_string(f));
   }
-  t.precision = tr::precision_from_string(scenario::read_choice(c, "precision", "fp32", {"fp32", "bf16", "bf16_reduce"}));
+  const std::string precision = c.get_string("precision", "fp32");
+  try {
+    t.precision = tr::precision_from_string(precision);
+  } catch (const std::invalid_argument&) {
+    c.fail("precision", "unknown precision '" + precision + "' (fp32, bf16, bf16_reduce)");
+  }
   t.num_train = scenario::read_int(c, "num_train", t.num_train, 1);
   t.batch_size = scenario::read_int(c, "batch_size", t.batch_size, 1);
   t.steps = scenario::read_int(c, "steps", t.steps, 1, 100000);
