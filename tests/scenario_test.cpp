@@ -14,9 +14,16 @@
 
 #include "harness/core/error.h"
 #include "harness/scenario/config_internal.h"
+#include "harness/validate/validate.h"
 
 namespace lockstep::scenario {
 namespace {
+
+// What the CLI loads: the scenario schema, then each variant's workload keys and injections
+// (harness/validate). parse_only() is the schema alone, scenario::load_file without a check.
+std::vector<Scenario> load_file(const std::string& path) { return lockstep::validate::load_file(path); }
+std::vector<Scenario> load_paths(const std::vector<std::string>& paths) { return lockstep::validate::load_paths(paths); }
+std::vector<Scenario> parse_only(const std::string& path) { return scenario::load_file(path, {}); }
 
 namespace fs = std::filesystem;
 
@@ -118,7 +125,7 @@ rank = 1
 seq = 12
 message_contains = ["bf16", "allreduce"]
 )");
-  std::vector<Scenario> scenarios = internal::load_file_unvalidated(path);
+  std::vector<Scenario> scenarios = parse_only(path);
   ASSERT_EQ(scenarios.size(), 1u);
   const Scenario& s = scenarios[0];
   EXPECT_EQ(s.name, "comm.dtype_mismatch");
@@ -158,7 +165,7 @@ rnak = 1
 [expect]
 outcome = "collective_mismatch"
 )");
-  std::vector<Scenario> scenarios = internal::load_file_unvalidated(path);
+  std::vector<Scenario> scenarios = parse_only(path);
   ASSERT_EQ(scenarios.size(), 1u);
   ASSERT_EQ(scenarios[0].injections.size(), 1u);
   const Config& config = scenarios[0].injections[0].config;
@@ -214,7 +221,7 @@ outcome = "pass"
 "workload.num_workers" = [0, 2]
 world_size = [1, 2]
 )");
-  std::vector<Scenario> scenarios = internal::load_file_unvalidated(path);
+  std::vector<Scenario> scenarios = parse_only(path);
   const std::vector<std::string> variants = {
       "workload.num_workers=0,world_size=1", "workload.num_workers=0,world_size=2",
       "workload.num_workers=2,world_size=1", "workload.num_workers=2,world_size=2"};

@@ -15,6 +15,7 @@
 
 #include "harness/core/error.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "harness/workloads/embedding.h"
 #include "tests/test_util.h"
 
@@ -98,7 +99,7 @@ class DocumentedRangeTest : public ::testing::TestWithParam<Range> {
   // The InputError of loading (validating) `path`, or "" when it loads.
   static std::string error_of(const std::string& path) {
     try {
-      (void)scenario::load_file(path);
+      (void)lockstep::validate::load_file(path);
     } catch (const InputError& e) {
       return e.what();
     }

@@ -12,6 +12,7 @@
 #include "harness/scenario/config.h"
 #include "harness/scenario/config_internal.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "harness/workloads/embedding_spec.h"
 #include "harness/workloads/sampling_spec.h"
 #include "harness/workloads/training_spec.h"
@@ -134,7 +135,7 @@ class SharedSchemaTest : public ::testing::TestWithParam<SharedKey> {
                                         "name = \"t.shared\"\n[run]\nworld_size = 2\n[workload]\nkind = \"" + k.kind + "\"\n" + k.line +
                                             "\n[expect]\noutcome = \"pass\"\n" +
                                             (with_system ? "[system]\nname = \"t\"\ncommand = [\"x\"]\n" : ""));
-    const std::string m = error_of([&] { (void)scenario::load_file(path); });
+    const std::string m = error_of([&] { (void)lockstep::validate::load_file(path); });
     if (m.empty()) return m;
     EXPECT_CONTAINS(m, path + ":");
     return m.substr(path.size());
@@ -203,6 +204,21 @@ TEST_F(SharedSchemaTest, LookupIsTheCapabilityAndGraphLookupTheWorkload) {
   EXPECT_CONTAINS(error({"lookup", "queries = 8", ""}, /*with_system=*/false),
                   ":5: workload.kind: unknown workload 'lookup' (known: ");
   EXPECT_CONTAINS(error({"lookup", "queries = 8", ""}, /*with_system=*/false), "lockstep's own partition lookup on a graph is 'graph_lookup'");
+}
+
+// Loading parses the scenario schema; validation against the workload (or the capability) is
+// the step after it, which the CLI's and a rank's loading take (harness/validate).
+TEST(ValidateTest, ParsingChecksTheSchemaAndValidationTheWorkloadKeys) {
+  test::TempDir tmp("lockstep-validate");
+  const std::string path = tmp.write("v.toml", "name = \"t.v\"\n[workload]\nkind = \"training\"\nnum_clases = 8\n[expect]\noutcome = \"pass\"\n");
+  const auto parsed = scenario::load_file(path);
+  ASSERT_EQ(parsed.size(), 1u);
+  EXPECT_CONTAINS(error_of([&] { validate::check(parsed[0]); }), path + ":4: workload.num_clases: unknown key (did you mean 'num_classes'?)");
+  EXPECT_CONTAINS(error_of([&] { (void)validate::load_paths({path}); }), path + ":4: workload.num_clases: unknown key");
+  // A schema error is the parser's own, with or without validation.
+  const std::string bad_run = tmp.write("r.toml", "name = \"t.r\"\n[run]\nworld_size = 0\n[workload]\nkind = \"training\"\n[expect]\noutcome = \"pass\"\n");
+  EXPECT_EQ(error_of([&] { (void)scenario::load_file(bad_run); }), bad_run + ":3: run.world_size: must be in [1, 64], got 0");
+  EXPECT_EQ(error_of([&] { (void)validate::load_file(bad_run); }), bad_run + ":3: run.world_size: must be in [1, 64], got 0");
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "harness/launch/watchdog.h"
 #include "harness/perf/cost.h"
 #include "harness/report/dump.h"
+#include "harness/validate/validate.h"
 #include "harness/workloads/workload.h"
 
 namespace lockstep::rank {
@@ -99,7 +100,7 @@ int rank_main(const RankOptions& options) {
   const bool store_hosted = env_str("LOCKSTEP_STORE_HOSTED", "") == "1" ||
                             env_str("TORCHELASTIC_USE_AGENT_STORE", "") == "True";
 
-  auto scenarios = scenario::load_file(options.scenario_file);
+  auto scenarios = lockstep::validate::load_file(options.scenario_file);
   LOCKSTEP_INPUT_CHECK(options.variant < scenarios.size(), options.scenario_file, ": variant ",
                        options.variant, " does not exist (", scenarios.size(), " variants)");
   const scenario::Scenario& s = scenarios[options.variant];

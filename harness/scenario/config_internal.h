@@ -71,8 +71,4 @@ using scenario::format_double;  // config.h
 // file:line messages. Throws InputError.
 Config load_document(const std::string& path);
 
-// load_file() without the call to workloads::validate(): checks the scenario schema alone.
-// Throws InputError like load_file().
-std::vector<Scenario> load_file_unvalidated(const std::string& path);
-
 }  // namespace lockstep::scenario::internal
