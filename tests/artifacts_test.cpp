@@ -18,6 +18,7 @@
 #include "harness/rank/rank_main.h"
 #include "harness/report/results.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "lockstep/config.h"
 #include "reference/io/npy.h"
 #include "tests/test_util.h"
@@ -57,7 +58,7 @@ reduce = ["sum"]
 [expect]
 outcome = "pass"
 )");
-    auto s = scenario::load_file(file).at(0);
+    auto s = lockstep::validate::load_file(file).at(0);
     slug_ = s.slug();
     result_ = new report::ScenarioResult(run_scenario(s, options_for(*dir_)));
   }
@@ -226,7 +227,7 @@ reduce = ["sum"]
 [expect]
 outcome = "pass"
 )");
-    auto s = scenario::load_file(file).at(0);
+    auto s = lockstep::validate::load_file(file).at(0);
     dump_dir_ = (fs::path((*dir_ / "report")) / "dump" / s.slug()).string();
     result_ = new report::ScenarioResult(run_scenario(s, options_for(*dir_, /*dump=*/true)));
   }

@@ -10,6 +10,7 @@
 
 #include "harness/core/error.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "tests/test_util.h"
 
 namespace lockstep {
@@ -77,7 +78,7 @@ TEST_P(FaultConfigTest, DocumentedValuesAreAcceptedOthersRefusedNamingFileLineKe
                                                 "[[inject]]\n" + c.inject + "[expect]\noutcome = \"pass\"\n");
   std::string error;
   try {
-    (void)scenario::load_file(path);
+    (void)lockstep::validate::load_file(path);
   } catch (const InputError& e) {
     error = e.what();
   }

@@ -16,6 +16,7 @@
 #include "harness/launch/launcher.h"
 #include "harness/rank/rank_main.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "tests/test_util.h"
 
 namespace lockstep {
@@ -102,7 +103,7 @@ seconds = 600
 outcome = "timeout"
 rank = 1
 )");
-  const auto r = launch::run_scenario(scenario::load_file(file).at(0), test::launch_options(dir));
+  const auto r = launch::run_scenario(lockstep::validate::load_file(file).at(0), test::launch_options(dir));
   EXPECT_EQ(r.status, report::Status::kPass) << test::describe(r);
   ASSERT_TRUE(r.diagnosis.has_value());
   EXPECT_CONTAINS(r.diagnosis->message, "last collectives: rank 0: ");
@@ -146,7 +147,7 @@ env = ["A=1"]
 [expect]
 outcome = "pass"
 )");
-  const auto s = scenario::load_file(ok).at(0);
+  const auto s = lockstep::validate::load_file(ok).at(0);
   ASSERT_TRUE(s.program.has_value());
   EXPECT_EQ(s.program->command, (std::vector<std::string>{"{python}", "{dir}/train.py", "--steps", "3"}));
   EXPECT_EQ(s.program->wrap, "gloo");
@@ -155,7 +156,7 @@ outcome = "pass"
   auto refused = [&](const std::string& name, const std::string& body, const std::string& expected) {
     const std::string f = dir.write(name, body);
     try {
-      scenario::load_file(f);
+      lockstep::validate::load_file(f);
       ADD_FAILURE() << name << " was accepted";
     } catch (const InputError& e) {
       EXPECT_CONTAINS(e.what(), expected);
@@ -185,7 +186,7 @@ wrap = "none"
 [expect]
 outcome = "pass"
 )");
-  const auto r = launch::run_scenario(scenario::load_file(f).at(0), test::launch_options(dir));
+  const auto r = launch::run_scenario(lockstep::validate::load_file(f).at(0), test::launch_options(dir));
   EXPECT_EQ(r.status, report::Status::kError) << test::describe(r);
   EXPECT_CONTAINS(r.reason, "workload.command");
   EXPECT_CONTAINS(r.reason, "'no-such-program-lockstep' is not on PATH");

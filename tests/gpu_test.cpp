@@ -13,6 +13,7 @@
 #include "harness/core/diagnosis.h"
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "lockstep/config.h"
 
 namespace lockstep {
@@ -28,7 +29,7 @@ class GpuTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   report::ScenarioResult run(const std::string& file) {
-    auto scenarios = scenario::load_file(std::string(LOCKSTEP_SOURCE_DIR) + "/" + file);
+    auto scenarios = lockstep::validate::load_file(std::string(LOCKSTEP_SOURCE_DIR) + "/" + file);
     launch::LaunchOptions opts;
     opts.binary = LOCKSTEP_BINARY;
     opts.report_dir = dir_;
@@ -62,7 +63,7 @@ TEST_F(GpuTest, MultiRankNcclNeedsOneGpuPerRank) {
 TEST_F(GpuTest, LookupOnCudaIdsMatchesTheReference) {
   if (!LOCKSTEP_HAVE_NCCL) GTEST_SKIP() << "requires NCCL: this build has no NCCL backend";
   if (ref::cuda_device_count() == 0) GTEST_SKIP() << "requires CUDA: no CUDA device is visible";
-  auto scenarios = scenario::load_file(std::string(LOCKSTEP_SOURCE_DIR) + "/scenarios/partition/lookup_cuda_ids.toml");
+  auto scenarios = lockstep::validate::load_file(std::string(LOCKSTEP_SOURCE_DIR) + "/scenarios/partition/lookup_cuda_ids.toml");
   ASSERT_EQ(scenarios.size(), 2u);  // int32 and int64 ids
   for (const auto& s : scenarios) {
     launch::LaunchOptions opts;

@@ -29,6 +29,7 @@
 #include "harness/rank/rank_main.h"
 #include "harness/report/results.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "lockstep/config.h"
 #include "reference/io/npy.h"
 
@@ -54,7 +55,7 @@ ops = ["all_reduce"]
 [expect]
 outcome = "collective_mismatch"
 )");
-  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
   EXPECT_EQ(r.status, report::Status::kFail) << describe(r);
   EXPECT_FALSE(r.diagnosis.has_value()) << describe(r);
   EXPECT_EQ(r.expected, "collective_mismatch");
@@ -81,7 +82,7 @@ TEST_P(UnfiredInjectionTest, IsAnErrorNamingTheInjection) {
   toml << "name = \"test.unfired_" << c.label << "\"\n[run]\nworld_size = 2\n[workload]\n" << c.workload
        << "\n[[inject]]\n" << c.inject << "\n[expect]\noutcome = \"" << c.outcome << "\"\n";
   const std::string file = dir.write("unfired.toml", toml.str());
-  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
   EXPECT_EQ(r.status, report::Status::kError) << describe(r);
   EXPECT_CONTAINS(r.reason, "never fired");
   EXPECT_CONTAINS(r.reason, "unfired.toml:");
@@ -127,7 +128,7 @@ TEST(InjectionValidationTest, ImpossibleTargetsAreRefusedAtLoad) {
                                                    "steps = 2\nops = [\"all_reduce\"]\n[[inject]]\n" + inject +
                                                    "\n[expect]\noutcome = \"pass\"\n");
     try {
-      scenario::load_file(file);
+      lockstep::validate::load_file(file);
       ADD_FAILURE() << "accepted: " << inject;
     } catch (const InputError& e) {
       EXPECT_CONTAINS(std::string(e.what()), expected);
@@ -157,7 +158,7 @@ exit_code = 9
 outcome = "rank_failure"
 rank = 0
 )");
-  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
   EXPECT_EQ(r.status, report::Status::kFail) << describe(r);
   ASSERT_TRUE(r.diagnosis.has_value());
   EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kRankFailure);

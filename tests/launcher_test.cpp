@@ -36,6 +36,7 @@
 #include "harness/rank/rank_main.h"
 #include "harness/report/results.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "lockstep/config.h"
 #include "reference/io/npy.h"
 
@@ -131,7 +132,7 @@ reduce = ["sum", "max", "min")" + (is_float ? R"(, "avg")" : "") + R"(]
 [expect]
 outcome = "pass"
 )");
-  const auto scenarios = scenario::load_file(file);
+  const auto scenarios = lockstep::validate::load_file(file);
   ASSERT_EQ(scenarios.size(), 1u);
   const auto r = run_scenario(scenarios[0], options_for(dir));
   EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
@@ -167,7 +168,7 @@ TEST(CollectivesDigestTest, OnlyOnRequestAndOverTheOutputs) {
                                        "steps = " + std::to_string(steps) + "\ncount = 16\ndtypes = [\"f32\", \"bf16\"]\n"
                                        "digest_outputs = " + (digest ? "true" : "false") +
                                        "\n[expect]\noutcome = \"pass\"\n");
-    const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+    const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
     EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
     return r.digest;
   };
@@ -206,7 +207,7 @@ TEST_P(InjectedFaultTest, DiagnosesTheFaultyRankAndLeavesNoProcessBehind) {
        << "[[inject]]\n" << c.inject << "\n"
        << "[expect]\noutcome = \"" << to_string(c.kind) << "\"\nrank = " << c.rank << "\n";
   const std::string file = dir.write("fault.toml", toml.str());
-  const auto scenarios = scenario::load_file(file);
+  const auto scenarios = lockstep::validate::load_file(file);
   ASSERT_EQ(scenarios.size(), 1u);
   const int children_before = child_count();
 
@@ -352,7 +353,7 @@ exit_code = 7
 outcome = "rank_failure"
 rank = 1
 )");
-  const auto scenarios = scenario::load_file(file);
+  const auto scenarios = lockstep::validate::load_file(file);
   const auto r = run_scenario(scenarios.at(0), options_for(dir));
   ASSERT_TRUE(r.diagnosis.has_value()) << describe(r);
   EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kRankFailure) << describe(r);
@@ -380,7 +381,7 @@ seconds = 6
 [expect]
 outcome = "pass"
 )");
-  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
   EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
   EXPECT_GE(r.startup_s, 6.0) << describe(r);
 }
@@ -409,7 +410,7 @@ outcome = "timeout"
 rank = 2
 )");
   const auto t0 = Clock::now();
-  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
   const double wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
   ASSERT_TRUE(r.diagnosis.has_value());
@@ -471,7 +472,7 @@ seconds = 6
 [expect]
 outcome = "pass"
 )");
-  const auto s = scenario::load_file(file).at(0);
+  const auto s = lockstep::validate::load_file(file).at(0);
   report::ScenarioResult r;
   std::atomic<bool> done{false};
   std::thread runner([&] {
@@ -540,7 +541,7 @@ call = 1
 outcome = "missing_participant"
 rank = 2
 )");
-  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
   EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
   ASSERT_TRUE(r.diagnosis.has_value());
   EXPECT_CONTAINS(r.diagnosis->message, "rank 2 did not take part in the all_to_all that ranks 0,1 issued from sample step 0 call 1");
@@ -574,7 +575,7 @@ dtype = "bf16"
 outcome = "collective_mismatch"
 rank = 2
 )");
-  const auto r = run_scenario(scenario::load_file(file).at(0), options_for(dir));
+  const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
   EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
   ASSERT_TRUE(r.diagnosis.has_value());
   EXPECT_CONTAINS(r.diagnosis->message, "ranks 0,1,3 all_reduce f32[64] sum, rank 2 all_reduce bf16[64] sum");

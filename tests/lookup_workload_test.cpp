@@ -16,6 +16,7 @@
 
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "reference/io/npy.h"
 #include "tests/test_util.h"
 
@@ -70,9 +71,9 @@ LookupRun run_lookup(int world_size) {
   TempDir dir("lookupwl");
   const std::string file =
       dir.write("l.toml", "name = \"t.lookup\"\n[run]\nworld_size = " + std::to_string(world_size) +
-                              "\ntimeout_s = 60\n[workload]\nkind = \"lookup\"\ngraph = \"erdos_renyi\"\nnodes = 300\n"
+                              "\ntimeout_s = 60\n[workload]\nkind = \"graph_lookup\"\ngraph = \"erdos_renyi\"\nnodes = 300\n"
                               "partition = \"random\"\nbook = \"map\"\nqueries = 101\n[expect]\noutcome = \"pass\"\n");
-  const auto scenarios = scenario::load_file(file);
+  const auto scenarios = lockstep::validate::load_file(file);
   EXPECT_EQ(scenarios.size(), 1u);
   LookupRun out;
   if (scenarios.size() != 1) return out;

@@ -14,9 +14,16 @@
 
 #include "harness/core/error.h"
 #include "harness/scenario/config_internal.h"
+#include "harness/validate/validate.h"
 
 namespace lockstep::scenario {
 namespace {
+
+// What the CLI loads: the scenario schema, then each variant's workload keys and injections
+// (harness/validate). parse_only() is the schema alone, scenario::load_file without a check.
+std::vector<Scenario> load_file(const std::string& path) { return lockstep::validate::load_file(path); }
+std::vector<Scenario> load_paths(const std::vector<std::string>& paths) { return lockstep::validate::load_paths(paths); }
+std::vector<Scenario> parse_only(const std::string& path) { return scenario::load_file(path, {}); }
 
 namespace fs = std::filesystem;
 
@@ -118,7 +125,7 @@ rank = 1
 seq = 12
 message_contains = ["bf16", "allreduce"]
 )");
-  std::vector<Scenario> scenarios = internal::load_file_unvalidated(path);
+  std::vector<Scenario> scenarios = parse_only(path);
   ASSERT_EQ(scenarios.size(), 1u);
   const Scenario& s = scenarios[0];
   EXPECT_EQ(s.name, "comm.dtype_mismatch");
@@ -158,7 +165,7 @@ rnak = 1
 [expect]
 outcome = "collective_mismatch"
 )");
-  std::vector<Scenario> scenarios = internal::load_file_unvalidated(path);
+  std::vector<Scenario> scenarios = parse_only(path);
   ASSERT_EQ(scenarios.size(), 1u);
   ASSERT_EQ(scenarios[0].injections.size(), 1u);
   const Config& config = scenarios[0].injections[0].config;
@@ -214,7 +221,7 @@ outcome = "pass"
 "workload.num_workers" = [0, 2]
 world_size = [1, 2]
 )");
-  std::vector<Scenario> scenarios = internal::load_file_unvalidated(path);
+  std::vector<Scenario> scenarios = parse_only(path);
   const std::vector<std::string> variants = {
       "workload.num_workers=0,world_size=1", "workload.num_workers=0,world_size=2",
       "workload.num_workers=2,world_size=1", "workload.num_workers=2,world_size=2"};
@@ -432,14 +439,14 @@ TEST_F(ScenarioTest, BadValuesNameValueAndAllowed) {
   EXPECT_EQ(load_file(path).at(0).backend, Backend::kGloo);
 
   // Gloo carries host buffers only: device "cuda" with gloo is for workloads that compute on
-  // the GPU and exchange on the host (lookup, sampling, embedding, training), not for
+  // the GPU and exchange on the host (graph_lookup, sampling, embedding, training), not for
   // collectives.
   path = file_with_run("gloo_cuda.toml", "device = \"cuda\"\nbackend = \"gloo\"\n");
   EXPECT_CONTAINS(input_error([&] { load_file(path); }),
                   path + ":3: workload.kind: run.backend 'gloo' in lockstep carries host buffers only; "
                          "use backend 'nccl' for device 'cuda' (workload 'collectives' has no GPU "
                          "compute with host exchanges)");
-  for (const char* kind : {"lookup", "sampling", "embedding", "training"}) {
+  for (const char* kind : {"graph_lookup", "sampling", "embedding", "training"}) {
     path = write(std::string(kind) + "_gloo_cuda.toml",
                  std::string("name = \"x.gloo_cuda\"\n[workload]\nkind = \"") + kind +
                      "\"\n[expect]\noutcome = \"pass\"\n[run]\ndevice = \"cuda\"\nbackend = \"gloo\"\n");

@@ -11,6 +11,7 @@
 
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "reference/io/npy.h"
 #include "tests/test_util.h"
 
@@ -32,7 +33,7 @@ TEST(SplitWorkloadTest, FloorSplitRoundRobinRanksCountTheirOwnBatches) {
                                      "[workload]\nkind = \"split\"\nnum_ids = 9\nbatch_size = 3\n"
                                      "[[inject]]\nkind = \"floor_division_split\"\nassign = \"round_robin\"\n"
                                      "[expect]\noutcome = \"pass\"\n");
-  const auto scenarios = scenario::load_file(file);
+  const auto scenarios = lockstep::validate::load_file(file);
   ASSERT_EQ(scenarios.size(), 1u);
   const auto r = launch::run_scenario(scenarios[0], test::launch_options(dir, /*dump=*/true));
   ASSERT_EQ(r.status, report::Status::kPass) << test::describe(r);

@@ -16,6 +16,7 @@
 #include "harness/core/error.h"
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "reference/io/npy.h"
 #include "test_util.h"
 
@@ -54,7 +55,7 @@ struct AdapterRun {
 AdapterRun run_adapter(const TempDir& dir, const std::string& body, double timeout_s = 30, bool dump = false) {
   const std::string script = dir.write("adapter.py", adapter(body));
   const std::string file = dir.write("s.toml", scenario_text(script, timeout_s));
-  auto scenarios = scenario::load_file(file);
+  auto scenarios = lockstep::validate::load_file(file);
   LaunchOptions o;
   o.binary = LOCKSTEP_BINARY;
   o.report_dir = dir / "report";
@@ -213,7 +214,7 @@ TEST(SutContractTest, MissingPythonModuleIsSkipNotPass) {
   const std::string script = dir.write("adapter.py", adapter(kRight));
   std::string text = scenario_text(script);
   text.replace(text.find("[\"numpy\"]"), 9, "[\"numpy\", \"lockstep_no_such_module\"]");
-  auto scenarios = scenario::load_file(dir.write("s.toml", text));
+  auto scenarios = lockstep::validate::load_file(dir.write("s.toml", text));
   LaunchOptions o;
   o.binary = LOCKSTEP_BINARY;
   o.report_dir = dir / "report";
@@ -238,7 +239,7 @@ TEST(SutContractTest, BadSystemTablesNameFileAndLine) {
   for (const auto& c : cases) {
     const std::string text = "name = \"sut.bad\"\n[run]\nworld_size = 1\n[workload]\nkind = \"lookup\"\n[expect]\noutcome = \"pass\"\n[system]\n" + c.system;
     try {
-      scenario::load_file(dir.write("s.toml", text));
+      lockstep::validate::load_file(dir.write("s.toml", text));
       ADD_FAILURE() << "accepted: " << c.system;
     } catch (const InputError& e) {
       EXPECT_CONTAINS(e.what(), c.expected);
@@ -246,10 +247,10 @@ TEST(SutContractTest, BadSystemTablesNameFileAndLine) {
   }
   // A capability a system cannot do, and an injection, are refused at load time.
   const std::string no_cap = "name = \"sut.bad\"\n[workload]\nkind = \"collectives\"\n[expect]\noutcome = \"pass\"\n[system]\nname = \"t\"\ncommand = [\"x\"]\n";
-  EXPECT_THROW(scenario::load_file(dir.write("s.toml", no_cap)), InputError);
+  EXPECT_THROW(lockstep::validate::load_file(dir.write("s.toml", no_cap)), InputError);
   const std::string inject = "name = \"sut.bad\"\n[workload]\nkind = \"lookup\"\n[[inject]]\nkind = \"crash\"\nstep = 0\n[expect]\noutcome = \"pass\"\n[system]\nname = \"t\"\ncommand = [\"x\"]\n";
   try {
-    scenario::load_file(dir.write("s.toml", inject));
+    lockstep::validate::load_file(dir.write("s.toml", inject));
     ADD_FAILURE() << "accepted an injection into a system under test";
   } catch (const InputError& e) {
     EXPECT_CONTAINS(e.what(), "does not apply to a system under test");

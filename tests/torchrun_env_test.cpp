@@ -17,6 +17,7 @@
 #include "tests/test_util.h"
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 
 namespace {
 
@@ -128,7 +129,7 @@ TEST_F(TorchrunEnvTest, ParallelRunsOnOneMachineDoNotCollide) {
   const std::string file = write("par.toml",
                                  "name = \"env.parallel\"\n[run]\nworld_size = 2\ntimeout_s = 60\n"
                                  "[workload]\nkind = \"collectives\"\nsteps = 2\ncount = 32\n[expect]\noutcome = \"pass\"\n");
-  const auto s = lockstep::scenario::load_file(file).at(0);
+  const auto s = lockstep::validate::load_file(file).at(0);
   lockstep::report::ScenarioResult results[2];
   std::thread runs[2];
   for (int i = 0; i < 2; ++i) {

@@ -13,6 +13,7 @@
 
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "tests/test_util.h"
 
 namespace lockstep {
@@ -26,7 +27,7 @@ TEST(TraceFieldsTest, EachCallIsOneLineWithTheDocumentedFieldsAndValues) {
                                      "name = \"t.trace\"\n[run]\nworld_size = 2\nverify = \"record\"\n"
                                      "[workload]\nkind = \"collectives\"\nsteps = 1\ncount = 8\ndtypes = [\"f32\"]\n"
                                      "reduce = [\"max\"]\n[expect]\noutcome = \"pass\"\n");
-  const auto r = launch::run_scenario(scenario::load_file(file).at(0), test::launch_options(dir));
+  const auto r = launch::run_scenario(lockstep::validate::load_file(file).at(0), test::launch_options(dir));
   ASSERT_EQ(r.status, report::Status::kPass) << test::describe(r);
   for (int rank = 0; rank < 2; ++rank) {
     std::istringstream lines(test::read_file(dir / ("report/t.trace/rank" + std::to_string(rank) + ".trace.jsonl")));

@@ -22,6 +22,7 @@
 #include "harness/launch/launcher.h"
 #include "harness/launch/suite.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "reference/common/philox.h"
 #include "reference/graph/graph.h"
 #include "reference/sampling/neighbor.h"
@@ -613,7 +614,7 @@ class TrainingConfigTest : public ::testing::Test {
 
   static std::string error_of(const std::string& path) {
     try {
-      (void)scenario::load_file(path);
+      (void)lockstep::validate::load_file(path);
     } catch (const InputError& e) {
       return e.what();
     }
@@ -644,7 +645,7 @@ TEST_F(TrainingConfigTest, CastInjectionNeedsARankOutsideCollateAndNoneInCollate
   EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\n")).find("rank"), std::string::npos);
   EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nwhere = \"collate\"\nrank = 1\n")).find("casts on every rank"), std::string::npos);
   EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nrank = 2\n")).find("must be in [0, world_size)"), std::string::npos);
-  EXPECT_NO_THROW(scenario::load_file(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nrank = 1\nstep = 3\n")));
+  EXPECT_NO_THROW(lockstep::validate::load_file(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nrank = 1\nstep = 3\n")));
 }
 
 // The training workload learns in every precision, whatever carries the gradients: at 2 ranks
@@ -660,7 +661,7 @@ TEST(TrainingScenariosTest, EveryPrecisionLearnsAtTwoRanks) {
                                        "[workload]\nkind = \"training\"\ngraph = \"erdos_renyi\"\nnodes = 2000\nedges = 16000\n"
                                        "num_train = 1024\nnum_eval = 500\nbatch_size = 64\nsteps = 40\nprecision = \"" + precision +
                                        "\"\n[expect]\noutcome = \"pass\"\n");
-    auto r = launch::run_scenario(scenario::load_file(file).at(0), test::launch_options(dir));
+    auto r = launch::run_scenario(lockstep::validate::load_file(file).at(0), test::launch_options(dir));
     ASSERT_EQ(r.status, report::Status::kPass) << precision << ": " << test::describe(r);
     EXPECT_GE(r.metrics.at("accuracy"), 0.5) << precision;
     EXPECT_GT(r.metrics.at("accuracy"), r.metrics.at("accuracy_initial") + 0.2) << precision;
@@ -671,7 +672,7 @@ TEST(TrainingScenariosTest, EveryPrecisionLearnsAtTwoRanks) {
 }
 
 TEST(TrainingScenariosTest, ShippedScenariosLoad) {
-  const auto all = scenario::load_paths({std::string(LOCKSTEP_SOURCE_DIR) + "/scenarios/training"});
+  const auto all = lockstep::validate::load_paths({std::string(LOCKSTEP_SOURCE_DIR) + "/scenarios/training"});
   EXPECT_GE(all.size(), 20u);
   for (const auto& s : all) EXPECT_EQ(s.workload, "training") << s.id();
 }

@@ -13,6 +13,7 @@
 
 #include "harness/launch/launcher.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "reference/io/npy.h"
 #include "tests/test_util.h"
 
@@ -34,7 +35,7 @@ std::vector<std::vector<Ids>> run_schedule(int world_size) {
                     "\ntimeout_s = 60\n[workload]\nkind = \"training\"\ngraph = \"erdos_renyi\"\nnodes = 64\n"
                     "num_train = 10\nnum_eval = 4\nbatch_size = 4\nsteps = " + std::to_string(kSteps) +
                     "\nhidden = 4\nfeature_dim = 4\n[expect]\noutcome = \"pass\"\n");
-  const auto scenarios = scenario::load_file(file);
+  const auto scenarios = lockstep::validate::load_file(file);
   EXPECT_EQ(scenarios.size(), 1u);
   std::vector<std::vector<Ids>> out(static_cast<std::size_t>(world_size));
   if (scenarios.size() != 1) return out;

@@ -15,6 +15,7 @@
 
 #include "harness/core/error.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 #include "harness/workloads/embedding.h"
 #include "tests/test_util.h"
 
@@ -57,7 +58,7 @@ const std::vector<Range>& documented() {
       F("collectives", "compute_ms", 0, false, std::nullopt, false),
       I("latency", "iterations", 1, std::nullopt), I("latency", "warmup", 0, std::nullopt), I("latency", "count", 1, std::nullopt),
       I("split", "num_ids", 0, kTwo26), I("split", "batch_size", 1, std::nullopt),
-      I("lookup", "num_parts", 1, 1024), I("lookup", "queries", 0, kTwo24),
+      I("graph_lookup", "num_parts", 1, 1024), I("graph_lookup", "queries", 0, kTwo24),
       I("sampling", "fanouts", 1, 1000, "[%s]"), I("sampling", "num_workers", 0, 64), I("sampling", "prefetch", 1, 64),
       I("sampling", "uniformity_draws", 0, 10'000'000), I("sampling", "num_seeds", 0, std::nullopt),
       I("sampling", "batch_size", 1, std::nullopt), I("sampling", "epochs", 1, 100),
@@ -67,9 +68,9 @@ const std::vector<Range>& documented() {
       I("training", "bucket_bytes", 4, kTwo30), I("training", "num_workers", 0, 16), I("training", "embedding_dim", 0, 1024),
       F("training", "lr", 0, true, 10, false), F("training", "momentum", 0, false, 1, true),
       F("training", "embedding_lr", 0, true, 100, false), F("training", "curve_rtol", 0, false, 1, false),
-      // Graph keys (lookup, sampling, training).
-      I("lookup", "scale", 1, 26), I("lookup", "nodes", 1, kTwo26), I("lookup", "edges", 0, kTwo28),
-      F("lookup", "exponent", 0, true, std::nullopt, false), F("lookup", "isolated_fraction", 0, false, 1, true),
+      // Graph keys (graph_lookup, sampling, training).
+      I("graph_lookup", "scale", 1, 26), I("graph_lookup", "nodes", 1, kTwo26), I("graph_lookup", "edges", 0, kTwo28),
+      F("graph_lookup", "exponent", 0, true, std::nullopt, false), F("graph_lookup", "isolated_fraction", 0, false, 1, true),
   };
   return all;
 }
@@ -98,7 +99,7 @@ class DocumentedRangeTest : public ::testing::TestWithParam<Range> {
   // The InputError of loading (validating) `path`, or "" when it loads.
   static std::string error_of(const std::string& path) {
     try {
-      (void)scenario::load_file(path);
+      (void)lockstep::validate::load_file(path);
     } catch (const InputError& e) {
       return e.what();
     }

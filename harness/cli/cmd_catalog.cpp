@@ -19,6 +19,7 @@
 #include "harness/launch/launcher.h"
 #include "harness/launch/suite.h"
 #include "harness/scenario/catalog.h"
+#include "harness/validate/validate.h"
 
 namespace lockstep::cli {
 namespace fs = std::filesystem;
@@ -47,7 +48,7 @@ void add_catalog(CLI::App& app, int& exit_code) {
   cmd->callback([a, &exit_code] {
     const auto cat = scenario::load_catalog(a->catalog);
     const std::string dir = fs::path(a->catalog).parent_path().empty() ? "." : fs::path(a->catalog).parent_path().string();
-    const auto all = scenario::load_paths({dir});
+    const auto all = lockstep::validate::load_paths({dir});
     // Resolve every class first: a bad catalog is an input error before anything runs.
     std::vector<std::vector<const scenario::Scenario*>> members;
     std::vector<scenario::Scenario> to_run;

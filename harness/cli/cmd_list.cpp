@@ -6,6 +6,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 
 namespace lockstep::cli {
 
@@ -16,7 +17,7 @@ void add_list(CLI::App& app, int& exit_code) {
   cmd->add_option("paths", *paths, "scenario files or directories (searched for *.toml)")->required();
   cmd->add_flag("--json", *json, "print a JSON array instead of a table");
   cmd->callback([paths, json, &exit_code] {
-    const auto scenarios = scenario::load_paths(*paths);
+    const auto scenarios = lockstep::validate::load_paths(*paths);
     if (*json) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& s : scenarios) {

@@ -11,6 +11,7 @@
 #include "harness/cli/commands.h"
 #include "harness/launch/cancel.h"
 #include "harness/launch/suite.h"
+#include "harness/validate/validate.h"
 
 namespace lockstep::cli {
 
@@ -49,7 +50,7 @@ void add_record(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   cmd->callback([a, &exit_code] {
-    const auto scenarios = launch::filter_scenarios(scenario::load_paths(a->paths), a->filter);
+    const auto scenarios = launch::filter_scenarios(lockstep::validate::load_paths(a->paths), a->filter);
     baseline::Store store(a->baseline, baseline::Access::kCreate);
     const auto env = baseline::detect_environment(a->env);
     store.put_environment(env);  // refuses a name bound to another stack before running anything

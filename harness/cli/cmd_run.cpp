@@ -15,6 +15,7 @@
 #include "harness/launch/cancel.h"
 #include "harness/launch/suite.h"
 #include "harness/perf/cost.h"
+#include "harness/validate/validate.h"
 
 namespace lockstep::cli {
 
@@ -89,7 +90,7 @@ void add_run(CLI::App& app, int& exit_code) {
       if (::access(a->reference.c_str(), X_OK) != 0)
         throw InputError("--reference: '" + a->reference + "' is not an executable lockstep binary");
     }
-    const auto scenarios = launch::filter_scenarios(scenario::load_paths(a->paths), a->filter);
+    const auto scenarios = launch::filter_scenarios(lockstep::validate::load_paths(a->paths), a->filter);
     // Open (and validate) the store before spending time on the suite, or creating anything.
     std::optional<baseline::Store> store;
     std::string env;

@@ -4,6 +4,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/scenario/scenario.h"
+#include "harness/validate/validate.h"
 
 namespace lockstep::cli {
 
@@ -14,7 +15,7 @@ void add_validate(CLI::App& app, int& exit_code) {
   cmd->callback([paths, &exit_code] {
     // The same loading as run (duplicate ids across files included), running nothing.
     const auto files = scenario::expand_paths(*paths);
-    const std::size_t variants = scenario::load_paths(*paths).size();
+    const std::size_t variants = lockstep::validate::load_paths(*paths).size();
     std::cout << "ok: " << files.size() << " file(s), " << variants << " scenario variant(s)\n";
     exit_code = 0;
   });

@@ -15,10 +15,11 @@
 #include "harness/core/error.h"
 #include "harness/perf/cost.h"
 #include "harness/rank/runtime.h"
-#include "reference/common/device.h"
 #include "harness/report/dump.h"
 #include "harness/scenario/injections.h"
+#include "harness/validate/validate.h"
 #include "harness/workloads/workload.h"
+#include "reference/common/device.h"
 
 namespace lockstep::rank {
 
@@ -48,7 +49,7 @@ int rank_main(const RankOptions& options) {
   const int port = env::integer("MASTER_PORT", 29500);
   const bool store_hosted = env::str(env::kStoreHosted) == "1" || env::str("TORCHELASTIC_USE_AGENT_STORE") == "True";
 
-  auto scenarios = scenario::load_file(options.scenario_file);
+  auto scenarios = lockstep::validate::load_file(options.scenario_file);
   LOCKSTEP_INPUT_CHECK(options.variant < scenarios.size(), options.scenario_file, ": variant ",
                        options.variant, " does not exist (", scenarios.size(), " variants)");
   const scenario::Scenario& s = scenarios[options.variant];

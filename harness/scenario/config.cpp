@@ -341,6 +341,55 @@ void Config::finish() const {
   }
 }
 
+std::string format_double(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
+}
+
+std::int64_t read_int(const Config& c, const std::string& key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t v = c.get_int(key, fallback);
+  if (!c.has(key) || (v >= lo && v <= hi)) return v;
+  if (hi == kNoUpperBound) c.fail(key, "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
+  c.fail(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
+}
+
+bool Interval::contains(double v) const {
+  const bool above = lo_open ? v > lo : v >= lo;
+  const bool below = hi_open ? v < hi : v <= hi;
+  return above && below;
+}
+
+std::string Interval::describe() const {
+  if (std::isinf(hi)) return (lo_open ? "> " : ">= ") + format_double(lo);
+  if (std::isinf(lo)) return (hi_open ? "< " : "<= ") + format_double(hi);
+  return (lo_open ? "(" : "[") + format_double(lo) + ", " + format_double(hi) + (hi_open ? ")" : "]");
+}
+
+double read_double(const Config& c, const std::string& key, double fallback, const Interval& range) {
+  const double v = c.get_double(key, fallback);  // finite: get_double refuses nan and inf
+  if (!c.has(key) || range.contains(v)) return v;
+  const std::string bound = range.describe();
+  c.fail(key, (bound[0] == '[' || bound[0] == '(' ? "must be in " : "must be ") + bound + ", got " + format_double(v));
+}
+
+double read_double(const Config& c, const std::string& key, double fallback, double lo, double hi) {
+  return read_double(c, key, fallback, Interval{lo, hi});
+}
+
+std::string read_choice(const Config& c, const std::string& key, const std::string& fallback,
+                        std::initializer_list<const char*> allowed) {
+  const std::string v = c.get_string(key, fallback);
+  std::string names;
+  for (const char* a : allowed) {
+    if (v == a) return v;
+    names += (names.empty() ? "" : ", ") + std::string(a);
+  }
+  c.fail(key, "unknown value \"" + v + "\"; allowed: " + names);
+}
+
 namespace internal {
 
 Config make_root_config(std::shared_ptr<const toml::table> root, std::string file) {
@@ -430,14 +479,6 @@ void fail_at_node(const Config& config, const toml::node& node, const std::strin
   const Impl& impl = impl_of(config);
   throw InputError(impl.prefix(static_cast<std::int64_t>(node.source().begin.line)) + name + ": " +
                    message);
-}
-
-std::string format_double(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char buffer[64];
-  auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, result.ptr);
 }
 
 std::string format_scalar(const toml::node& node) {

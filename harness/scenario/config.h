@@ -4,6 +4,8 @@
 // finish() throws on keys that no getter asked for (unknown keys), so typos never pass silently.
 // toml++ stays out of this header.
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,5 +57,34 @@ class Config {
   friend struct ConfigAccess;  // config_internal.h reaches impl_ through it
   std::shared_ptr<Impl> impl_;
 };
+
+// Range-checked readers for the keys of a table (workloads, systems under test, faults), so
+// that one key has one rule wherever it is read. Each returns `fallback` when `key` is absent
+// and throws InputError "file:line: <key>: must be in [lo, hi], got v" (or "must be >= lo")
+// when the value is outside the range; `fallback` itself is not checked.
+constexpr std::int64_t kNoUpperBound = std::numeric_limits<std::int64_t>::max();
+std::int64_t read_int(const Config& c, const std::string& key, std::int64_t fallback, std::int64_t lo,
+                      std::int64_t hi = kNoUpperBound);
+
+// An interval of doubles for read_double; an infinite end is unbounded.
+struct Interval {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false;  // lo itself is outside
+  bool hi_open = false;  // hi itself is outside
+  bool contains(double v) const;
+  std::string describe() const;  // "[0, 1)", "(0, 10]", ">= 0"
+};
+// Throws InputError "file:line: <key>: must be in (0, 10], got 0" outside `range`.
+double read_double(const Config& c, const std::string& key, double fallback, const Interval& range);
+double read_double(const Config& c, const std::string& key, double fallback, double lo, double hi);  // [lo, hi]
+
+// Returns the string under `key` (or `fallback`), which must be one of `allowed`; throws
+// InputError "file:line: <key>: unknown value \"x\"; allowed: a, b" otherwise.
+std::string read_choice(const Config& c, const std::string& key, const std::string& fallback,
+                        std::initializer_list<const char*> allowed);
+
+// Formats a double in its shortest exact form, as messages show it: "60", "0.5", "1e-05".
+std::string format_double(double value);
 
 }  // namespace lockstep::scenario

@@ -65,15 +65,10 @@ std::string describe(const toml::node& node);
 // Formats a scalar as it appears in a variant string: `2`, `gloo`, `true`, `0.5`.
 // Returns "" for arrays and tables.
 std::string format_scalar(const toml::node& node);
-// Formats a double in its shortest exact form: "60", "0.5".
-std::string format_double(double value);
+using scenario::format_double;  // config.h
 
 // The top-level table of any TOML file of lockstep's (e.g. the known-bug catalog), with
 // file:line messages. Throws InputError.
 Config load_document(const std::string& path);
-
-// load_file() without the call to workloads::validate(): checks the scenario schema alone.
-// Throws InputError like load_file().
-std::vector<Scenario> load_file_unvalidated(const std::string& path);
 
 }  // namespace lockstep::scenario::internal

@@ -12,8 +12,6 @@
 
 #include "harness/core/error.h"
 #include "harness/scenario/config_internal.h"
-#include "harness/sut/capability.h"
-#include "harness/workloads/workload.h"
 
 namespace lockstep::scenario {
 namespace {
@@ -308,7 +306,7 @@ void read_expect(const Config& expect, Scenario& s) {
   expect.finish();
 }
 
-std::vector<Scenario> load(const std::string& path, bool validate) {
+std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw InputError("no such file or directory: " + path);
   if (fs::is_directory(path, ec)) {
@@ -393,10 +391,7 @@ std::vector<Scenario> load(const std::string& path, bool validate) {
     read_expect(root.get_table("expect"), s);
     s.system = read_system(root);
     if (s.system && s.program) root.fail("system", "[system] and [workload] kind = \"program\" exclude each other");
-    if (validate && !s.program) {
-      if (s.system) sut::validate(s);
-      else workloads::validate(s);
-    }
+    if (check) check(s);
     out.push_back(std::move(s));
   }
   return out;
@@ -456,7 +451,7 @@ std::string Scenario::slug() const {
   return out;
 }
 
-std::vector<Scenario> load_file(const std::string& path) { return load(path, /*validate=*/true); }
+std::vector<Scenario> load_file(const std::string& path, const VariantCheck& check) { return load(path, check); }
 
 std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
   // Sorted and de-duplicated by normalised path; each keeps the spelling first seen.
@@ -494,11 +489,11 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
   return out;
 }
 
-std::vector<Scenario> load_paths(const std::vector<std::string>& paths) {
+std::vector<Scenario> load_paths(const std::vector<std::string>& paths, const VariantCheck& check) {
   std::vector<Scenario> out;
   std::map<std::string, std::string> file_of_id;
   for (const auto& file : expand_paths(paths)) {
-    for (auto& s : load_file(file)) {
+    for (auto& s : load_file(file, check)) {
       auto [it, inserted] = file_of_id.emplace(s.id(), s.file);
       if (!inserted) {
         throw InputError(s.file + ": duplicate scenario id \"" + s.id() + "\" (also defined in " +
@@ -522,10 +517,6 @@ Config load_document(const std::string& path) {
     throw InputError(path + ":" + std::to_string(begin.line) + ":" + std::to_string(begin.column) + ": " +
                      std::string(e.description()));
   }
-}
-
-std::vector<Scenario> load_file_unvalidated(const std::string& path) {
-  return load(path, /*validate=*/false);
 }
 
 }  // namespace internal

@@ -1,8 +1,10 @@
 #pragma once
 // A scenario: one TOML file, expanded by its [matrix] into one or more variants. Loading
-// validates everything that can be validated without running (keys, types, values, the
-// workload's own keys and the injected faults) and throws InputError with file:line.
+// checks the scenario schema (keys, types, values of every table but the workload's own keys
+// and the injected faults) and throws InputError with file:line; the workload's keys and the
+// faults are checked by the step after it, harness/validate/validate.h.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -93,7 +95,7 @@ struct Scenario {
   int ranks_per_node = 1;   // the launcher's node layout: LOCAL_RANK = rank % ranks_per_node
                             // (default world_size: one node; capped at world_size)
 
-  // [workload]: `kind` plus the workload's own keys, validated by the workload at load time.
+  // [workload]: `kind` plus the workload's own keys, validated by the workload (validate::check).
   std::string workload;
   Config workload_config;
 
@@ -112,11 +114,15 @@ struct Scenario {
   std::string slug() const;
 };
 
-// Parses one file and expands its matrix. Throws InputError with file:line on any problem.
-std::vector<Scenario> load_file(const std::string& path);
+// Called with each variant as soon as it is parsed, before the next one (validate::check).
+using VariantCheck = std::function<void(const Scenario&)>;
+
+// Parses one file and expands its matrix, passing each variant to `check` when set. Throws
+// InputError with file:line on any problem of the scenario schema (and whatever `check` throws).
+std::vector<Scenario> load_file(const std::string& path, const VariantCheck& check = {});
 // Expands each path (a file, or a directory searched recursively for *.toml, sorted), and
 // loads every file. Throws InputError on the first bad file or a missing path.
-std::vector<Scenario> load_paths(const std::vector<std::string>& paths);
+std::vector<Scenario> load_paths(const std::vector<std::string>& paths, const VariantCheck& check = {});
 // Returns the *.toml files under `paths`, sorted, without parsing them.
 std::vector<std::string> expand_paths(const std::vector<std::string>& paths);
 

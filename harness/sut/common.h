@@ -15,9 +15,4 @@ std::vector<std::int64_t> share_offsets(std::int64_t n, int world_size, std::int
 // "rank 1" / "ranks 0,2" style list of the first few values, for messages.
 std::string preview(const std::vector<std::int64_t>& values, std::size_t max = 8);
 
-// Reads an integer key in [lo, hi] (InputError naming file:line otherwise).
-std::int64_t read_int(const scenario::Config& c, const std::string& key, std::int64_t fallback, std::int64_t lo,
-                      std::int64_t hi);
-double read_double(const scenario::Config& c, const std::string& key, double fallback, double lo, double hi);
-
 }  // namespace lockstep::sut

@@ -15,10 +15,11 @@
 #include <sstream>
 
 #include "harness/core/diagnosis.h"
+#include "harness/scenario/config.h"
 #include "harness/sut/capability.h"
-#include "harness/scenario/config_internal.h"
 #include "harness/sut/common.h"
 #include "harness/workloads/digest.h"
+#include "harness/workloads/embedding_spec.h"
 #include "reference/embedding/embedding.h"
 
 namespace lockstep::sut {
@@ -37,11 +38,8 @@ struct Semantics {
   bool operator==(const Semantics&) const = default;
 };
 
-struct Options {
-  std::int64_t rows = 1009, dim = 16, steps = 4, hot_rows = 4;
-  I64 batch_sizes = {24, 3, 0, 17};
-  ref::OptimizerOptions optimizer;
-  double init_scale = 0.5;
+// The shared keys (EmbeddingSpec) with the one optimizer's kind, and the declared profile.
+struct Options : workloads::EmbeddingSpec {
   Semantics declared;          // [system.profile]
   double tolerance_ulps = 0;   // per step
 };
@@ -49,27 +47,8 @@ struct Options {
 Options read_options(const scenario::Scenario& s) {
   const auto& c = s.workload_config;
   Options o;
-  o.rows = read_int(c, "rows", 1009, 1, 1 << 22);
-  o.dim = read_int(c, "dim", 16, 1, 4096);
-  o.steps = read_int(c, "steps", 4, 1, 1000);
-  o.hot_rows = read_int(c, "hot_rows", 4, 1, 1 << 22);
-  o.batch_sizes = c.get_int_list("batch_sizes", o.batch_sizes);
-  if (o.batch_sizes.empty()) c.fail("batch_sizes", "must not be empty");
-  for (auto b : o.batch_sizes) {
-    if (b < 0 || b > (1 << 20)) c.fail("batch_sizes", "each batch size must be in 0..1048576, got " + std::to_string(b));
-  }
-  const std::string kind = c.get_string("optimizer", "adagrad");
-  try {
-    o.optimizer.kind = ref::optimizer_from_string(kind);
-  } catch (const std::exception&) {
-    c.fail("optimizer", "unknown optimizer \"" + kind + "\"; allowed: sgd, adagrad, adam");
-  }
-  o.optimizer.lr = read_double(c, "lr", 0.1, 0, 100);
-  o.optimizer.eps = c.has("eps") ? read_double(c, "eps", 0, 0, 1) : -1;
-  o.optimizer.beta1 = read_double(c, "beta1", 0.9, 0, 0.999999);
-  o.optimizer.beta2 = read_double(c, "beta2", 0.999, 0, 0.999999);
-  o.optimizer.initial_accumulator_value = read_double(c, "initial_accumulator_value", 0, 0, 1e6);
-  o.init_scale = read_double(c, "init_scale", 0.5, 1e-6, 1000);
+  static_cast<workloads::EmbeddingSpec&>(o) = workloads::EmbeddingSpec::read(c);
+  o.optimizer.kind = ref::optimizer_from_string(scenario::read_choice(c, "optimizer", "adagrad", {"sgd", "adagrad", "adam"}));
   c.finish();
   const auto& p = s.system->profile;
   const std::string reduce = p.get_string("reduce", "sum");
@@ -323,7 +302,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
                         "; the reference: " + describe_semantics(reference, o));
   }
   if (o.tolerance_ulps > 0) {
-    res.notes.push_back("declared tolerance: " + scenario::internal::format_double(o.tolerance_ulps) +
+    res.notes.push_back("declared tolerance: " + scenario::format_double(o.tolerance_ulps) +
                         " units of 2^-23 * max(|value|, 2^-6) per step");
   }
   const Trajectory expected = simulate(o, b, init, o.declared);
@@ -373,7 +352,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
     const auto m_loose = first_mismatch(o, b, shares, ws, obs, expected, loose);
     bool explained = false;
     if (!m_loose) {
-      os << "; within " << scenario::internal::format_double(loose)
+      os << "; within " << scenario::format_double(loose)
          << " units per step of the declared semantics: a rounding difference (another operation order; declare tolerance_ulps if it is expected)";
       explained = true;
     }

@@ -17,6 +17,7 @@
 #include "harness/sut/common.h"
 #include "harness/workloads/digest.h"
 #include "harness/workloads/graph_spec.h"
+#include "harness/workloads/sampling_spec.h"
 #include "reference/common/philox.h"
 #include "reference/sampling/checks.h"
 #include "reference/sampling/neighbor.h"
@@ -30,12 +31,8 @@ using I64 = std::vector<std::int64_t>;
 // sits far above it, a biased one many orders of magnitude below.
 constexpr double kMinPValue = 1e-4;
 
-struct Options {
-  workloads::GraphSpec graph;
-  I64 fanouts;
-  bool replace = false;
-  std::int64_t num_seeds = 256;
-  std::int64_t batch_size = 64;
+// The shared keys (SamplingSpec), then the capability's own.
+struct Options : workloads::SamplingSpec {
   std::int64_t repeats = 2;
   std::int64_t uniformity_fanout = 0;  // 0: no uniformity test
 };
@@ -43,20 +40,11 @@ struct Options {
 Options read_options(const scenario::Scenario& s) {
   const auto& c = s.workload_config;
   Options o;
-  o.graph = workloads::read_graph_spec(c, s.seed);
-  o.fanouts = c.get_int_list("fanouts", {10, 5});
-  if (o.fanouts.empty() || o.fanouts.size() > 8) c.fail("fanouts", "must have 1 to 8 entries");
-  for (auto f : o.fanouts) {
-    if (f < -1 || f > 10000) c.fail("fanouts", "each fanout must be -1 (all) or in 0..10000, got " + std::to_string(f));
-  }
-  o.replace = c.get_bool("replace", false);
-  o.num_seeds = read_int(c, "num_seeds", 256, 1, 1 << 22);
-  o.batch_size = read_int(c, "batch_size", 64, 1, 1 << 22);
+  static_cast<workloads::SamplingSpec&>(o) = workloads::SamplingSpec::read(c, s.seed);
   o.repeats = read_int(c, "repeats", 2, 1, 4);
   o.uniformity_fanout = read_int(c, "uniformity_fanout", 0, 0, 10000);
-  const std::string dir = c.get_string("edges_dir", "in");
-  if (dir != "in") c.fail("edges_dir", "systems under test sample in-edges (\"in\") in this version, got \"" + dir + "\"");
   c.finish();
+  if (!o.in_edges) c.fail("edges_dir", "systems under test sample in-edges (\"in\") in this version, got \"out\"");
   s.system->profile.finish();
   return o;
 }

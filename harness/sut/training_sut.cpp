@@ -12,11 +12,12 @@
 #include <sstream>
 
 #include "harness/core/diagnosis.h"
-#include "harness/scenario/config_internal.h"
+#include "harness/scenario/config.h"
 #include "harness/sut/capability.h"
 #include "harness/sut/common.h"
 #include "harness/workloads/digest.h"
 #include "harness/workloads/graph_spec.h"
+#include "harness/workloads/training_spec.h"
 #include "reference/sampling/neighbor.h"
 #include "reference/train/sage.h"
 
@@ -26,47 +27,20 @@ namespace {
 using I64 = std::vector<std::int64_t>;
 namespace tr = ref::train;
 
-struct Options {
-  workloads::GraphSpec graph;
-  tr::SageConfig model;
-  I64 fanouts;
-  tr::Precision precision = tr::Precision::kF32;
-  std::int64_t num_train = 1024, batch_size = 64, steps = 20;
-  tr::Optimizer::Kind optimizer = tr::Optimizer::Kind::kSgd;
-  double lr = 0.1, momentum = 0.9;
+// The shared keys (TrainingSpec) and the declared tolerances.
+struct Options : workloads::TrainingSpec {
   double curve_rtol = 0, params_rtol = 0;  // [system.profile]
 };
 
 Options read_options(const scenario::Scenario& s) {
   const auto& c = s.workload_config;
   Options o;
-  o.graph = workloads::read_graph_spec(c, s.seed);
-  o.model.num_layers = static_cast<int>(read_int(c, "layers", 2, 1, 3));
-  o.model.hidden = read_int(c, "hidden", 32, 1, 1024);
-  o.model.in_dim = read_int(c, "feature_dim", 16, 1, 1024);
-  o.model.num_classes = read_int(c, "num_classes", 4, 2, 64);
-  const std::string act = c.get_string("activation", "silu");
-  if (act != "silu" && act != "relu") c.fail("activation", "unknown value \"" + act + "\"; allowed: silu, relu");
-  o.model.activation = act == "silu" ? tr::SageConfig::Activation::kSilu : tr::SageConfig::Activation::kRelu;
-  o.fanouts = c.get_int_list("fanouts", I64(static_cast<std::size_t>(o.model.num_layers), 5));
-  if (static_cast<int>(o.fanouts.size()) != o.model.num_layers) {
-    c.fail("fanouts", "needs one fanout per layer (" + std::to_string(o.model.num_layers) + "), got " + std::to_string(o.fanouts.size()));
-  }
-  for (auto f : o.fanouts) {
-    if (f < 1 || f > 1000) c.fail("fanouts", "each fanout must be in 1..1000, got " + std::to_string(f));
-  }
-  const std::string precision = c.get_string("precision", "fp32");
-  if (precision != "fp32" && precision != "bf16") c.fail("precision", "unknown value \"" + precision + "\"; allowed: fp32, bf16");
-  o.precision = tr::precision_from_string(precision);
-  o.num_train = read_int(c, "num_train", 1024, 1, 1 << 22);
-  o.batch_size = read_int(c, "batch_size", 64, 1, 1 << 16);
-  o.steps = read_int(c, "steps", 20, 1, 10000);
-  const std::string opt = c.get_string("optimizer", "sgd");
-  if (opt != "sgd" && opt != "adam") c.fail("optimizer", "unknown value \"" + opt + "\"; allowed: sgd, adam");
-  o.optimizer = opt == "sgd" ? tr::Optimizer::Kind::kSgd : tr::Optimizer::Kind::kAdam;
-  o.lr = read_double(c, "lr", opt == "sgd" ? 0.1 : 0.01, 0, 10);
-  o.momentum = read_double(c, "momentum", 0.9, 0, 0.999);
+  static_cast<workloads::TrainingSpec&>(o) = workloads::TrainingSpec::read(c, s.seed);
   c.finish();
+  // The system all-reduces its gradients itself: the reference cannot replay a bf16 wire.
+  if (o.precision == tr::Precision::kBF16Reduce) {
+    c.fail("precision", "a system under test trains in \"fp32\" or \"bf16\" (its gradient all-reduce is its own), not \"bf16_reduce\"");
+  }
   const auto& p = s.system->profile;
   const bool bf16 = o.precision != tr::Precision::kF32;
   o.curve_rtol = read_double(p, "curve_rtol", bf16 ? 2e-3 : 1e-5, 0, 1);
@@ -258,9 +232,9 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
   res.metrics["params_rel_diff"] = rel;
   res.metrics["final_loss"] = loss32.back();
   res.metrics["reference_final_loss"] = want_curve.back();
-  res.notes.push_back("loss curve within " + scenario::internal::format_double(o.curve_rtol) + " of the reference's (worst " +
-                      scenario::internal::format_double(worst) + "); final parameters within " +
-                      scenario::internal::format_double(o.params_rtol) + " (relative L2)");
+  res.notes.push_back("loss curve within " + scenario::format_double(o.curve_rtol) + " of the reference's (worst " +
+                      scenario::format_double(worst) + "); final parameters within " +
+                      scenario::format_double(o.params_rtol) + " (relative L2)");
   // Digest: the loss curve rounded to 4 significant digits, so that compare sees a real change
   // but not a summation-order difference.
   I64 stream;

@@ -28,6 +28,7 @@
 #include "harness/torch/dense_embedding.h"
 #include "harness/workloads/digest.h"
 #include "harness/workloads/embedding.h"
+#include "harness/workloads/embedding_spec.h"
 #include "harness/workloads/embedding_transport.h"
 #include "harness/workloads/exchange.h"
 #include "harness/workloads/graph_spec.h"
@@ -43,13 +44,8 @@ namespace {
 
 using I64 = std::vector<std::int64_t>;
 
-struct Options {
-  std::int64_t rows = 1009;
-  std::int64_t dim = 16;
-  std::int64_t steps = 4;
-  I64 batch_sizes = {24, 3, 0, 17};  // global ids per step, cycled
-  std::int64_t hot_rows = 4;         // half of the ids fall in [0, hot_rows): duplicates
-  ref::OptimizerOptions optimizer;  // lr, eps, betas, accumulator; kind set per table
+// The shared keys (EmbeddingSpec; the optimizer's kind is set per table), then lockstep's own.
+struct Options : EmbeddingSpec {
   std::vector<ref::OptimizerKind> optimizers = {ref::OptimizerKind::kSgd, ref::OptimizerKind::kAdagrad, ref::OptimizerKind::kAdam};
   std::vector<ref::Storage> storages = {ref::Storage::kF32};
   ref::DuplicateReduce reduce = ref::DuplicateReduce::kSum;
@@ -57,7 +53,6 @@ struct Options {
   ref::IdType id_type = ref::IdType::kI64;
   bool ids_on_cuda = false;
   bool shard_on_cuda = false;  // run.device = "cuda": the tables live on the rank's GPU too
-  double init_scale = 0.5;
   bool mean_instead_of_sum = false;  // [[inject]] bugs
   bool skip_empty_step = false;
   bool lost_update = false;
@@ -390,19 +385,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   const scenario::Config& c = s.workload_config;
   Options o;
   (void)c.get_string("kind");
-  o.rows = c.get_int("rows", o.rows);
-  if (o.rows < 1 || o.rows > (std::int64_t{1} << 24)) c.fail("rows", "must be in 1..16777216, got " + std::to_string(o.rows));
-  o.dim = c.get_int("dim", o.dim);
-  if (o.dim < 1 || o.dim > 4096) c.fail("dim", "must be in 1..4096, got " + std::to_string(o.dim));
-  o.steps = c.get_int("steps", o.steps);
-  if (o.steps < 1 || o.steps > 1000) c.fail("steps", "must be in 1..1000, got " + std::to_string(o.steps));
-  o.batch_sizes = c.get_int_list("batch_sizes", o.batch_sizes);
-  if (o.batch_sizes.empty()) c.fail("batch_sizes", "must not be empty");
-  for (auto b : o.batch_sizes) {
-    if (b < 0 || b > (std::int64_t{1} << 20)) c.fail("batch_sizes", "each batch size must be in 0..1048576, got " + std::to_string(b));
-  }
-  o.hot_rows = c.get_int("hot_rows", o.hot_rows);
-  if (o.hot_rows < 1) c.fail("hot_rows", "must be >= 1, got " + std::to_string(o.hot_rows));
+  static_cast<EmbeddingSpec&>(o) = EmbeddingSpec::read(c);
   o.optimizers.clear();
   for (const auto& name : c.get_string_list("optimizers", {"sgd", "adagrad", "adam"})) {
     try {
@@ -412,16 +395,6 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
     }
   }
   if (o.optimizers.empty()) c.fail("optimizers", "must not be empty");
-  o.optimizer.lr = c.get_double("lr", 0.1);
-  if (!(o.optimizer.lr >= 0 && o.optimizer.lr <= 100)) c.fail("lr", "must be in [0, 100]");
-  o.optimizer.eps = c.get_double("eps", -1);
-  if (c.has("eps") && !(o.optimizer.eps >= 0 && o.optimizer.eps <= 1)) c.fail("eps", "must be in [0, 1]");
-  o.optimizer.beta1 = c.get_double("beta1", 0.9);
-  if (!(o.optimizer.beta1 >= 0 && o.optimizer.beta1 < 1)) c.fail("beta1", "must be in [0, 1)");
-  o.optimizer.beta2 = c.get_double("beta2", 0.999);
-  if (!(o.optimizer.beta2 >= 0 && o.optimizer.beta2 < 1)) c.fail("beta2", "must be in [0, 1)");
-  o.optimizer.initial_accumulator_value = c.get_double("initial_accumulator_value", 0.0);
-  if (!(o.optimizer.initial_accumulator_value >= 0)) c.fail("initial_accumulator_value", "must be >= 0");
   try {
     o.reduce = ref::duplicate_reduce_from_string(c.get_string("reduce", "sum"));
   } catch (const std::invalid_argument& e) {
@@ -451,8 +424,6 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
     o.ids_on_cuda = true;
     o.shard_on_cuda = true;
   }
-  o.init_scale = c.get_double("init_scale", o.init_scale);
-  if (!(o.init_scale > 0 && o.init_scale <= 1000)) c.fail("init_scale", "must be in (0, 1000]");
   c.finish();
   o.mean_instead_of_sum = has_switch_injection(s, "mean_instead_of_sum");
   o.skip_empty_step = has_switch_injection(s, "skip_empty_step");

@@ -1,5 +1,6 @@
-// Workload "lookup": partition lookup and the feature fetch built on it, as DistEmbedding and
-// DistGraph do. Every rank computes the same partitioning (a pure function), looks up the
+// Workload "graph_lookup": partition lookup on a partitioned graph and the feature fetch built
+// on it, as DistEmbedding and DistGraph do. (Not the "lookup" capability of a system under test,
+// which takes other keys: explicit part sizes instead of a graph; scenarios/README.md.) Every rank computes the same partitioning (a pure function), looks up the
 // partition and local id of its share of a global query list through a partition book (ids
 // int32 or int64, on the host or the GPU), checks both against a brute-force reference and
 // that results stay on the ids' device, then fetches each id's feature from its owner with
@@ -307,7 +308,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
 }  // namespace
 
 WorkloadSpec lookup_spec() {
-  return WorkloadSpec{"lookup",
+  return WorkloadSpec{"graph_lookup",
                       "partition lookup (nid2partid, nid2localnid) and owner feature fetch, checked against a brute-force reference",
                       make, {"host_only_lookup", "minus_one_local"}, /*gpu_compute_host_exchange=*/true,
                       /*device_exchanges=*/true};

@@ -12,7 +12,7 @@ namespace lockstep::workloads {
 WorkloadSpec collectives_spec();
 WorkloadSpec latency_spec();
 WorkloadSpec split_spec();
-WorkloadSpec lookup_spec();
+WorkloadSpec lookup_spec();  // "graph_lookup"
 WorkloadSpec sampling_spec();
 WorkloadSpec embedding_spec();
 WorkloadSpec training_spec();
@@ -39,7 +39,9 @@ void validate(const scenario::Scenario& s) {
   if (!spec) {
     std::string names;
     for (const auto& w : all()) names += (names.empty() ? "" : ", ") + w.name;
-    s.workload_config.fail("kind", "unknown workload '" + s.workload + "' (known: " + names + ")");
+    // "lookup" is a capability of systems under test; lockstep's own lookup takes a graph.
+    const std::string hint = s.workload == "lookup" ? "; 'lookup' is for a system under test ([system]): lockstep's own partition lookup on a graph is 'graph_lookup'" : "";
+    s.workload_config.fail("kind", "unknown workload '" + s.workload + "' (known: " + names + ")" + hint);
   }
   if (s.backend == scenario::Backend::kGloo && s.device == scenario::Device::kCuda &&
       !spec->gpu_compute_host_exchange) {

@@ -27,6 +27,7 @@
 #include "harness/workloads/exchange.h"
 #include "harness/workloads/graph_spec.h"
 #include "harness/workloads/preflight.h"
+#include "harness/workloads/sampling_spec.h"
 #include "harness/workloads/workload.h"
 #include "reference/common/philox.h"
 #include "reference/loader/loader.h"
@@ -41,12 +42,10 @@ namespace {
 
 using I64 = std::vector<std::int64_t>;
 
-struct Options {
-  GraphSpec graph;
+// The shared keys (SamplingSpec), then how lockstep's own ranks run them.
+struct Options : SamplingSpec {
   ref::PartitionMethod method = ref::PartitionMethod::kRange;
-  ref::SampleOptions sample;
-  std::int64_t num_seeds = 256;
-  std::int64_t batch_size = 64;
+  ref::SampleOptions sample;  // fanouts, replace and in_edges from SamplingSpec
   std::int64_t epochs = 1;
   bool repeat_check = true;
   bool duplicate_seeds = false;     // every third training seed appears twice in a row
@@ -410,17 +409,11 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   const scenario::Config& c = s.workload_config;
   Options o;
   (void)c.get_string("kind");
-  o.graph = read_graph_spec(c, s.seed);
+  static_cast<SamplingSpec&>(o) = SamplingSpec::read(c, s.seed);
   o.method = read_partition_method(c);
-  o.sample.fanouts = c.get_int_list("fanouts", {10, 5});
-  if (o.sample.fanouts.empty()) c.fail("fanouts", "must not be empty");
-  for (auto f : o.sample.fanouts) {
-    if (f < -1 || f == 0 || f > 1000) c.fail("fanouts", "each fanout must be -1 (all) or in 1..1000, got " + std::to_string(f));
-  }
-  o.sample.replace = c.get_bool("replace", false);
-  const std::string edges = c.get_string("edges_dir", "in");
-  if (edges != "in" && edges != "out") c.fail("edges_dir", "must be 'in' or 'out', got '" + edges + "'");
-  o.sample.in_edges = edges == "in";
+  o.sample.fanouts = o.fanouts;
+  o.sample.replace = o.replace;
+  o.sample.in_edges = o.in_edges;
   o.sample.num_threads = 1;  // the owners' draws; the thread count never changes a result
   o.loader.num_workers = static_cast<int>(c.get_int("num_workers", 0));
   if (o.loader.num_workers < 0 || o.loader.num_workers > 64) c.fail("num_workers", "must be in 0..64");
@@ -435,10 +428,6 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   o.duplicate_seeds = c.get_bool("duplicate_seeds", false);
   o.uniformity_draws = c.get_int("uniformity_draws", 0);
   if (o.uniformity_draws < 0 || o.uniformity_draws > 10'000'000) c.fail("uniformity_draws", "must be in 0..10000000");
-  o.num_seeds = c.get_int("num_seeds", o.num_seeds);
-  if (o.num_seeds < 0) c.fail("num_seeds", "must be >= 0");
-  o.batch_size = c.get_int("batch_size", o.batch_size);
-  if (o.batch_size < 1) c.fail("batch_size", "must be >= 1");
   o.epochs = c.get_int("epochs", 1);
   if (o.epochs < 1 || o.epochs > 100) c.fail("epochs", "must be in 1..100");
   o.repeat_check = c.get_bool("repeat_check", true);

@@ -27,6 +27,7 @@
 #include "harness/workloads/exchange.h"
 #include "harness/workloads/graph_spec.h"
 #include "harness/workloads/preflight.h"
+#include "harness/workloads/training_spec.h"
 #include "harness/workloads/workload.h"
 #include "reference/common/device.h"
 #include "reference/common/half.h"
@@ -58,22 +59,12 @@ double default_rtol(tr::Precision p) {
   return 0;
 }
 
-struct Options {
-  GraphSpec graph;
-  std::int64_t feature_dim = 16;    // fixed features per node (model.in_dim = feature_dim + embedding_dim)
-  std::int64_t embedding_dim = 0;   // learnable DistEmbedding columns appended to them; 0: none
+// The shared keys (TrainingSpec), then how lockstep's own ranks run them.
+struct Options : TrainingSpec {
+  std::int64_t embedding_dim = 0;   // learnable DistEmbedding columns appended to the features; 0: none
   double embedding_lr = 0.1;        // sparse SGD on the embedding rows
   ref::PartitionMethod method = ref::PartitionMethod::kRange;
-  tr::SageConfig model;
-  I64 fanouts;
-  std::int64_t batch_size = 64;
-  std::int64_t steps = 40;
-  std::int64_t num_train = 1024;
   std::int64_t num_eval = 512;
-  tr::Precision precision = tr::Precision::kF32;
-  tr::Optimizer::Kind optimizer = tr::Optimizer::Kind::kSgd;
-  double lr = 0.1;
-  double momentum = 0.9;
   std::int64_t bucket_bytes = 4096;
   bool gpu_aggregation = false;      // run.device = "cuda": the mean aggregation on the rank's GPU
   bool digest_params = false;        // the digest also covers the final parameters and loss curve bits
@@ -479,39 +470,13 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   const scenario::Config& c = s.workload_config;
   Options o;
   (void)c.get_string("kind");
-  o.graph = read_graph_spec(c, s.seed);
+  static_cast<TrainingSpec&>(o) = TrainingSpec::read(c, s.seed);
   o.method = read_partition_method(c);
-  o.model.num_layers = static_cast<int>(c.get_int("layers", 2));
-  if (o.model.num_layers < 2 || o.model.num_layers > 3) c.fail("layers", "must be 2 or 3, got " + std::to_string(o.model.num_layers));
-  o.model.hidden = c.get_int("hidden", 32);
-  if (o.model.hidden < 1 || o.model.hidden > 4096) c.fail("hidden", "must be in 1..4096, got " + std::to_string(o.model.hidden));
-  o.feature_dim = c.get_int("feature_dim", 16);
-  if (o.feature_dim < 1 || o.feature_dim > 4096) c.fail("feature_dim", "must be in 1..4096, got " + std::to_string(o.feature_dim));
   o.embedding_dim = c.get_int("embedding_dim", 0);
   if (o.embedding_dim < 0 || o.embedding_dim > 1024) c.fail("embedding_dim", "must be in 0..1024, got " + std::to_string(o.embedding_dim));
   o.model.in_dim = o.feature_dim + o.embedding_dim;
-  o.embedding_lr = c.get_double("embedding_lr", 0.1);
-  if (!(o.embedding_lr > 0 && o.embedding_lr <= 100)) c.fail("embedding_lr", "must be in (0, 100]");
-  o.model.num_classes = c.get_int("num_classes", 4);
-  if (o.model.num_classes < 2 || o.model.num_classes > 1024) c.fail("num_classes", "must be in 2..1024, got " + std::to_string(o.model.num_classes));
-  const std::string act = c.get_string("activation", "silu");
-  if (act != "silu" && act != "relu") c.fail("activation", "must be 'silu' or 'relu', got '" + act + "'");
-  o.model.activation = act == "silu" ? tr::SageConfig::Activation::kSilu : tr::SageConfig::Activation::kRelu;
-  o.fanouts = c.get_int_list("fanouts", I64(static_cast<std::size_t>(o.model.num_layers), 5));
-  if (static_cast<int>(o.fanouts.size()) != o.model.num_layers) {
-    c.fail("fanouts", "needs one fanout per layer (" + std::to_string(o.model.num_layers) + "), got " + std::to_string(o.fanouts.size()));
-  }
-  for (auto f : o.fanouts) {
-    if (f < -1 || f == 0 || f > 1000) c.fail("fanouts", "each fanout must be -1 (all) or in 1..1000, got " + std::to_string(f));
-  }
-  o.batch_size = c.get_int("batch_size", o.batch_size);
-  if (o.batch_size < 1) c.fail("batch_size", "must be >= 1, got " + std::to_string(o.batch_size));
-  o.steps = c.get_int("steps", o.steps);
-  if (o.steps < 1 || o.steps > 100000) c.fail("steps", "must be in 1..100000, got " + std::to_string(o.steps));
-  o.num_train = c.get_int("num_train", o.num_train);
-  if (o.num_train < 1) c.fail("num_train", "must be >= 1, got " + std::to_string(o.num_train));
-  o.num_eval = c.get_int("num_eval", o.num_eval);
-  if (o.num_eval < 0) c.fail("num_eval", "must be >= 0, got " + std::to_string(o.num_eval));
+  o.embedding_lr = scenario::read_double(c, "embedding_lr", 0.1, scenario::Interval{0, 100, /*lo_open=*/true});
+  o.num_eval = scenario::read_int(c, "num_eval", o.num_eval, 0);
   const std::int64_t nodes = o.graph.kind == "rmat" ? std::int64_t{1} << o.graph.scale
                              : o.graph.kind.rfind("tiny:", 0) == 0 ? build_graph(o.graph).num_nodes
                                                                    : o.graph.nodes;
@@ -519,19 +484,6 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
     c.fail(c.has("num_eval") ? "num_eval" : "num_train", "num_train " + std::to_string(o.num_train) + " + num_eval " + std::to_string(o.num_eval) +
                                                              " exceed the graph's " + std::to_string(nodes) + " nodes");
   }
-  const std::string precision = c.get_string("precision", "fp32");
-  try {
-    o.precision = tr::precision_from_string(precision);
-  } catch (const std::invalid_argument&) {
-    c.fail("precision", "unknown precision '" + precision + "' (fp32, bf16, bf16_reduce)");
-  }
-  const std::string opt = c.get_string("optimizer", "sgd");
-  if (opt != "sgd" && opt != "adam") c.fail("optimizer", "must be 'sgd' or 'adam', got '" + opt + "'");
-  o.optimizer = opt == "sgd" ? tr::Optimizer::Kind::kSgd : tr::Optimizer::Kind::kAdam;
-  o.lr = c.get_double("lr", opt == "sgd" ? 0.1 : 0.01);
-  if (!(o.lr > 0 && o.lr <= 10)) c.fail("lr", "must be in (0, 10]");
-  o.momentum = c.get_double("momentum", 0.9);
-  if (!(o.momentum >= 0 && o.momentum < 1)) c.fail("momentum", "must be in [0, 1)");
   o.bucket_bytes = c.get_int("bucket_bytes", o.bucket_bytes);
   if (o.bucket_bytes < 4 || o.bucket_bytes > (std::int64_t{1} << 30)) c.fail("bucket_bytes", "must be in [4, 2^30], got " + std::to_string(o.bucket_bytes));
   o.num_workers = static_cast<int>(c.get_int("num_workers", 0));

@@ -1,0 +1,21 @@
+#include "harness/validate/validate.h"
+
+#include "harness/sut/capability.h"
+#include "harness/workloads/workload.h"
+
+namespace lockstep::validate {
+
+void check(const scenario::Scenario& s) {
+  if (s.program) return;  // read whole by the scenario loader
+  if (s.system) {
+    sut::validate(s);
+  } else {
+    workloads::validate(s);
+  }
+}
+
+std::vector<scenario::Scenario> load_file(const std::string& path) { return scenario::load_file(path, check); }
+
+std::vector<scenario::Scenario> load_paths(const std::vector<std::string>& paths) { return scenario::load_paths(paths, check); }
+
+}  // namespace lockstep::validate
