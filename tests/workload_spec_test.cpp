@@ -211,7 +211,7 @@ TEST_F(SharedSchemaTest, LookupIsTheCapabilityAndGraphLookupTheWorkload) {
 TEST(ValidateTest, ParsingChecksTheSchemaAndValidationTheWorkloadKeys) {
   test::TempDir tmp("lockstep-validate");
   const std::string path = tmp.write("v.toml", "name = \"t.v\"\n[workload]\nkind = \"training\"\nnum_clases = 8\n[expect]\noutcome = \"pass\"\n");
-  const auto parsed = scenario::load_file(path);
+  auto parsed = scenario::load_file(path);
   ASSERT_EQ(parsed.size(), 1u);
   EXPECT_CONTAINS(error_of([&] { validate::check(parsed[0]); }), path + ":4: workload.num_clases: unknown key (did you mean 'num_classes'?)");
   EXPECT_CONTAINS(error_of([&] { (void)validate::load_paths({path}); }), path + ":4: workload.num_clases: unknown key");

@@ -102,13 +102,6 @@ std::string args_of(const std::int64_t* rec, int ws) {
   return s;
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::ostringstream os;
-  os << (ranks.size() == 1 ? "rank " : "ranks ");
-  for (std::size_t i = 0; i < ranks.size(); ++i) os << (i ? "," : "") << ranks[i];
-  return os.str();
-}
-
 // Groups ranks by a key; returns groups ordered by their lowest rank.
 template <typename Key>
 std::vector<std::vector<int>> group_by(int ws, const std::vector<bool>* present, Key key) {

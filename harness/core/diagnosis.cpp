@@ -1,5 +1,7 @@
 #include "harness/core/diagnosis.h"
 
+#include <sstream>
+
 #include <array>
 
 namespace lockstep {
@@ -67,6 +69,13 @@ const std::vector<DiagnosisKind>& all_diagnosis_kinds() {
     return out;
   }();
   return kinds;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  os << (ranks.size() == 1 ? "rank " : "ranks ");
+  for (std::size_t i = 0; i < ranks.size(); ++i) os << (i ? "," : "") << ranks[i];
+  return os.str();
 }
 
 }  // namespace lockstep

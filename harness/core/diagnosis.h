@@ -28,6 +28,8 @@ enum class DiagnosisKind : std::uint8_t {
 
 // Returns the snake_case name ("collective_mismatch").
 std::string_view to_string(DiagnosisKind kind);
+// "rank 2" / "ranks 0,1": the ranks a diagnosis names, as messages write them.
+std::string rank_list(const std::vector<int>& ranks);
 // Returns the kind named `name`, or nullopt when it is not in the vocabulary.
 std::optional<DiagnosisKind> diagnosis_kind_from_string(std::string_view name);
 // Returns every kind, in declaration order.

@@ -30,7 +30,6 @@
 #include "harness/rank/status.h"
 #include "harness/report/chrome_trace.h"
 #include "harness/report/dump.h"
-#include "harness/scenario/injections.h"
 #include "reference/common/device.h"
 
 namespace lockstep::launch {
@@ -103,14 +102,14 @@ std::string unfired_injections(const scenario::Scenario& s, const comm::Board& b
     if (slowdown_off && inj.kind == "slowdown") continue;
     std::ostringstream os;
     os << "injection " << inj.label() << " never fired: ";
-    if (comm::is_comm_fault(inj.kind)) {
-      const comm::Fault f = scenario::parse_fault(inj, s.world_size);
+    if (inj.fault) {
+      const comm::Fault& f = *inj.fault;
       const auto v = board.view(f.rank);
       os << "rank " << f.rank << " issued no call matching " << comm::describe_target(f) << " (";
       if (v.max_step >= 0) os << "the last step it issued a collective from was " << v.max_step << "; ";
       os << "it last completed " << v.last_completed() << ")";
-    } else if (inj.kind == "slowdown") {
-      os << "no iteration (a step >= 0) of " << scenario::parse_slowdown(inj, s.world_size).describe() << " ran";
+    } else if (inj.slowdown) {
+      os << "no iteration (a step >= 0) of " << inj.slowdown->describe() << " ran";
     } else {
       os << "the workload never reached the point it changes (check its step, rank or the data it needs)";
     }

@@ -99,7 +99,7 @@ class BoardSource final : public ProgressSource {
     } else {
       blamed = behind.front();
       const auto v = board_.view(blamed);
-      os << ": " << join_ranks(behind) << (behind.size() == 1 ? " has" : " have") << " not issued collective #"
+      os << ": " << rank_list(behind) << (behind.size() == 1 ? " has" : " have") << " not issued collective #"
          << most - (most > 0 ? 1 : 0) << " (rank " << blamed << " last completed " << v.last_completed() << ")";
       os << others_waiting(blamed);
     }
@@ -125,7 +125,7 @@ class BoardSource final : public ProgressSource {
     }
     std::sort(doing.begin(), doing.end(), [](auto& x, auto& y) { return startup_stage(x.first) < startup_stage(y.first); });
     for (const auto& [a, ranks] : doing) {
-      os << ": " << join_ranks(ranks) << (ranks.size() == 1 ? " is" : " are") << " still starting ("
+      os << ": " << rank_list(ranks) << (ranks.size() == 1 ? " is" : " are") << " still starting ("
          << (a.empty() ? "nothing reported yet: the process is starting or loading its libraries" : a) << ")";
     }
     std::vector<std::pair<std::string, std::vector<int>>> groups;
@@ -139,7 +139,7 @@ class BoardSource final : public ProgressSource {
       else it->second.push_back(r);
     }
     for (const auto& [what, ranks] : groups) {
-      os << "; " << join_ranks(ranks) << " started (after ";
+      os << "; " << rank_list(ranks) << " started (after ";
       for (std::size_t i = 0; i < ranks.size(); ++i) {
         os << (i ? ", " : "") << std::fixed << std::setprecision(1) << *dog.startup_seconds(ranks[i]) << " s";
       }
@@ -175,7 +175,7 @@ class BoardSource final : public ProgressSource {
       else it->second.push_back(r);
     }
     std::string s;
-    for (const auto& [what, ranks] : groups) s += "; " + join_ranks(ranks) + (ranks.size() == 1 ? " was " : " were ") + what;
+    for (const auto& [what, ranks] : groups) s += "; " + rank_list(ranks) + (ranks.size() == 1 ? " was " : " were ") + what;
     return s;
   }
 
@@ -442,13 +442,6 @@ std::string log_last_line(const std::string& file) {
   }
   if (pick.size() > 300) pick = pick.substr(0, 300) + "...";
   return pick;
-}
-
-std::string join_ranks(const std::vector<int>& ranks) {
-  std::ostringstream os;
-  os << (ranks.size() == 1 ? "rank " : "ranks ");
-  for (std::size_t i = 0; i < ranks.size(); ++i) os << (i ? "," : "") << ranks[i];
-  return os.str();
 }
 
 }  // namespace lockstep::launch

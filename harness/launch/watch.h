@@ -81,7 +81,5 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
 // The line of a rank's log that says why it ended: the exception line of the last Python
 // traceback when there is one, else the last line that is not a warning.
 std::string log_last_line(const std::string& file);
-// "rank 2" / "ranks 0,1".
-std::string join_ranks(const std::vector<int>& ranks);
 
 }  // namespace lockstep::launch

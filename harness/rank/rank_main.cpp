@@ -16,7 +16,6 @@
 #include "harness/perf/cost.h"
 #include "harness/rank/runtime.h"
 #include "harness/report/dump.h"
-#include "harness/scenario/injections.h"
 #include "harness/validate/validate.h"
 #include "harness/workloads/workload.h"
 #include "reference/common/device.h"
@@ -76,9 +75,8 @@ int rank_main(const RankOptions& options) {
     std::vector<comm::Fault> faults;
     std::vector<perf::Slowdown> slowdowns;
     for (const auto& inj : s.injections) {
-      if (comm::is_comm_fault(inj.kind)) faults.push_back(scenario::parse_fault(inj, world_size));
-      if (inj.kind == "slowdown" && env::str(env::kSlowdownOff) != "1")
-        slowdowns.push_back(scenario::parse_slowdown(inj, world_size));
+      if (inj.fault) faults.push_back(*inj.fault);
+      if (inj.slowdown && env::str(env::kSlowdownOff) != "1") slowdowns.push_back(*inj.slowdown);
     }
     // `lockstep run --slowdown`: the same fault on every scenario of a run.
     if (const std::string flag = env::str(env::kSlowdown); !flag.empty())

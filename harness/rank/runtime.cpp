@@ -139,10 +139,7 @@ void Runtime::check_same_value(std::int64_t value, const std::string& subject, c
   std::ostringstream os;
   os << subject << ":";
   for (std::size_t i = 0; i < groups.size(); ++i) {
-    const auto& ranks = groups[i].second;
-    os << (i ? ";" : "") << (ranks.size() == 1 ? " rank " : " ranks ");
-    for (std::size_t j = 0; j < ranks.size(); ++j) os << (j ? "," : "") << ranks[j];
-    os << " digest " << std::hex << groups[i].first << std::dec;
+    os << (i ? "; " : " ") << rank_list(groups[i].second) << " digest " << std::hex << groups[i].first << std::dec;
   }
   os << " (" << reason << ")";
   int blamed = -1;

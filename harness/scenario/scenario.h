@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/comm/faults.h"
 #include "harness/core/diagnosis.h"
+#include "harness/perf/cost.h"
 #include "harness/scenario/config.h"
 
 namespace lockstep::scenario {
@@ -29,6 +31,10 @@ struct Injection {
   std::string kind;
   Config config;       // the whole [[inject]] table, `kind` included
   std::size_t index = 0;  // its position among the file's [[inject]] tables (at most 64)
+  // Parsed once, by validation (validate.h, with injections.h): the communicator fault of a
+  // comm fault kind, the slowdown of kind slowdown; workload-level kinds are the workload's.
+  std::optional<comm::Fault> fault;
+  std::optional<perf::Slowdown> slowdown;
   // "#2 (count_mismatch, scenario.toml:14)", for messages.
   std::string label() const;
 };
@@ -115,7 +121,7 @@ struct Scenario {
 };
 
 // Called with each variant as soon as it is parsed, before the next one (validate::check).
-using VariantCheck = std::function<void(const Scenario&)>;
+using VariantCheck = std::function<void(Scenario&)>;
 
 // Parses one file and expands its matrix, passing each variant to `check` when set. Throws
 // InputError with file:line on any problem of the scenario schema (and whatever `check` throws).

@@ -1,15 +1,21 @@
 #include "harness/validate/validate.h"
 
+#include "harness/comm/faults.h"
+#include "harness/scenario/injections.h"
 #include "harness/sut/capability.h"
 #include "harness/workloads/workload.h"
 
 namespace lockstep::validate {
 
-void check(const scenario::Scenario& s) {
+void check(scenario::Scenario& s) {
   if (s.program) return;  // read whole by the scenario loader
   if (s.system) {
     sut::validate(s);
   } else {
+    for (auto& inj : s.injections) {
+      if (comm::is_comm_fault(inj.kind)) inj.fault = scenario::parse_fault(inj, s.world_size);
+      if (inj.kind == "slowdown") inj.slowdown = scenario::parse_slowdown(inj, s.world_size);
+    }
     workloads::validate(s);
   }
 }

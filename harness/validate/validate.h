@@ -11,9 +11,10 @@
 
 namespace lockstep::validate {
 
-// Validates one variant: its workload (or capability) keys and injections. Throws InputError
-// naming file:line. A program (kind = "program") has nothing more to check.
-void check(const scenario::Scenario& s);
+// Validates one variant: its workload (or capability) keys and injections, and parses its
+// communicator faults and slowdowns once into each Injection (scenario/injections.h). Throws
+// InputError naming file:line. A program (kind = "program") has nothing more to check.
+void check(scenario::Scenario& s);
 
 // scenario::load_file / load_paths with check() on every variant as soon as it is parsed, so a
 // bad key is reported before the next variant or file is read. Throw InputError with file:line.

@@ -3,7 +3,6 @@
 #include "harness/comm/faults.h"
 #include "harness/perf/cost.h"
 #include "harness/core/error.h"
-#include "harness/scenario/injections.h"
 #include "harness/workloads/workload.h"
 
 namespace lockstep::workloads {
@@ -58,11 +57,8 @@ void validate(const scenario::Scenario& s) {
   for (const auto& inj : s.injections) {
     const bool workload_kind = std::find(spec->injections.begin(), spec->injections.end(),
                                          inj.kind) != spec->injections.end();
-    if (comm::is_comm_fault(inj.kind)) {
-      scenario::parse_fault(inj, s.world_size);
-    } else if (inj.kind == "slowdown") {
-      scenario::parse_slowdown(inj, s.world_size);
-    } else if (!workload_kind) {
+    // Communicator faults and slowdowns are parsed by validation (validate.h) before this.
+    if (!comm::is_comm_fault(inj.kind) && inj.kind != "slowdown" && !workload_kind) {
       std::string kinds;
       for (const auto& k : comm::comm_fault_kinds()) kinds += (kinds.empty() ? "" : ", ") + k;
       kinds += ", slowdown";
