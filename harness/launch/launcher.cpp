@@ -277,8 +277,7 @@ void gather(const scenario::Scenario& s, const LaunchOptions& options, report::S
       std::vector<std::string> env = inherited_env();
       for (auto& kv : torchrun_env(r, s.world_size, s.ranks_per_node, store->port())) env.push_back(std::move(kv));
       env.push_back(env::assign(env::kStoreHosted, "1"));
-      std::erase_if(env, [](const std::string& e) { return e.rfind(env::assign(env::kStoreToken, ""), 0) == 0; });
-      env.push_back(env::assign(env::kStoreToken, token));
+      set_env(env, env::assign(env::kStoreToken, token));
       if (!store->file().empty()) env.push_back(env::assign(env::kStoreFile, fs::absolute(store->file()).string()));
       env.push_back(env::assign(env::kBoard, board_path));
       if (!options.slowdown.empty()) env.push_back(env::assign(env::kSlowdown, options.slowdown));

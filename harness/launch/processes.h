@@ -45,6 +45,13 @@ inline std::vector<std::string> inherited_env(const std::vector<std::string>& al
   return env;
 }
 
+// Sets `kv` ("NAME=value") in `env`, replacing any value NAME had there.
+inline void set_env(std::vector<std::string>& env, const std::string& kv) {
+  const std::string key = kv.substr(0, kv.find('=') + 1);
+  std::erase_if(env, [&](const std::string& e) { return e.rfind(key, 0) == 0; });
+  env.push_back(kv);
+}
+
 // The torchrun-style variables of rank r of ws on 127.0.0.1:port, with ranks_per_node
 // consecutive ranks per node (the last node may be smaller): RANK, LOCAL_RANK, WORLD_SIZE,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; and, as torchrun does when a node runs more than

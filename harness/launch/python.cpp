@@ -78,11 +78,7 @@ int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::str
   {
     RankProcesses p;
     std::vector<std::string> env = system_base_env();
-    for (const auto& kv : extra_env) {
-      const std::string key = kv.substr(0, kv.find('=') + 1);
-      std::erase_if(env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
-      env.push_back(kv);
-    }
+    for (const auto& kv : extra_env) set_env(env, kv);
     p.spawn(argv, env, log);
     Watchdog::Limits limits;
     limits.startup_s = limits.timeout_s = limits.deadline_s = timeout_s;
@@ -96,10 +92,6 @@ int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::str
   std::remove(log);
   return code;
 }
-
-namespace {
-
-}  // namespace
 
 std::string python_interpreter() {
   return env::str(env::kPython, "python3");
@@ -209,11 +201,7 @@ std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int 
     env.push_back("NCCL_PROFILER_PLUGIN=" + plugin.string());
     env.push_back(env::assign(env::kNcclTraceDir, fs::absolute(dir + "/nccl").string()));
   }
-  for (const auto& kv : s.program->env) {  // the scenario's env overrides what lockstep set
-    const std::string key = kv.substr(0, kv.find('=') + 1);
-    std::erase_if(env, [&](const std::string& x) { return x.rfind(key, 0) == 0; });
-    env.push_back(kv);
-  }
+  for (const auto& kv : s.program->env) set_env(env, kv);  // the scenario's env overrides what lockstep set
   return env;
 }
 

@@ -48,11 +48,7 @@ std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vec
     for (auto& kv : torchrun_env(r, ws, s.ranks_per_node, port)) env.push_back(std::move(kv));
     env.push_back(env::assign(env::kSutInputs, fs::absolute(inputs).string()));
     env.push_back(env::assign(env::kSutOutputs, fs::absolute(rank_out).string()));
-    for (const auto& kv : sys.env) {  // [system] env overrides what lockstep set
-      const std::string key = kv.substr(0, kv.find('=') + 1);
-      std::erase_if(env, [&](const std::string& e) { return e.rfind(key, 0) == 0; });
-      env.push_back(kv);
-    }
+    for (const auto& kv : sys.env) set_env(env, kv);  // [system] env overrides what lockstep set
     procs.spawn(argv, env, rank::log_path(dir, r) + log_suffix);
   }
 
