@@ -654,3 +654,56 @@ TEST_F(ScenarioTest, RanksPerNode) {
 
 }  // namespace
 }  // namespace lockstep::scenario
+
+namespace lockstep::scenario {
+namespace {
+
+constexpr const char* kProgramWithTorchExpect = R"(name = "programs.x"
+[run]
+world_size = 2
+[workload]
+kind = "program"
+command = ["{python}", "train.py"]
+[expect]
+outcome = "pass"
+[expect.torch."1.13"]
+outcome = "rank_failure"
+message_contains = ["Invalid scalar type"]
+[expect.torch."2"]
+outcome = "collective_mismatch"
+rank = 1
+)";
+
+TEST_F(ScenarioTest, ExpectTorchPicksTheFirstPrefixAtAComponentBoundary) {
+  const auto s = parse_only(write("p.toml", kProgramWithTorchExpect)).at(0);
+  ASSERT_EQ(s.expect_torch.size(), 2u);
+  EXPECT_EQ(s.expectation_for("1.13.0a0").expected_label(), "rank_failure");
+  EXPECT_EQ(s.expectation_for("1.13").expected_label(), "rank_failure");
+  EXPECT_EQ(s.expectation_for("1.130").expected_label(), "pass");  // not 1.13
+  EXPECT_EQ(s.expectation_for("2.15.0+cu132").expected_label(), "collective_mismatch");
+  EXPECT_EQ(s.expectation_for("2.15.0+cu132").rank, 1);
+  EXPECT_EQ(s.expectation_for("").expected_label(), "pass");
+  EXPECT_EQ(s.expectation_for("3.0").expected_label(), "pass");
+}
+
+TEST_F(ScenarioTest, ExpectTorchNeedsAProgramAndAVersionPrefix) {
+  const std::string not_program = write("n.toml", R"(name = "comm.x"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+[expect.torch."1.13"]
+outcome = "pass"
+)");
+  std::string msg = input_error([&] { parse_only(not_program); });
+  EXPECT_NE(msg.find("n.toml:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("only applies to kind = \"program\""), std::string::npos) << msg;
+  std::string bad = kProgramWithTorchExpect;
+  bad.replace(bad.find("\"1.13\""), 6, "\"v1.13\"");
+  msg = input_error([&] { parse_only(write("b.toml", bad)); });
+  EXPECT_NE(msg.find("b.toml:9"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("version prefix"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace lockstep::scenario

@@ -119,7 +119,7 @@ int check_session(Store& store, const std::string& environment, const std::vecto
       auto& r = first[i];
       r.diagnosis = *d;
       r.diagnosis->message = "baseline " + environment + ": " + d->message;
-      launch::decide(scenarios[i].expect, r);
+      launch::decide(launch::expectation_for(scenarios[i], r), r);
       line.detail = d->message;
       out << "FAIL  " << r.id << "  " << to_string(d->kind) << "\n        " << d->message << '\n';
     }

@@ -22,9 +22,10 @@ inline constexpr const char* kSlowdownOff = "LOCKSTEP_SLOWDOWN_OFF";  // 1: leav
 // the rank runtime (harness/rank/runtime.h).
 inline constexpr const char* kBoard = "LOCKSTEP_BOARD";  // the run's shared board (harness/comm/board.h)
 
-// Set for a program's ranks (kind = "program"), read by the c10d backend (harness/pytorch/).
-inline constexpr const char* kC10d = "LOCKSTEP_C10D";                         // 1: register backend "lockstep"
-inline constexpr const char* kC10dWrap = "LOCKSTEP_C10D_WRAP";                // the program's wrap mode (gloo | none)
+// Set for a program's ranks (kind = "program"), read by the program runtime (harness/pytorch/).
+inline constexpr const char* kC10d = "LOCKSTEP_C10D";                         // 1: wrap the program's default process group
+inline constexpr const char* kC10dWrap = "LOCKSTEP_C10D_WRAP";                // gloo: wrap the default group (any backend), none: only report steps
+inline constexpr const char* kProgramLib = "LOCKSTEP_PROGRAM_LIB";           // liblockstep_program.so, for lockstep_torch.py
 inline constexpr const char* kStatus = "LOCKSTEP_STATUS";                     // where the rank writes its status
 inline constexpr const char* kTrace = "LOCKSTEP_TRACE";                       // where the rank writes its trace
 inline constexpr const char* kVerify = "LOCKSTEP_VERIFY";                     // verify | record | off

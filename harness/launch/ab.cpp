@@ -48,7 +48,7 @@ report::ScenarioResult run_against_reference(const scenario::Scenario& s, const 
       report::ScenarioResult r = a;
       r.error = "the reference run did not end cleanly: " + (a.diagnosis ? a.diagnosis->message : a.reason);
       r.diagnosis.reset();
-      decide(s.expect, r);
+      decide(expectation_for(s, r), r);
       return r;
     }
     baseline::add_run_samples({}, a.samples, ref, ref_runs);
@@ -124,7 +124,7 @@ report::ScenarioResult run_against_reference(const scenario::Scenario& s, const 
                     std::to_string(rule.min_iterations_per_run) + " a run): give the scenario longer iterations";
     }
   }
-  decide(s.expect, last);
+  decide(expectation_for(s, last), last);
   return last;
 }
 

@@ -321,6 +321,12 @@ void gather(const scenario::Scenario& s, const LaunchOptions& options, report::S
                       perf::parse_slowdown_flag(options.slowdown, "--slowdown").describe() + "; phases run: " +
                       phases_run(res);
     }
+    if (program) {
+      // What the program ran on ("torch 2.15.0"): the report's system, and which [expect.torch] applies.
+      for (int r = 0; r < s.world_size && res.system.empty(); ++r) {
+        if (auto st = rank::read_status(rank::status_path(dir, r))) res.system = st->system;
+      }
+    }
     if (auto st = rank::read_status(rank::status_path(dir, 0)); st && st->outcome == rank::Outcome::kOk) {
       for (const auto& [k, v] : st->metrics) res.metrics[k] = v;
       res.digest = st->digest;
@@ -350,7 +356,7 @@ report::ScenarioResult run_once(const scenario::Scenario& s, const LaunchOptions
   report::ScenarioResult res;
   res.status = report::Status::kPass;  // not skip or cancelled until gather() says so
   gather(s, options, res);
-  decide(s.expect, res);
+  decide(expectation_for(s, res), res);
   return res;
 }
 

@@ -128,7 +128,7 @@ std::string import_skip_reason(const std::vector<std::string>& modules, const st
   return reason;
 }
 
-// build/python beside this lockstep binary: where _lockstep_c10d was built.
+// build/python beside this lockstep binary: where liblockstep_program.so was built.
 std::string backend_module_dir() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -140,6 +140,8 @@ std::string backend_pythonpath() {
   return std::string("PYTHONPATH=") + LOCKSTEP_SOURCE_DIR + "/harness/pytorch/python:" + backend_module_dir() +
          (pp && *pp ? std::string(":") + pp : "");
 }
+
+std::string program_library() { return (fs::path(backend_module_dir()) / "liblockstep_program.so").string(); }
 
 }  // namespace
 
@@ -154,15 +156,13 @@ std::string program_skip_reason(const scenario::Scenario& s) {
     return why;
   }
   if (s.program->wrap == "none") return "";
-  if (!LOCKSTEP_HAVE_PYTORCH_BACKEND) {
-    return "this build of lockstep has no PyTorch backend (it needs the LibTorch line's libtorch_python and the Python headers; see README)";
+  // The wrapper needs torch (any version from 1.13) and lockstep's program runtime, built beside
+  // this binary.
+  if (std::string why = import_skip_reason({"torch"}, "set LOCKSTEP_PYTHON to an interpreter that has PyTorch"); !why.empty()) return why;
+  if (std::error_code ec; !fs::exists(program_library(), ec)) {
+    return "this build of lockstep has no program runtime (" + program_library() + " is missing; build the target lockstep_program)";
   }
-  // The backend must have been built against the torch this interpreter imports.
-  std::string why = import_skip_reason({"torch", "_lockstep_c10d"},
-                                       "the PyTorch backend is built against LibTorch " LOCKSTEP_TORCH_VERSION
-                                       " (this build's line); set LOCKSTEP_PYTHON to an interpreter whose torch is that version",
-                                       {backend_pythonpath()});
-  return why;
+  return "";
 }
 
 std::vector<std::string> command_argv(const scenario::Scenario& s, const std::vector<std::string>& command) {
@@ -184,6 +184,7 @@ std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int 
   env.push_back(backend_pythonpath());
   env.push_back("PYTHONUNBUFFERED=1");
   env.push_back(env::assign(env::kC10d, "1"));
+  env.push_back(env::assign(env::kProgramLib, program_library()));
   env.push_back(env::assign(env::kC10dWrap, s.program->wrap));
   env.push_back(env::assign(env::kBoard, fs::absolute(board).string()));
   env.push_back(env::assign(env::kStatus, fs::absolute(rank::status_path(dir, rank)).string()));

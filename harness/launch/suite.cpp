@@ -93,7 +93,7 @@ void check_invariance(const std::vector<scenario::Scenario>& scenarios,
     }
     if (!d) continue;
     r.diagnosis = d;
-    decide(s.expect, r);
+    decide(expectation_for(s, r), r);
   }
 }
 

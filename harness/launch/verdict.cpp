@@ -32,8 +32,14 @@ bool meets_expectation(const scenario::Expectation& e, const std::optional<Diagn
   return true;
 }
 
+const scenario::Expectation& expectation_for(const scenario::Scenario& s, const report::ScenarioResult& r) {
+  const std::string prefix = "torch ";
+  return s.expectation_for(r.system.rfind(prefix, 0) == 0 ? r.system.substr(prefix.size()) : "");
+}
+
 void decide(const scenario::Expectation& e, report::ScenarioResult& r) {
   if (r.status == report::Status::kSkip || r.status == report::Status::kCancelled) return;
+  r.expected = e.expected_label();
   if (!r.error.empty()) {
     r.status = report::Status::kError;
     r.reason = r.error;

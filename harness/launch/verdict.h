@@ -17,6 +17,10 @@ namespace lockstep::launch {
 // else pass when r.diagnosis meets `e` (kind, rank, seq, message parts), fail when it does not.
 void decide(const scenario::Expectation& e, report::ScenarioResult& r);
 
+// The expectation that applies to `r`: for a program, the scenario's [expect.torch."<prefix>"]
+// matching the torch it ran on (r.system "torch <version>"), else s.expect.
+const scenario::Expectation& expectation_for(const scenario::Scenario& s, const report::ScenarioResult& r);
+
 // Whether diagnosis `d` meets expectation `e`; `why` says how it does not.
 bool meets_expectation(const scenario::Expectation& e, const std::optional<Diagnosis>& d, std::string& why);
 

@@ -121,32 +121,48 @@ void Runtime::carry(comm::Call call) {
   }
 }
 
-void Runtime::check_same_value(std::int64_t value, const std::string& subject, const std::string& reason) {
-  std::vector<std::int64_t> all(static_cast<std::size_t>(world_size_));
+Runtime::Groups Runtime::gather_groups(std::int64_t value) {
+  Groups g;
+  g.all.assign(static_cast<std::size_t>(world_size_), 0);
   comm::Call c;
   c.op = comm::Op::kAllGather;
   c.in = comm::View{&value, comm::DType::kI64, 1};
-  c.out = comm::View{all.data(), comm::DType::kI64, static_cast<std::int64_t>(all.size())};
+  c.out = comm::View{g.all.data(), comm::DType::kI64, static_cast<std::int64_t>(g.all.size())};
   carry(std::move(c));
-  std::vector<std::pair<std::int64_t, std::vector<int>>> groups;
   for (int r = 0; r < world_size_; ++r) {
-    const std::int64_t v = all[static_cast<std::size_t>(r)];
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
-    if (it == groups.end()) groups.push_back({v, {r}});
+    const std::int64_t v = g.all[static_cast<std::size_t>(r)];
+    auto it = std::find_if(g.groups.begin(), g.groups.end(), [&](const auto& x) { return x.first == v; });
+    if (it == g.groups.end()) g.groups.push_back({v, {r}});
     else it->second.push_back(r);
   }
-  if (groups.size() == 1) return;
+  if (g.groups.size() == 2 && (g.groups[0].second.size() == 1) != (g.groups[1].second.size() == 1)) {
+    g.blamed = g.groups[0].second.size() == 1 ? g.groups[0].second[0] : g.groups[1].second[0];
+  }
+  return g;
+}
+
+void Runtime::check_same_value(std::int64_t value, const std::string& subject, const std::string& reason) {
+  const Groups g = gather_groups(value);
+  if (g.groups.size() == 1) return;
   std::ostringstream os;
   os << subject << ":";
-  for (std::size_t i = 0; i < groups.size(); ++i) {
-    os << (i ? "; " : " ") << rank_list(groups[i].second) << " digest " << std::hex << groups[i].first << std::dec;
+  for (std::size_t i = 0; i < g.groups.size(); ++i) {
+    os << (i ? "; " : " ") << rank_list(g.groups[i].second) << " digest " << std::hex << g.groups[i].first << std::dec;
   }
   os << " (" << reason << ")";
-  int blamed = -1;
-  if (groups.size() == 2 && (groups[0].second.size() == 1) != (groups[1].second.size() == 1)) {
-    blamed = groups[0].second.size() == 1 ? groups[0].second[0] : groups[1].second[0];
+  diagnosed(Diagnosis{DiagnosisKind::kResultMismatch, os.str(), g.blamed, collectives_issued() - 1});
+}
+
+void Runtime::check_same_count(std::int64_t count, const std::string& subject, const std::string& unit) {
+  const Groups g = gather_groups(count);
+  if (g.groups.size() == 1) return;
+  std::ostringstream os;
+  os << subject << ":";
+  for (int r = 0; r < world_size_; ++r) {
+    os << (r ? ", " : " ") << "rank " << r << " " << g.all[static_cast<std::size_t>(r)] << (r == 0 ? " " + unit : "");
   }
-  diagnosed(Diagnosis{DiagnosisKind::kResultMismatch, os.str(), blamed, collectives_issued() - 1});
+  Diagnosis d{DiagnosisKind::kUnevenSteps, os.str(), g.blamed, collectives_issued() - 1};
+  diagnosed(d);
 }
 
 }  // namespace lockstep::rank

@@ -75,11 +75,25 @@ class Runtime {
   // with result_mismatch "<subject>: rank 1 digest .. ; ranks 0,2 digest .. (<reason>)", blaming
   // the rank that stands alone when exactly one does.
   void check_same_value(std::int64_t value, const std::string& subject, const std::string& reason);
+  // Every rank must hold the same count of `unit`s (a program's DataLoader batches in an epoch):
+  // when they do not, ends with uneven_steps "<subject>: rank 0 10 <unit>, rank 1 10, rank 2 9",
+  // every rank's count, blaming the rank that stands alone when exactly one does.
+  void check_same_count(std::int64_t count, const std::string& subject, const std::string& unit);
+  // True when the run's board carries the verification (built with one, local runs).
+  bool board_verifies() const { return board_verifies_; }
   // The rank skipped a collective its peers wait in: the diagnosis that explains `failure`.
   std::optional<Diagnosis> explain(const std::string& failure);
 
  private:
   void mark(bool ok);
+  // Every rank's `value`, gathered through the chain, grouped by value (groups in order of their
+  // lowest rank), and the rank to blame: the one that stands alone when exactly one does, else -1.
+  struct Groups {
+    std::vector<std::int64_t> all;
+    std::vector<std::pair<std::int64_t, std::vector<int>>> groups;
+    int blamed = -1;
+  };
+  Groups gather_groups(std::int64_t value);
 
   int rank_, world_size_;
   std::string status_path_;

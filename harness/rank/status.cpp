@@ -33,6 +33,7 @@ nlohmann::json to_json(const RankStatus& s) {
   nlohmann::json j = {{"rank", s.rank}};
   if (!s.scenario.empty()) j["scenario"] = s.scenario;
   if (s.program) j["program"] = true;
+  if (!s.system.empty()) j["system"] = s.system;
   if (s.outcome != Outcome::kNone) j["outcome"] = to_string(s.outcome);
   if (s.diagnosis) {
     const Diagnosis& d = *s.diagnosis;
@@ -41,7 +42,7 @@ nlohmann::json to_json(const RankStatus& s) {
   if (!s.message.empty()) j["message"] = s.message;
   if (s.outcome == Outcome::kOk) {
     j["metrics"] = s.metrics;
-    if (!s.program) j["digest"] = s.digest;
+    if (!s.program || !s.digest.empty()) j["digest"] = s.digest;
     for (const auto& [name, curve] : s.series) j["series"][name] = {{"values", curve.values}, {"rtol", curve.rtol}};
     if (s.collectives) j["collectives"] = *s.collectives;
     if (!s.perf.is_null()) j["perf"] = s.perf;
@@ -56,6 +57,7 @@ RankStatus status_from_json(const nlohmann::json& j) {
     s.rank = j.at("rank").get<int>();
     s.scenario = j.value("scenario", "");
     s.program = j.value("program", false);
+    s.system = j.value("system", "");
     s.outcome = outcome_from(j.value("outcome", ""));
     if (j.contains("diagnosis")) {
       const auto& d = j.at("diagnosis");

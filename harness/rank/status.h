@@ -31,7 +31,8 @@ std::string_view to_string(Outcome o);
 struct RankStatus {
   int rank = 0;
   std::string scenario;  // the scenario id (lockstep's own ranks), "" for a program
-  bool program = false;  // a program's rank (the c10d backend wrote it)
+  bool program = false;  // a program's rank (the program runtime wrote it)
+  std::string system;    // a program's rank: "torch <version>", what its interpreter imported
   Outcome outcome = Outcome::kNone;
   std::optional<Diagnosis> diagnosis;  // outcome kDiagnosis
   std::string message;                 // outcome kCommError, kInputError, kError

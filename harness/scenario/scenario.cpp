@@ -273,11 +273,12 @@ ProgramSpec read_program(const Config& t) {
   return p;
 }
 
-void read_expect(const Config& expect, Scenario& s) {
+Expectation read_expectation(const Config& expect, int world_size) {
+  Expectation e;
   std::string outcome = expect.get_string("outcome");
   if (outcome != "pass") {
-    s.expect.kind = diagnosis_kind_from_string(outcome);
-    if (!s.expect.kind) {
+    e.kind = diagnosis_kind_from_string(outcome);
+    if (!e.kind) {
       std::vector<std::string> allowed = {"pass"};
       for (DiagnosisKind kind : all_diagnosis_kinds()) allowed.emplace_back(to_string(kind));
       expect.fail("outcome",
@@ -285,23 +286,41 @@ void read_expect(const Config& expect, Scenario& s) {
     }
   }
   if (auto rank = optional_int(expect, "rank")) {
-    if (*rank < 0 || *rank >= s.world_size) {
-      expect.fail("rank", "must be in [0, run.world_size) = [0, " + std::to_string(s.world_size) +
+    if (*rank < 0 || *rank >= world_size) {
+      expect.fail("rank", "must be in [0, run.world_size) = [0, " + std::to_string(world_size) +
                               "), got " + std::to_string(*rank));
     }
-    s.expect.rank = static_cast<int>(*rank);
+    e.rank = static_cast<int>(*rank);
   }
   if (auto seq = optional_int(expect, "seq")) {
     if (*seq < 0) expect.fail("seq", "must be >= 0, got " + std::to_string(*seq));
-    s.expect.seq = *seq;
+    e.seq = *seq;
   }
-  s.expect.message_contains = expect.get_string_list("message_contains", {});
-  if (!s.expect.kind) {
+  e.message_contains = expect.get_string_list("message_contains", {});
+  if (!e.kind) {
     for (const char* key : {"rank", "seq", "message_contains"}) {
       if (expect.has(key)) {
         expect.fail(key, "only applies when outcome is a diagnosis kind, not \"pass\"");
       }
     }
+  }
+  return e;
+}
+
+void read_expect(const Config& expect, Scenario& s) {
+  s.expect = read_expectation(expect, s.world_size);
+  if (expect.has("torch")) {
+    if (!s.program) expect.fail("torch", "[expect.torch] only applies to kind = \"program\" (the interpreter's torch)");
+    const Config versions = expect.get_table("torch");
+    for (const auto& entry : internal::entries(versions)) {
+      if (entry.key.empty() || entry.key.find_first_not_of("0123456789.") != std::string::npos) {
+        versions.fail(entry.key, "must be a torch version prefix such as \"1.13\" or \"2\", got \"" + entry.key + "\"");
+      }
+      const Config one = versions.get_table(entry.key);
+      s.expect_torch.emplace_back(entry.key, read_expectation(one, s.world_size));
+      one.finish();
+    }
+    versions.finish();
   }
   expect.finish();
 }
@@ -433,6 +452,17 @@ std::string_view to_string(Device device) {
 
 std::string Injection::label() const {
   return "#" + std::to_string(index) + " (" + kind + ", " + config.where() + ")";
+}
+
+const Expectation& Scenario::expectation_for(const std::string& torch_version) const {
+  for (const auto& [prefix, e] : expect_torch) {
+    // "1.13" matches "1.13.0a0" and "1.13.1", not "1.130"; "2" matches "2.15.0+cu132".
+    if (torch_version.rfind(prefix, 0) == 0 &&
+        (torch_version.size() == prefix.size() || !std::isdigit(static_cast<unsigned char>(torch_version[prefix.size()])))) {
+      return e;
+    }
+  }
+  return expect;
 }
 
 std::string Expectation::expected_label() const {

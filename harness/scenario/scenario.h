@@ -107,6 +107,13 @@ struct Scenario {
 
   std::vector<Injection> injections;
   Expectation expect;
+  // [expect.torch."<version prefix>"]: a program's expectation under a torch whose version starts
+  // with the prefix (the interpreter's torch, e.g. "1.13"), in file order; the first match wins,
+  // else `expect` applies. What the program's own engine can do differs between torch versions
+  // (torch 1.13's Gloo has no bf16).
+  std::vector<std::pair<std::string, Expectation>> expect_torch;
+  // The expectation for a run whose program imported torch `torch_version` ("" unknown).
+  const Expectation& expectation_for(const std::string& torch_version) const;
   std::optional<SystemSpec> system;  // set when [system] names a system under test
   std::optional<ProgramSpec> program;  // set when [workload] kind = "program"
 

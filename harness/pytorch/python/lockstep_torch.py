@@ -1,60 +1,582 @@
-"""Puts a PyTorch program's collectives under lockstep, with no change to the program.
+"""Puts a PyTorch program's collectives under lockstep, with no change to the program, whatever
+torch its interpreter imports (1.13 to 2.15): lockstep is never built against that torch.
 
-lockstep's launcher starts each rank of a `kind = "program"` scenario with LOCKSTEP_C10D=1 and
-this folder on PYTHONPATH; sitecustomize.py then calls install() before the program's first line:
+lockstep's launcher starts each rank of a `kind = "program"` scenario (or `lockstep torchrun`) with
+LOCKSTEP_C10D=1 and this folder on PYTHONPATH; sitecustomize.py then calls install() before the
+program's first line:
 
-- registers the c10d backend "lockstep" (torch.distributed.Backend.register_backend), built from
-  harness/pytorch/c10d_backend.cpp against the torch this interpreter imports;
-- makes init_process_group("gloo") (or no backend) select it; LOCKSTEP_C10D_WRAP names the
-  backend that is replaced ("gloo" by default, "none" to replace nothing and let the program
-  ask for backend="lockstep" itself);
-- numbers the program's steps: step n is the n-th forward pass of DistributedDataParallel (in a
-  program without DDP: the number of optimizer steps taken), and every collective after it
-  carries that step (with the program's file:line) in lockstep's trace, board and diagnoses;
-- at exit, meets the other ranks in one verified barrier (a rank that ran fewer collectives is
-  named), checks that a DDP module's parameters are the same on every rank (DDP's own
-  contract), and writes the rank's status for the launcher, with its throughput (steps_per_s);
-  an uncaught exception is reported instead.
+- init_process_group(...) runs as the program asked (gloo, nccl, ...); then its default group is
+  replaced by `LockstepGroup`, a torch.distributed.ProcessGroup subclass (c10d's PyProcessGroup
+  trampoline: DDP's C++ reducer calls through it too) that hands every collective to lockstep's
+  rank runtime, liblockstep_program.so (harness/pytorch/program.cpp, loaded with ctypes, no torch
+  in it). The runtime records and verifies the call exactly as for lockstep's own ranks, and runs it
+  on the program's real group through two callbacks (start, wait);
+- numbers the program's steps: step n is the program's n-th iteration, counted by its optimizer
+  (the number of optimizer.step() calls completed, so a collective before step n's forward, in its
+  backward or at its end is step n); a program without an optimizer counts the batches its
+  DataLoaders yielded (step n: after the (n+1)-th batch). Every collective carries that step and the
+  program's file:line into lockstep's trace, board and diagnoses;
+- compares each DataLoader's length across the ranks when an epoch's iteration begins (iter()):
+  unequal lengths are uneven_steps naming every rank's count, before any collective diverges;
+- at destroy_process_group or exit, meets the other ranks in one verified barrier (a rank that ran
+  fewer collectives is named), checks that a DDP module's parameters are the same on every rank
+  (DDP's own contract), and writes the rank's status for the launcher with its throughput
+  (steps_per_s) and the replicas' parameter digest; an uncaught exception is reported instead.
+
+Collectives lockstep does not verify (reduce, gather, scatter, reduce_scatter, coalesced calls) run
+unchanged on the program's group and are counted in the rank's status (unverified_calls).
 """
 import atexit
+import ctypes
 import os
 import sys
+import threading
 import time
 import traceback
 
 _failure = [""]
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _Call(ctypes.Structure):
+    _fields_ = [
+        ("op", ctypes.c_int32), ("dtype", ctypes.c_int32), ("reduce", ctypes.c_int32),
+        ("root", ctypes.c_int32), ("tag", ctypes.c_int32), ("device", ctypes.c_int32),
+        ("inp", ctypes.c_void_p), ("in_count", ctypes.c_int64),
+        ("out", ctypes.c_void_p), ("out_count", ctypes.c_int64),
+        ("nsplits", ctypes.c_int64),
+        ("send_counts", ctypes.POINTER(ctypes.c_int64)), ("recv_counts", ctypes.POINTER(ctypes.c_int64)),
+    ]
+
+
+_START = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.POINTER(_Call), ctypes.c_void_p, ctypes.c_int)
+_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int)
+
+
+def _error_into(err, errlen, e):
+    """The engine's error, for the C side: its text (or its type when it has none)."""
+    text = (str(e) or type(e).__name__).encode(errors="replace")[: errlen - 1] + b"\0"
+    ctypes.memmove(err, text, len(text))
+
+
+def _load_library():
+    path = os.environ.get("LOCKSTEP_PROGRAM_LIB", "")
+    lib = ctypes.CDLL(path)
+    lib.ls_code.restype = ctypes.c_int
+    lib.ls_code.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    lib.ls_open.restype = ctypes.c_int
+    lib.ls_open.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, _START, _WAIT, ctypes.c_char_p, ctypes.c_int]
+    lib.ls_board_verifies.restype = ctypes.c_int
+    lib.ls_carry.restype = ctypes.c_int
+    lib.ls_carry.argtypes = [ctypes.c_int64, ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_check_same_count.restype = None
+    lib.ls_check_same_count.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_finish.restype = None
+    lib.ls_finish.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int64]
+    return lib
+
+
+def _codes(lib, kind, names):
+    out = {}
+    for n in names:
+        v = lib.ls_code(kind.encode(), n.encode())
+        if v < 0:
+            raise RuntimeError("lockstep: liblockstep_program.so does not know %s %r" % (kind, n))
+        out[n] = v
+    return out
+
+
+def _is_program_file(name):
+    if not name or name.startswith("<"):
+        return False
+    for lib in ("/torch/", "/site-packages/", "/dist-packages/", "/lib/python3", "lockstep_torch.py"):
+        if lib in name:
+            return False
+    return True
+
+
+def _site_in(frame):
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if _is_program_file(name):
+            return "%s:%d" % (os.path.basename(name), frame.f_lineno)
+        frame = frame.f_back
+    return ""
+
+
+def program_site():
+    """"train.py:57": the innermost frame of the program's own code on this thread; on a thread that
+    runs no program code (DDP's autograd thread), the main thread's (where backward() was called)."""
+    site = _site_in(sys._getframe(1))
+    if site or threading.current_thread() is threading.main_thread():
+        return site
+    return _site_in(sys._current_frames().get(threading.main_thread().ident))
+
+
+class _Steps:
+    """The program's step (module docstring), its throughput (steps per second, step start to step
+    start) and, for a DDP program, its module, whose parameter digest at exit is the rank's digest."""
+
+    def __init__(self):
+        self.optimizer_steps = 0
+        self.batches = 0
+        self.has_optimizer = False
+        self.ddp = None
+        self.first = self.last = 0.0
+        self.starts = 0
+
+    def current(self):
+        if self.has_optimizer:
+            return self.optimizer_steps
+        return self.batches - 1 if self.batches else -1
+
+    def _started(self):
+        self.last = time.perf_counter()
+        if self.starts == 0:
+            self.first = self.last
+        self.starts += 1
+
+    def optimizer_created(self):
+        if not self.has_optimizer:
+            self.has_optimizer = True
+            self._started()
+
+    def optimizer_step(self):
+        self.optimizer_steps += 1
+        self._started()
+
+    def batch(self):
+        self.batches += 1
+        if not self.has_optimizer:
+            self._started()
+
+    def count(self):
+        return self.optimizer_steps if self.has_optimizer else self.batches
+
+    def rate(self):
+        return (self.starts - 1) / (self.last - self.first) if self.starts > 1 and self.last > self.first else 0.0
+
+
+def _parameter_digest(module):
+    """63 bits of a BLAKE2 hash of every parameter's exact value, in order (bf16 and f16 are widened
+    to f32, which is exact)."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.blake2b(digest_size=8)
+    for p in module.parameters():
+        t = p.detach().cpu()
+        if t.dtype in (torch.bfloat16, torch.float16):
+            t = t.float()
+        h.update(str(t.dtype).encode())
+        h.update(t.contiguous().numpy().tobytes())
+    return int.from_bytes(h.digest(), "little") >> 1
+
+
+class _Failed:
+    """A call the engine refused when it was started: fails when waited for."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def wait(self):
+        raise self.error
+
+
+class _Runtime:
+    """The process's one connection to liblockstep_program.so."""
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self.lib = _load_library()
+        self.ops = _codes(self.lib, "op", ["all_reduce", "all_gather", "all_to_all", "broadcast", "barrier", "send", "recv"])
+        self.reduces = _codes(self.lib, "reduce", ["sum", "max", "min", "avg"])
+        dtypes = _codes(self.lib, "dtype", ["f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"])
+        self.dtype_code = {
+            torch.float32: dtypes["f32"], torch.float64: dtypes["f64"], torch.float16: dtypes["f16"],
+            torch.bfloat16: dtypes["bf16"], torch.int8: dtypes["i8"], torch.uint8: dtypes["u8"],
+            torch.bool: dtypes["u8"], torch.int32: dtypes["i32"], torch.int64: dtypes["i64"],
+        }
+        self.dtype_of_code = {dtypes["f32"]: torch.float32, dtypes["f64"]: torch.float64, dtypes["f16"]: torch.float16,
+                              dtypes["bf16"]: torch.bfloat16, dtypes["i8"]: torch.int8, dtypes["u8"]: torch.uint8,
+                              dtypes["i32"]: torch.int32, dtypes["i64"]: torch.int64}
+        self.steps = _Steps()
+        self.group = None       # the LockstepGroup, once init_process_group ran
+        self.real = None        # the program's own default group
+        self.control = None     # a Gloo group of lockstep's own (its calls, and verification across hosts)
+        self.pending = {}       # token -> the program's call, run by the start callback
+        self.works = {}         # handle -> a started Work
+        self.next_token = 1
+        self.next_handle = 0
+        self.unverified = {}
+        self.finished = False
+        self.start_cb = _START(self._start)
+        self.wait_cb = _WAIT(self._wait)
+
+    # The callbacks liblockstep_program.so runs the calls through (program.h).
+    def _start(self, group, token, call, err, errlen):
+        try:
+            if token:
+                work = self.pending.pop(token)()
+            else:
+                work = self._run_raw(call.contents)
+            handle = self.next_handle
+            self.next_handle += 1
+            self.works[handle] = work
+            return handle
+        except BaseException as e:  # noqa: B036: an exception must never cross into C
+            # An engine that refuses the call at once (torch 1.13's Gloo and bf16) fails at wait,
+            # after the verifier compared the ranks' calls.
+            handle = self.next_handle
+            self.next_handle += 1
+            self.works[handle] = _Failed(e)
+            return handle
+
+    def _wait(self, handle, err, errlen):
+        try:
+            work = self.works.pop(handle)
+            if work is not None:
+                work.wait()
+            return 0
+        except BaseException as e:  # noqa: B036
+            _error_into(err, errlen, e)
+            return 1
+
+    def _host_tensor(self, ptr, count, dtype_code):
+        torch = self.torch
+        dtype = self.dtype_of_code[dtype_code]
+        size = count * torch.empty((), dtype=dtype).element_size()
+        if count == 0 or not ptr:
+            return torch.empty(0, dtype=dtype)
+        return torch.frombuffer((ctypes.c_char * size).from_address(ptr), dtype=dtype)
+
+    def _run_raw(self, c):
+        """A call of lockstep's own (its barrier, its digest gather, the verifier's records), on host
+        buffers: it runs on lockstep's Gloo group, whatever backend the program uses."""
+        torch, dist, pg = self.torch, self.dist, self.control
+        if c.op == self.ops["barrier"]:
+            return pg.barrier()
+        t_in = self._host_tensor(c.inp, c.in_count, c.dtype)
+        if c.op == self.ops["all_gather"]:
+            out = self._host_tensor(c.out, c.out_count, c.dtype)
+            return pg.allgather([list(out.chunk(self.size))], [t_in])
+        if c.op == self.ops["send"]:
+            return pg.send([t_in], c.root, c.tag)
+        if c.op == self.ops["recv"]:
+            return pg.recv([t_in], c.root, c.tag)
+        if c.op == self.ops["all_reduce"]:
+            opts = dist.AllreduceOptions()
+            return pg.allreduce([t_in], opts)
+        raise RuntimeError("lockstep: no raw path for op %d" % c.op)
+
+    def open(self, real):
+        import torch.distributed as dist
+
+        self.dist = dist
+        self.real = real
+        self.rank, self.size = real.rank(), real.size()
+        store = dist.distributed_c10d._get_default_store()
+        self.control = dist.ProcessGroupGloo(dist.PrefixStore("lockstep-control/", store), self.rank, self.size)
+        err = ctypes.create_string_buffer(1024)
+        if self.lib.ls_open(self.rank, self.size, ("torch " + self.torch.__version__).encode(), self.start_cb, self.wait_cb, err, 1024) != 0:
+            raise RuntimeError("lockstep: " + err.value.decode(errors="replace"))
+
+    def describe(self, op, tensor=None, out=None, reduce=None, root=-1, tag=0, send=None, recv=None):
+        c = _Call()
+        c.op = self.ops[op]
+        c.root, c.tag = root, tag
+        c.reduce = self.reduces[reduce] if reduce else self.reduces["sum"]
+        keep = []
+        for t, name in ((tensor, "inp"), (out, "out")):
+            if t is None:
+                continue
+            if not t.is_contiguous():
+                t = t.contiguous()
+                keep.append(t)
+            code = self.dtype_code.get(t.dtype)
+            if code is None:
+                raise TypeError("lockstep: %s of dtype %s is not supported" % (op, t.dtype))
+            c.dtype = code
+            setattr(c, name, t.data_ptr())
+            setattr(c, name.replace("inp", "in") + "_count", t.numel())
+            if t.is_cuda:
+                c.device = 1
+        if tensor is None and out is not None:
+            c.inp, c.in_count = None, 0
+        if send is not None:
+            n = len(send)
+            s_arr, r_arr = (ctypes.c_int64 * n)(*send), (ctypes.c_int64 * n)(*recv)
+            keep += [s_arr, r_arr]
+            c.nsplits, c.send_counts, c.recv_counts = n, s_arr, r_arr
+        return c, keep
+
+    def carry(self, call, run):
+        """Runs the program's call `run` (returns a Work) under lockstep; returns its Work."""
+        c, keep = call
+        token = self.next_token
+        self.next_token += 1
+        self.pending[token] = run
+        result = []
+
+        def run_and_keep():
+            w = run()
+            result.append(w)
+            return w
+
+        self.pending[token] = run_and_keep
+        carried = self.lib.ls_carry(token, ctypes.byref(c), program_site().encode(), self.steps.current())
+        del keep
+        if carried != 0:
+            self.pending.pop(token, None)
+            return run()
+        return result[0] if result else None
+
+    def unverified_call(self, name):
+        self.unverified[name] = self.unverified.get(name, 0) + 1
+
+    def check_loader(self, loader):
+        try:
+            n = len(loader)
+        except TypeError:  # an iterable-style dataset: no length to compare
+            return
+        epoch = getattr(getattr(loader, "sampler", None), "epoch", None)
+        what = "the DataLoaders' batches in an epoch differ between the ranks at the start of its iteration (%s)" % (
+            "epoch %d" % epoch if epoch is not None else "DataLoader iteration")
+        self.lib.ls_check_same_count(n, what.encode(), b"batches", self.steps.current())
+
+    def finish(self, failure):
+        if self.finished:
+            return
+        self.finished = True
+        digest = -1
+        if self.steps.ddp is not None and not failure:
+            digest = _parameter_digest(self.steps.ddp.module)
+        self.lib.ls_finish(failure.encode(), self.steps.count(), self.steps.rate(), digest)
+
+
+def _make_group_class(dist, runtime):
+    """LockstepGroup: the program's default group, wrapped."""
+    ReduceOp = dist.ReduceOp
+    reduce_names = {ReduceOp.SUM: "sum", ReduceOp.MAX: "max", ReduceOp.MIN: "min"}
+    if hasattr(ReduceOp, "AVG"):
+        reduce_names[ReduceOp.AVG] = "avg"
+
+    def reduce_name(opts):
+        op = getattr(opts, "reduceOp", ReduceOp.SUM)
+        for k, v in reduce_names.items():
+            if op == k:
+                return v
+        return None
+
+    def one(tensors):
+        return tensors[0] if isinstance(tensors, (list, tuple)) else tensors
+
+    def counts(t, splits, size):
+        rows = t.size(0) if t.dim() else 1
+        row = t.numel() // rows if rows else 0
+        splits = list(splits) if splits else [rows // size] * size
+        return [s * row for s in splits]
+
+    class LockstepGroup(dist.ProcessGroup):
+        def __init__(self, real):
+            super().__init__(real.rank(), real.size())
+            self._real = real
+
+        def getBackendName(self):
+            return "lockstep(%s)" % self._real.name() if hasattr(self._real, "name") else "lockstep"
+
+        def name(self):
+            return self.getBackendName()
+
+        def __getattr__(self, attr):  # anything not wrapped goes to the program's own group
+            if attr == "_real":
+                raise AttributeError(attr)
+            return getattr(self._real, attr)
+
+        def _many(self, tensors, op, run):
+            if isinstance(tensors, (list, tuple)) and len(tensors) != 1:
+                runtime.unverified_call(op + "[%d tensors]" % len(tensors))
+                return run()
+            return None
+
+        def broadcast(self, tensors, opts=None):
+            opts = opts if opts is not None else dist.BroadcastOptions()
+            run = lambda: self._real.broadcast(tensors, opts)  # noqa: E731
+            w = self._many(tensors, "broadcast", run)
+            if w is not None:
+                return w
+            return runtime.carry(runtime.describe("broadcast", one(tensors), root=int(opts.rootRank)), run)
+
+        def allreduce(self, tensors, opts=None):
+            if opts is None or not hasattr(opts, "reduceOp"):
+                o = dist.AllreduceOptions()
+                if opts is not None:
+                    o.reduceOp = opts
+                opts = o
+            run = lambda: self._real.allreduce(tensors, opts)  # noqa: E731
+            w = self._many(tensors, "all_reduce", run)
+            if w is not None:
+                return w
+            red = reduce_name(opts)
+            if red is None:
+                runtime.unverified_call("all_reduce(%s)" % opts.reduceOp)
+                return run()
+            return runtime.carry(runtime.describe("all_reduce", one(tensors), reduce=red), run)
+
+        def allgather(self, outputs, inputs, opts=None):
+            opts = opts if opts is not None else dist.AllgatherOptions()
+            run = lambda: self._real.allgather(outputs, inputs, opts)  # noqa: E731
+            t = one(inputs)
+            outs = outputs[0] if outputs and isinstance(outputs[0], (list, tuple)) else outputs
+            if len(inputs) != 1 or len(outs) != self.size() or any(o.numel() != t.numel() for o in outs):
+                runtime.unverified_call("all_gather")
+                return run()
+            # Described as lockstep's all_gather of input count: its output is world_size inputs.
+            flat = runtime.torch.empty(0, dtype=t.dtype)
+            call = runtime.describe("all_gather", t, out=flat)
+            call[0].out_count = t.numel() * self.size()
+            return runtime.carry(call, run)
+
+        def _allgather_base(self, output, input, opts=None):
+            opts = opts if opts is not None else dist.AllgatherOptions()
+            return runtime.carry(runtime.describe("all_gather", input, out=output),
+                                 lambda: self._real._allgather_base(output, input, opts))
+
+        def all_gather_single(self, output, input, opts=None):
+            opts = opts if opts is not None else dist.AllgatherOptions()
+            return runtime.carry(runtime.describe("all_gather", input, out=output),
+                                 lambda: self._real.all_gather_single(output, input, opts))
+
+        def _alltoall(self, output, input, out_splits, in_splits, run):
+            size = self.size()
+            return runtime.carry(runtime.describe("all_to_all", input, out=output,
+                                                  send=counts(input, in_splits, size), recv=counts(output, out_splits, size)), run)
+
+        def alltoall_base(self, output, input, out_splits, in_splits, opts=None):
+            opts = opts if opts is not None else dist.AllToAllOptions()
+            return self._alltoall(output, input, out_splits, in_splits,
+                                  lambda: self._real.alltoall_base(output, input, out_splits, in_splits, opts))
+
+        def all_to_all_single(self, output, input, out_splits, in_splits, opts=None):
+            opts = opts if opts is not None else dist.AllToAllOptions()
+            return self._alltoall(output, input, out_splits, in_splits,
+                                  lambda: self._real.all_to_all_single(output, input, out_splits, in_splits, opts))
+
+        def barrier(self, opts=None):
+            opts = opts if opts is not None else dist.BarrierOptions()
+            return runtime.carry(runtime.describe("barrier"), lambda: self._real.barrier(opts))
+
+        def send(self, tensors, dst, tag=0):
+            return runtime.carry(runtime.describe("send", one(tensors), root=dst, tag=tag), lambda: self._real.send(tensors, dst, tag))
+
+        def recv(self, tensors, src, tag=0):
+            t = one(tensors)
+            return runtime.carry(runtime.describe("recv", t, out=t, root=src, tag=tag), lambda: self._real.recv(tensors, src, tag))
+
+    for name in ("reduce", "gather", "scatter", "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_single",
+                 "allreduce_coalesced", "allgather_coalesced", "alltoall", "recv_anysource", "gather_single",
+                 "monitored_barrier", "all_gather_single_coalesced", "reduce_scatter_single_coalesced",
+                 "allgather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced"):
+        if hasattr(dist.ProcessGroup, name):
+            def passthrough(self, *a, _name=name, **k):
+                runtime.unverified_call(_name)
+                return getattr(self._real, _name)(*a, **k)
+            setattr(LockstepGroup, name, passthrough)
+    return LockstepGroup
+
+
+def _swap_default_group(c10d, real, wrapper):
+    """Makes `wrapper` the default group, registered wherever torch keeps the default group's
+    entries (torch 1.13: module dictionaries _pg_*; 2.x: the _world object's)."""
+    world = getattr(c10d, "_world", None)
+    holders = []
+    if world is not None:
+        holders = [getattr(world, n) for n in dir(type(world)) if isinstance(getattr(type(world), n, None), property)]
+    else:
+        holders = [v for k, v in vars(c10d).items() if k.startswith("_pg_")]
+    for d in holders:
+        if isinstance(d, dict) and real in d:
+            d[wrapper] = d[real]
+    c10d._update_default_pg(wrapper)
 
 
 def install():
-    import torch.distributed as dist
-    import _lockstep_c10d as ext
-
-    try:
-        dist.Backend.register_backend("lockstep", ext.create, devices=["cpu"])
-    except TypeError:  # torch 1.13: no devices argument
-        dist.Backend.register_backend("lockstep", ext.create)
-
-    wrapped = os.environ.get("LOCKSTEP_C10D_WRAP", "gloo").lower()
-    init = dist.init_process_group
-
-    def init_process_group(backend=None, *args, **kwargs):
-        name = None if backend is None else str(backend).lower()
-        if wrapped != "none" and (name is None or name == wrapped or name == "cpu:" + wrapped):
-            backend = "lockstep"
-        return init(backend, *args, **kwargs)
-
-    init_process_group.__doc__ = init.__doc__
-    dist.init_process_group = init_process_group
-    dist.distributed_c10d.init_process_group = init_process_group
-
     import torch
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
     from torch.nn.parallel import DistributedDataParallel
 
-    steps = _Steps(ext)
+    wrap = os.environ.get("LOCKSTEP_C10D_WRAP", "gloo").lower() != "none"
+    runtime = _Runtime() if wrap else None
+    steps = runtime.steps if runtime else _Steps()
+    state = {"runtime": runtime, "steps": steps}
+    _install_steps(torch, DistributedDataParallel, steps, runtime)
+
+    if wrap:
+        group_class = _make_group_class(dist, runtime)
+        init = dist.init_process_group
+
+        def init_process_group(*args, **kwargs):
+            out = init(*args, **kwargs)
+            real = c10d._get_default_group()
+            runtime.open(real)
+            wrapper = group_class(real)
+            runtime.group = wrapper
+            _swap_default_group(c10d, real, wrapper)
+            return out
+
+        init_process_group.__doc__ = init.__doc__
+        dist.init_process_group = init_process_group
+        c10d.init_process_group = init_process_group
+
+        destroy = dist.destroy_process_group
+
+        def destroy_process_group(group=None):
+            # The end of the program's collectives: lockstep's final checks run while the group lives.
+            if runtime.group is not None and (group is None or group is runtime.group) and not runtime.finished:
+                runtime.finish(_failure[0])
+            return destroy(group)
+
+        destroy_process_group.__doc__ = destroy.__doc__
+        dist.destroy_process_group = destroy_process_group
+        c10d.destroy_process_group = destroy_process_group
+
+    hook = sys.excepthook
+
+    def excepthook(kind, value, tb):
+        _failure[0] = "".join(traceback.format_exception_only(kind, value)).strip().splitlines()[-1]
+        hook(kind, value, tb)
+
+    sys.excepthook = excepthook
+
+    def at_exit():
+        if runtime is not None:
+            runtime.finish(_failure[0])
+        else:
+            _report_only(steps, _failure[0])
+
+    atexit.register(at_exit)
+    return state
+
+
+def _report_only(steps, failure):
+    """A program on its own backend (wrap = "none"): lockstep only reports its steps."""
+    path = os.environ.get("LOCKSTEP_PROGRAM_LIB", "")
+    if not path or failure:
+        return
+    lib = _load_library()
+    lib.ls_finish(b"", steps.count(), steps.rate(), -1)
+
+
+def _install_steps(torch, DistributedDataParallel, steps, runtime):
     forward = DistributedDataParallel.forward
 
     def counted_forward(self, *args, **kwargs):
-        steps.ddp_forward(self)
+        if steps.ddp is None:
+            steps.ddp = self
         return forward(self, *args, **kwargs)
 
     DistributedDataParallel.forward = counted_forward
@@ -75,69 +597,36 @@ def install():
 
     torch.optim.Optimizer.__init__ = counted_init
 
-    hook = sys.excepthook
+    from torch.utils.data import DataLoader
 
-    def excepthook(kind, value, tb):
-        _failure[0] = "".join(traceback.format_exception_only(kind, value)).strip().splitlines()[-1]
-        hook(kind, value, tb)
+    loader_iter = DataLoader.__iter__
 
-    sys.excepthook = excepthook
-    atexit.register(lambda: steps.finish(_failure[0]))
+    def checked_iter(self):
+        if runtime is not None and runtime.group is not None and not runtime.finished:
+            runtime.check_loader(self)
+        it = loader_iter(self)
+        return _CountedIterator(it, steps)
 
-
-class _Steps:
-    """The program's step counter: step n is the n-th DDP forward pass (0-based); in a program
-    without DDP, the number of optimizer.step() calls completed since the first optimizer was
-    created (-1 before). Also the throughput (steps per second, step start to step start) and, for a DDP
-    program, a digest of its module's parameters at exit, which must be the same on every rank."""
-
-    def __init__(self, ext):
-        self.ext, self.ddp, self.count, self.first, self.last = ext, None, 0, 0.0, 0.0
-        self.optimizer_steps = 0
-
-    def _begin(self, n):
-        self.ext.set_step(n)
-        self.last = time.perf_counter()
-        if n == 0:
-            self.first = self.last
-        self.count = n + 1
-
-    def ddp_forward(self, module):
-        if self.ddp is None:
-            self.ddp, self.count = module, 0
-        self._begin(self.count)
-
-    def optimizer_created(self):
-        if self.ddp is None and self.count == 0:
-            self._begin(0)
-
-    def optimizer_step(self):
-        self.optimizer_steps += 1
-        if self.ddp is None:
-            self._begin(self.count)
-
-    def finish(self, failure):
-        digest = -1
-        if self.ddp is not None and not failure:
-            digest = _parameter_digest(self.ddp.module)
-        # Throughput: count step starts, the last count - 1 steps in last - first seconds.
-        steps = self.count if self.ddp is not None else self.optimizer_steps
-        rate = (self.count - 1) / (self.last - self.first) if self.count > 1 and self.last > self.first else 0.0
-        self.ext.finish(failure, steps, rate, digest)
+    DataLoader.__iter__ = checked_iter
 
 
-def _parameter_digest(module):
-    """63 bits of a BLAKE2 hash of every parameter's exact value, in order (bf16 and f16 are
-    widened to f32, which is exact)."""
-    import hashlib
+class _CountedIterator:
+    """A DataLoader's iterator that counts the batches it yields (the step of a program without an
+    optimizer)."""
 
-    import torch
+    def __init__(self, it, steps):
+        self._it, self._steps = it, steps
 
-    h = hashlib.blake2b(digest_size=8)
-    for p in module.parameters():
-        t = p.detach().cpu()
-        if t.dtype in (torch.bfloat16, torch.float16):
-            t = t.float()
-        h.update(str(t.dtype).encode())
-        h.update(t.contiguous().numpy().tobytes())
-    return int.from_bytes(h.digest(), "little") >> 1
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        item = next(self._it)
+        self._steps.batch()
+        return item
+
+    def __len__(self):
+        return len(self._it)
+
+    def __getattr__(self, name):
+        return getattr(self._it, name)

@@ -1,0 +1,259 @@
+// liblockstep_program.so: lockstep's rank runtime for a PyTorch program that lockstep did not
+// write, behind a C interface that needs no torch. lockstep_torch.py loads it with ctypes into the
+// program's interpreter, whatever torch that interpreter imports (1.13 to 2.15), and wraps the
+// program's process group in a torch.distributed.ProcessGroup subclass (c10d's PyProcessGroup
+// trampoline, through which DDP's C++ reducer calls too). Each collective the wrapper sees is
+// described here (program.h) and carried through the same chain as lockstep's own ranks
+// (harness/rank/runtime.h): Monitor (board, trace) -> Verifier -> the engine. The engine is the
+// program's own backend (Gloo, NCCL, ...), which the wrapper starts and waits through two
+// callbacks; nothing here fingerprints, compares or judges.
+#include "harness/pytorch/program.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "harness/comm/board.h"
+#include "harness/comm/types.h"
+#include "harness/core/env.h"
+#include "harness/core/error.h"
+#include "harness/rank/runtime.h"
+
+namespace lockstep::pytorch {
+namespace {
+
+// The process's one rank runtime. A program verified by lockstep has one group: the default
+// group of init_process_group. Deliberately never destroyed (as in rank_main.cpp).
+rank::Runtime* rt = nullptr;
+ls_start_fn start_cb = nullptr;
+ls_wait_fn wait_cb = nullptr;
+std::mutex issue_mu;  // one collective at a time: the call site (phase, step, index) is shared
+thread_local std::int64_t current_token = 0;
+bool finished = false;
+std::string last_error;
+
+void copy_error(const std::string& what, char* err, int len) {
+  if (!err || len <= 0) return;
+  const std::size_t n = std::min(what.size(), static_cast<std::size_t>(len - 1));
+  std::memcpy(err, what.data(), n);
+  err[n] = '\0';
+}
+
+ls_call to_c(const comm::Call& c) {
+  ls_call out{};
+  out.op = static_cast<std::int32_t>(c.op);
+  out.dtype = static_cast<std::int32_t>(c.in.count || !c.out.count ? c.in.dtype : c.out.dtype);
+  out.reduce = static_cast<std::int32_t>(c.reduce);
+  out.root = c.root;
+  out.tag = c.tag;
+  out.in = c.in.data;
+  out.in_count = c.in.count;
+  out.out = c.out.data;
+  out.out_count = c.out.count;
+  out.nsplits = static_cast<std::int64_t>(c.send_counts.size());
+  out.send_counts = c.send_counts.empty() ? nullptr : c.send_counts.data();
+  out.recv_counts = c.recv_counts.empty() ? nullptr : c.recv_counts.data();
+  out.device = c.in.device == comm::DeviceType::kCuda || c.out.device == comm::DeviceType::kCuda ? 1 : 0;
+  return out;
+}
+
+class CallbackPending final : public comm::Pending {
+ public:
+  explicit CallbackPending(std::int64_t handle) : handle_(handle) {}
+  void wait() override {
+    if (handle_ < 0) return;
+    char err[1024] = "";
+    const std::int64_t h = handle_;
+    handle_ = -1;
+    if (wait_cb(h, err, sizeof err) != 0) throw comm::CommError(err);
+  }
+
+ private:
+  std::int64_t handle_;
+};
+
+// The program's backend, as an engine of lockstep's chain. `group` 0 carries the program's own
+// call (the wrapper holds its tensors under the current token) and lockstep's calls (token 0,
+// raw host buffers, e.g. the final barrier); group 1 is the verifier's control group, when the
+// board cannot verify (ranks on several hosts).
+class ProgramEngine final : public comm::Backend {
+ public:
+  ProgramEngine(int rank, int size, int group) : rank_(rank), size_(size), group_(group) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  std::string name() const override { return group_ == 0 ? "program" : "program-control"; }
+  std::unique_ptr<comm::Pending> start(comm::Call& call) override {
+    ls_call c = to_c(call);
+    char err[1024] = "";
+    const std::int64_t token = group_ == 0 ? current_token : 0;
+    const std::int64_t handle = start_cb(group_, token, &c, err, sizeof err);
+    if (handle < 0) throw comm::CommError(err);
+    return std::make_unique<CallbackPending>(handle);
+  }
+
+ private:
+  int rank_, size_, group_;
+};
+
+comm::View view_of(void* data, std::int32_t dtype, std::int64_t count, std::int32_t device) {
+  comm::View v;
+  v.data = data;
+  v.dtype = static_cast<comm::DType>(dtype);
+  v.count = count;
+  v.device = device ? comm::DeviceType::kCuda : comm::DeviceType::kCpu;
+  return v;
+}
+
+// The program's steps and steps per second (lockstep_torch.py measures both): the rank's metrics.
+std::map<std::string, double> program_metrics(std::int64_t steps, double steps_per_s) {
+  std::map<std::string, double> m = {{"program_steps", static_cast<double>(steps)}};
+  if (steps_per_s > 0) m["steps_per_s"] = steps_per_s;
+  return m;
+}
+
+std::string hex(std::int64_t v) {
+  std::ostringstream os;
+  os << std::hex << v;
+  return os.str();
+}
+
+}  // namespace
+}  // namespace lockstep::pytorch
+
+using namespace lockstep;
+using namespace lockstep::pytorch;
+
+extern "C" {
+
+int ls_code(const char* kind, const char* name) {
+  const std::string k = kind ? kind : "", n = name ? name : "";
+  if (k == "op") {
+    if (auto v = comm::op_from_string(n)) return static_cast<int>(*v);
+  } else if (k == "dtype") {
+    if (auto v = comm::dtype_from_string(n)) return static_cast<int>(*v);
+  } else if (k == "reduce") {
+    if (auto v = comm::reduce_op_from_string(n)) return static_cast<int>(*v);
+  }
+  return -1;
+}
+
+int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_wait_fn wait, char* err, int errlen) {
+  try {
+    if (rt) throw InputError("this program creates a second default process group; lockstep verifies the first one only");
+    start_cb = start;
+    wait_cb = wait;
+    rank::RankStatus initial;
+    initial.program = true;
+    initial.system = system ? system : "";
+    rt = new rank::Runtime(rank, world_size, env::str(env::kStatus), std::move(initial), env::seconds(env::kTimeoutS, 60));
+    const std::string mode = env::str(env::kVerify, "verify");
+    if (mode != "verify" && mode != "record" && mode != "off") {
+      throw InputError(std::string(env::kVerify) + " must be verify, record or off, got '" + mode + "'");
+    }
+    const std::string board = env::str(env::kBoard);
+    if (!rt->attach_board(board)) {
+      throw InputError("the board " + board + " is not for " + std::to_string(world_size) + " ranks, the program's group");
+    }
+    comm::set_activity("running the program");
+    rank::ChainSpec spec;
+    spec.engine = std::make_unique<ProgramEngine>(rank, world_size, 0);
+    spec.control = [=] { return std::make_unique<ProgramEngine>(rank, world_size, 1); };
+    spec.mode = mode == "verify" ? rank::VerifyMode::kVerify : mode == "record" ? rank::VerifyMode::kRecord : rank::VerifyMode::kOff;
+    spec.trace_path = env::str(env::kTrace);
+    rt->build(std::move(spec));
+    return 0;
+  } catch (const std::exception& e) {
+    copy_error(e.what(), err, errlen);
+    return 1;
+  }
+}
+
+int ls_board_verifies(void) { return rt && rt->board_verifies() ? 1 : 0; }
+
+int ls_carry(std::int64_t token, const ls_call* c, const char* site, std::int64_t step) {
+  if (!rt || finished) return 1;
+  comm::Call call;
+  call.op = static_cast<comm::Op>(c->op);
+  call.in = view_of(c->in, c->dtype, c->in_count, c->device);
+  call.out = view_of(c->out, c->dtype, c->out_count, c->device);
+  call.reduce = static_cast<comm::ReduceOp>(c->reduce);
+  call.root = c->root;
+  call.tag = c->tag;
+  if (c->nsplits > 0) {
+    call.send_counts.assign(c->send_counts, c->send_counts + c->nsplits);
+    call.recv_counts.assign(c->recv_counts, c->recv_counts + c->nsplits);
+  }
+  std::lock_guard<std::mutex> lock(issue_mu);
+  rt->communicator()->set_phase(site && *site ? site : "program");
+  rt->communicator()->set_step(step);
+  current_token = token;
+  rt->carry(std::move(call));
+  current_token = 0;
+  return 0;
+}
+
+void ls_check_same_count(std::int64_t value, const char* subject, const char* unit, std::int64_t step) {
+  if (!rt || finished) return;
+  std::lock_guard<std::mutex> lock(issue_mu);
+  rt->communicator()->set_phase("lockstep");
+  rt->communicator()->set_step(step);
+  rt->check_same_count(value, subject ? subject : "", unit ? unit : "");
+}
+
+void ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::int64_t replica_digest) {
+  const std::string fail = failure ? failure : "";
+  if (!rt) {
+    // A program on its own backend (wrap = "none"): it only reports its steps.
+    const std::string path = env::str(env::kStatus);
+    if (!path.empty() && fail.empty()) {
+      rank::RankStatus st;
+      st.program = true;
+      st.outcome = rank::Outcome::kOk;
+      st.metrics = program_metrics(steps, steps_per_s);
+      rank::Runtime(env::integer("RANK", 0), env::integer("WORLD_SIZE", 1), path, std::move(st), 60).settle();
+    }
+    return;
+  }
+  if (finished) return;
+  rank::RankStatus& st = rt->status();
+  if (!fail.empty()) {
+    finished = true;
+    if (auto d = rt->explain("error: " + fail)) rt->diagnosed(*d);
+    st.outcome = rank::Outcome::kError;
+    st.message = fail;
+    rt->settle();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(issue_mu);
+    rt->communicator()->set_phase("finalize");
+    rt->communicator()->set_step(-1);
+    comm::Call c;
+    c.op = comm::Op::kBarrier;
+    rt->carry(std::move(c));
+    // DistributedDataParallel keeps its replicas identical (it broadcasts the parameters at
+    // construction and every rank applies the same all-reduced gradients).
+    if (replica_digest >= 0) {
+      rt->check_same_value(replica_digest, "the DistributedDataParallel module's parameters differ between the ranks at the end of the program",
+                           "DDP keeps its replicas identical; a rank's gradient all-reduce stopped, was skipped or differed");
+    }
+  }
+  finished = true;
+  st.outcome = rank::Outcome::kOk;
+  st.collectives = rt->collectives_issued();
+  st.metrics = program_metrics(steps, steps_per_s);
+  st.metrics["collectives"] = static_cast<double>(rt->collectives_issued());
+  if (replica_digest >= 0) st.digest = hex(replica_digest);
+  rt->settle();
+}
+
+const char* ls_version(void) { return "1"; }
+
+}  // extern "C"

@@ -1,0 +1,57 @@
+#pragma once
+// The C interface of liblockstep_program.so (program.cpp), for lockstep_torch.py (ctypes). It
+// needs no torch: a call is described by plain values, and the program's own backend runs it
+// through the two callbacks. Enumerations are lockstep's (harness/comm/types.h); the wrapper asks
+// ls_code for their values by name, so the two sides never keep separate tables.
+#include <cstdint>
+
+#define LS_API __attribute__((visibility("default")))
+
+extern "C" {
+
+struct ls_call {
+  std::int32_t op;      // comm::Op
+  std::int32_t dtype;   // comm::DType
+  std::int32_t reduce;  // comm::ReduceOp
+  std::int32_t root;    // broadcast root, send/recv peer; -1 none
+  std::int32_t tag;     // send/recv tag
+  std::int32_t device;  // 0 cpu, 1 cuda
+  void* in;
+  std::int64_t in_count;
+  void* out;
+  std::int64_t out_count;
+  std::int64_t nsplits;                 // all_to_all: world_size, else 0
+  const std::int64_t* send_counts;      // elements to each rank
+  const std::int64_t* recv_counts;      // elements from each rank
+};
+
+// Starts `call` on the program's backend (group 0; `token` > 0: the program's call the wrapper
+// holds, 0: a call of lockstep's own on host buffers) or on the control group (group 1). Returns a
+// handle >= 0 for wait, or -1 with the engine's error in `err`.
+typedef std::int64_t (*ls_start_fn)(int group, std::int64_t token, const ls_call* call, char* err, int errlen);
+// Waits for a started call; 0, or non-zero with the engine's error in `err`.
+typedef int (*ls_wait_fn)(std::int64_t handle, char* err, int errlen);
+
+// The value of a lockstep enumerator by kind ("op", "dtype", "reduce") and name ("all_reduce",
+// "bf16", "sum"); -1 when unknown.
+LS_API int ls_code(const char* kind, const char* name);
+// Builds the rank's runtime from the launcher's LOCKSTEP_* variables (scenarios/README.md,
+// "Programs"). 0, or non-zero with the reason in `err`.
+// `system` names what the program runs on ("torch 2.15.0"), for the report.
+LS_API int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_wait_fn wait, char* err, int errlen);
+// 1 when the run's board carries the verification (local runs), 0 when the control group does.
+LS_API int ls_board_verifies(void);
+// Carries the program's call `token` from `site` ("train.py:57") at the program's `step`. A
+// diagnosis or an engine failure ends the process (status file, exit code), as in lockstep's own
+// ranks. Returns 0 when carried, 1 when lockstep no longer carries calls (after ls_finish, or never
+// opened): the caller runs the call itself.
+LS_API int ls_carry(std::int64_t token, const ls_call* call, const char* site, std::int64_t step);
+// Every rank must hold the same count (e.g. a DataLoader's batches in an epoch): uneven_steps
+// naming each rank's count otherwise.
+LS_API void ls_check_same_count(std::int64_t value, const char* subject, const char* unit, std::int64_t step);
+// At the program's end: `failure` "" meets the other ranks in one verified barrier and compares
+// the DDP replicas' digest (-1: no DDP), then writes the status; a failure is reported instead.
+LS_API void ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::int64_t replica_digest);
+LS_API const char* ls_version(void);
+
+}  // extern "C"

@@ -1,0 +1,103 @@
+// Tests of the program runtime (harness/pytorch/): liblockstep_program.so loads into any
+// interpreter because it needs neither torch nor Python, its C interface speaks lockstep's own
+// enumerations, and one build verifies programs under every torch the machine has (Debian's 1.13,
+// ci/setup's torch 2.x venv).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/comm/types.h"
+#include "harness/pytorch/program.h"
+#include "tests/test_util.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string capture(const std::string& command) {
+  std::string out;
+  if (FILE* p = ::popen(command.c_str(), "r")) {
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+TEST(ProgramRuntimeTest, LibraryNeedsNeitherTorchNorPython) {
+  const std::string needed = capture("readelf -d '" LOCKSTEP_PROGRAM_LIB "' 2>&1");
+  ASSERT_NE(needed.find("NEEDED"), std::string::npos) << needed;
+  for (const char* forbidden : {"torch", "c10", "python", "gloo"}) {
+    EXPECT_EQ(needed.find(forbidden), std::string::npos) << "links " << forbidden << ":\n" << needed;
+  }
+}
+
+TEST(ProgramRuntimeTest, ExportsOnlyItsCInterface) {
+  std::istringstream symbols(capture("nm -D --defined-only '" LOCKSTEP_PROGRAM_LIB "' | awk '$2 == \"T\" {print $3}'"));
+  std::set<std::string> got;
+  for (std::string s; symbols >> s;) got.insert(s);
+  const std::set<std::string> expected = {"ls_code", "ls_open", "ls_board_verifies", "ls_carry", "ls_check_same_count",
+                                          "ls_finish", "ls_version"};
+  EXPECT_EQ(got, expected);
+}
+
+TEST(ProgramRuntimeTest, CodesAreLockstepsEnumerators) {
+  void* lib = ::dlopen(LOCKSTEP_PROGRAM_LIB, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto code = reinterpret_cast<int (*)(const char*, const char*)>(::dlsym(lib, "ls_code"));
+  ASSERT_NE(code, nullptr);
+  EXPECT_EQ(code("op", "all_reduce"), static_cast<int>(comm::Op::kAllReduce));
+  EXPECT_EQ(code("op", "all_to_all"), static_cast<int>(comm::Op::kAllToAll));
+  EXPECT_EQ(code("op", "recv"), static_cast<int>(comm::Op::kRecv));
+  EXPECT_EQ(code("dtype", "bf16"), static_cast<int>(comm::DType::kBF16));
+  EXPECT_EQ(code("dtype", "i64"), static_cast<int>(comm::DType::kI64));
+  EXPECT_EQ(code("reduce", "avg"), static_cast<int>(comm::ReduceOp::kAvg));
+  EXPECT_EQ(code("op", "reduce_scatter"), -1);
+  EXPECT_EQ(code("colour", "red"), -1);
+  ::dlclose(lib);
+}
+
+// The seed-001 program scenario under `python`: collective_mismatch blaming rank 2 at step 27
+// (the scenario's [expect]), and the report names the torch the program imported.
+void expect_seed001_under(const std::string& python, const std::string& torch_prefix) {
+  lockstep::test::TempDir tmp("lockstep_program_torch");
+  const std::string report = tmp.path() + "/r";
+  const auto r = lockstep::test::run_cli(
+      LOCKSTEP_BINARY,
+      "run " LOCKSTEP_SOURCE_DIR "/scenarios/programs/ddp_sage/bug_cast_bf16_step27.toml --python '" + python +
+          "' --report-dir '" + report + "'",
+      tmp.path());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  std::ifstream in(report + "/results.json");
+  ASSERT_TRUE(in) << r.out << r.err;
+  const auto j = nlohmann::json::parse(in);
+  const auto& s = j.at("scenarios").at(0);
+  EXPECT_EQ(s.at("status"), "pass") << s.dump();
+  EXPECT_EQ(s.at("diagnosis").at("kind"), "collective_mismatch");
+  EXPECT_EQ(s.at("diagnosis").at("rank"), 2);
+  EXPECT_EQ(s.value("system", "").rfind("torch " + torch_prefix, 0), 0u) << s.dump();
+}
+
+TEST(ProgramUnderTorchTest, Seed001UnderDebiansTorch113) {
+  if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+  expect_seed001_under("/usr/bin/python3", "1.13");
+}
+
+TEST(ProgramUnderTorchTest, Seed001UnderTorch2FromPyPI) {
+  const std::string python = capture(LOCKSTEP_SOURCE_DIR "/ci/setup --program-python");
+  const std::string path = python.substr(0, python.find_last_not_of("\n") + 1);
+  if (path.empty() || !fs::exists(path)) GTEST_SKIP() << "no torch 2.x venv (ci/setup programs makes it at " << path << ")";
+  expect_seed001_under(path, "2.");
+}
+
+}  // namespace
+}  // namespace lockstep
