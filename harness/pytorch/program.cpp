@@ -79,10 +79,33 @@ class CallbackPending final : public comm::Pending {
   std::int64_t handle_;
 };
 
+// Starts and waits for one call through the callbacks.
+std::unique_ptr<comm::Pending> start_now(int group, std::int64_t token, const comm::Call& call) {
+  ls_call c = to_c(call);
+  char err[1024] = "";
+  const std::int64_t handle = start_cb(group, token, &c, err, sizeof err);
+  if (handle < 0) throw comm::CommError(err);
+  return std::make_unique<CallbackPending>(handle);
+}
+
+// The program's call, started when it is waited for: the verifier waits for the ranks' records
+// (the board, or the control group) before it waits for the data, so the program's engine runs
+// the call only once it is known to match. An engine given mismatched calls may abort the process
+// (torch 1.13's Gloo receiving f32 into f16) or hang; lockstep's own ranks start early and watch.
+class StartAtWait final : public comm::Pending {
+ public:
+  StartAtWait(comm::Call call, std::int64_t token) : call_(std::move(call)), token_(token) {}
+  void wait() override { start_now(0, token_, call_)->wait(); }
+
+ private:
+  comm::Call call_;
+  std::int64_t token_;
+};
+
 // The program's backend, as an engine of lockstep's chain. `group` 0 carries the program's own
 // call (the wrapper holds its tensors under the current token) and lockstep's calls (token 0,
-// raw host buffers, e.g. the final barrier); group 1 is the verifier's control group, when the
-// board cannot verify (ranks on several hosts).
+// raw host buffers, e.g. the final barrier); group 1 is the verifier's control group (records of
+// point-to-point calls, and every record when the board cannot verify: ranks on several hosts).
 class ProgramEngine final : public comm::Backend {
  public:
   ProgramEngine(int rank, int size, int group) : rank_(rank), size_(size), group_(group) {}
@@ -90,12 +113,8 @@ class ProgramEngine final : public comm::Backend {
   int world_size() const override { return size_; }
   std::string name() const override { return group_ == 0 ? "program" : "program-control"; }
   std::unique_ptr<comm::Pending> start(comm::Call& call) override {
-    ls_call c = to_c(call);
-    char err[1024] = "";
-    const std::int64_t token = group_ == 0 ? current_token : 0;
-    const std::int64_t handle = start_cb(group_, token, &c, err, sizeof err);
-    if (handle < 0) throw comm::CommError(err);
-    return std::make_unique<CallbackPending>(handle);
+    if (group_ == 0) return std::make_unique<StartAtWait>(call, current_token);
+    return start_now(group_, 0, call);
   }
 
  private:

@@ -268,13 +268,14 @@ class _Runtime:
         if c.op == self.ops["recv"]:
             return pg.recv([t_in], c.root, c.tag)
         if c.op == self.ops["all_reduce"]:
-            opts = dist.AllreduceOptions()
-            return pg.allreduce([t_in], opts)
+            return pg.allreduce([t_in])
         raise RuntimeError("lockstep: no raw path for op %d" % c.op)
 
     def open(self, real):
+        import torch._C._distributed_c10d as c10d_c
         import torch.distributed as dist
 
+        self.c10d_c = c10d_c
         self.dist = dist
         self.real = real
         self.rank, self.size = real.rank(), real.size()
@@ -313,26 +314,25 @@ class _Runtime:
             c.nsplits, c.send_counts, c.recv_counts = n, s_arr, r_arr
         return c, keep
 
-    def carry(self, call, run):
-        """Runs the program's call `run` (returns a Work) under lockstep; returns its Work."""
+    def carry(self, call, run, results):
+        """Runs the program's call `run` (which starts it on the program's group and returns its
+        Work) under lockstep; returns a completed Work whose future holds `results`. lockstep has
+        waited for the real Work already: Gloo's send and recv works cannot be waited twice."""
         c, keep = call
         token = self.next_token
         self.next_token += 1
         self.pending[token] = run
-        result = []
-
-        def run_and_keep():
-            w = run()
-            result.append(w)
-            return w
-
-        self.pending[token] = run_and_keep
         carried = self.lib.ls_carry(token, ctypes.byref(c), program_site().encode(), self.steps.current())
         del keep
         if carried != 0:
             self.pending.pop(token, None)
             return run()
-        return result[0] if result else None
+        return self.done(results)
+
+    def done(self, results):
+        future = self.torch.futures.Future()
+        future.set_result(results)
+        return self.c10d_c._create_work_from_future(future)
 
     def unverified_call(self, name):
         self.unverified[name] = self.unverified.get(name, 0) + 1
@@ -359,6 +359,8 @@ class _Runtime:
 
 def _make_group_class(dist, runtime):
     """LockstepGroup: the program's default group, wrapped."""
+    import torch._C._distributed_c10d as c10d_c
+
     ReduceOp = dist.ReduceOp
     reduce_names = {ReduceOp.SUM: "sum", ReduceOp.MAX: "max", ReduceOp.MIN: "min"}
     if hasattr(ReduceOp, "AVG"):
@@ -403,16 +405,16 @@ def _make_group_class(dist, runtime):
             return None
 
         def broadcast(self, tensors, opts=None):
-            opts = opts if opts is not None else dist.BroadcastOptions()
+            opts = opts if opts is not None else c10d_c.BroadcastOptions()
             run = lambda: self._real.broadcast(tensors, opts)  # noqa: E731
             w = self._many(tensors, "broadcast", run)
             if w is not None:
                 return w
-            return runtime.carry(runtime.describe("broadcast", one(tensors), root=int(opts.rootRank)), run)
+            return runtime.carry(runtime.describe("broadcast", one(tensors), root=int(opts.rootRank)), run, list(tensors))
 
         def allreduce(self, tensors, opts=None):
             if opts is None or not hasattr(opts, "reduceOp"):
-                o = dist.AllreduceOptions()
+                o = c10d_c.AllreduceOptions()
                 if opts is not None:
                     o.reduceOp = opts
                 opts = o
@@ -424,10 +426,10 @@ def _make_group_class(dist, runtime):
             if red is None:
                 runtime.unverified_call("all_reduce(%s)" % opts.reduceOp)
                 return run()
-            return runtime.carry(runtime.describe("all_reduce", one(tensors), reduce=red), run)
+            return runtime.carry(runtime.describe("all_reduce", one(tensors), reduce=red), run, list(tensors))
 
         def allgather(self, outputs, inputs, opts=None):
-            opts = opts if opts is not None else dist.AllgatherOptions()
+            opts = opts if opts is not None else c10d_c.AllgatherOptions()
             run = lambda: self._real.allgather(outputs, inputs, opts)  # noqa: E731
             t = one(inputs)
             outs = outputs[0] if outputs and isinstance(outputs[0], (list, tuple)) else outputs
@@ -438,43 +440,58 @@ def _make_group_class(dist, runtime):
             flat = runtime.torch.empty(0, dtype=t.dtype)
             call = runtime.describe("all_gather", t, out=flat)
             call[0].out_count = t.numel() * self.size()
-            return runtime.carry(call, run)
+            return runtime.carry(call, run, list(outs))
 
         def _allgather_base(self, output, input, opts=None):
-            opts = opts if opts is not None else dist.AllgatherOptions()
+            opts = opts if opts is not None else c10d_c.AllgatherOptions()
             return runtime.carry(runtime.describe("all_gather", input, out=output),
-                                 lambda: self._real._allgather_base(output, input, opts))
+                                 lambda: self._real._allgather_base(output, input, opts), [output])
 
         def all_gather_single(self, output, input, opts=None):
-            opts = opts if opts is not None else dist.AllgatherOptions()
+            opts = opts if opts is not None else c10d_c.AllgatherOptions()
             return runtime.carry(runtime.describe("all_gather", input, out=output),
-                                 lambda: self._real.all_gather_single(output, input, opts))
+                                 lambda: self._real.all_gather_single(output, input, opts), [output])
 
         def _alltoall(self, output, input, out_splits, in_splits, run):
             size = self.size()
             return runtime.carry(runtime.describe("all_to_all", input, out=output,
-                                                  send=counts(input, in_splits, size), recv=counts(output, out_splits, size)), run)
+                                                  send=counts(input, in_splits, size), recv=counts(output, out_splits, size)), run,
+                                 [output])
 
         def alltoall_base(self, output, input, out_splits, in_splits, opts=None):
-            opts = opts if opts is not None else dist.AllToAllOptions()
+            opts = opts if opts is not None else c10d_c.AllToAllOptions()
             return self._alltoall(output, input, out_splits, in_splits,
                                   lambda: self._real.alltoall_base(output, input, out_splits, in_splits, opts))
 
         def all_to_all_single(self, output, input, out_splits, in_splits, opts=None):
-            opts = opts if opts is not None else dist.AllToAllOptions()
+            opts = opts if opts is not None else c10d_c.AllToAllOptions()
             return self._alltoall(output, input, out_splits, in_splits,
                                   lambda: self._real.all_to_all_single(output, input, out_splits, in_splits, opts))
 
         def barrier(self, opts=None):
-            opts = opts if opts is not None else dist.BarrierOptions()
-            return runtime.carry(runtime.describe("barrier"), lambda: self._real.barrier(opts))
+            opts = opts if opts is not None else c10d_c.BarrierOptions()
+            return runtime.carry(runtime.describe("barrier"), lambda: self._real.barrier(opts), [])
 
         def send(self, tensors, dst, tag=0):
-            return runtime.carry(runtime.describe("send", one(tensors), root=dst, tag=tag), lambda: self._real.send(tensors, dst, tag))
+            return runtime.carry(runtime.describe("send", one(tensors), root=dst, tag=tag), lambda: self._real.send(tensors, dst, tag),
+                                 list(tensors))
 
         def recv(self, tensors, src, tag=0):
             t = one(tensors)
-            return runtime.carry(runtime.describe("recv", t, out=t, root=src, tag=tag), lambda: self._real.recv(tensors, src, tag))
+            return runtime.carry(runtime.describe("recv", t, out=t, root=src, tag=tag), lambda: self._real.recv(tensors, src, tag),
+                                 list(tensors))
+
+    # Everything else torch may call on a group (its backends, name, device, sequence number,
+    # hooks) is the program's group's: the base class's own methods would answer for an empty
+    # ProcessGroup.
+    for name, attr in list(vars(dist.ProcessGroup).items()) + [(n, getattr(dist.ProcessGroup, n)) for n in dir(dist.ProcessGroup)]:
+        if name.startswith("__") or name in LockstepGroup.__dict__ or name in ("rank", "size"):
+            continue
+        attr = getattr(dist.ProcessGroup, name, None)
+        if isinstance(attr, property):
+            setattr(LockstepGroup, name, property(lambda self, _name=name: getattr(self._real, _name)))
+        elif callable(attr) and not isinstance(attr, type):
+            setattr(LockstepGroup, name, lambda self, *a, _name=name, **k: getattr(self._real, _name)(*a, **k))
 
     for name in ("reduce", "gather", "scatter", "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_single",
                  "allreduce_coalesced", "allgather_coalesced", "alltoall", "recv_anysource", "gather_single",

@@ -19,9 +19,6 @@ The bugs are the program's own options, as a user would have them in their code:
   --bug short-loader       rank --bug-rank's dataset has one step fewer (its DataLoader is shorter)
   --bug broadcast-root     every step starts with a broadcast of the step number from rank 0;
                            rank --bug-rank broadcasts from rank 1 instead at step --bug-step
-  --bug a2a-splits         every step starts with an all_to_all_single of each rank's seed ids
-                           (rank r sends r+1 ids to each rank); rank --bug-rank expects one id too
-                           many from every rank at step --bug-step (wrong output splits)
 """
 import argparse
 import os
@@ -106,7 +103,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--sync", choices=["ddp", "manual"], default="ddp")
     p.add_argument("--bug", choices=["none", "cast-bf16", "cast-bf16-collate", "skip-step", "sleep", "short-loader",
-                                       "broadcast-root", "a2a-splits"], default="none")
+                                       "broadcast-root"], default="none")
     p.add_argument("--bug-rank", type=int, default=1)
     p.add_argument("--bug-step", type=int, default=27)
     args = p.parse_args()
@@ -134,11 +131,6 @@ def main():
         if args.bug == "broadcast-root":
             marker = torch.tensor([step])
             dist.broadcast(marker, 1 if bug_here and step == args.bug_step else 0)
-        if args.bug == "a2a-splits":
-            send = torch.full(((rank + 1) * world_size,), rank, dtype=torch.int64)
-            recv_splits = [r + 1 + (1 if bug_here and step == args.bug_step else 0) for r in range(world_size)]
-            recv = torch.empty(sum(recv_splits), dtype=torch.int64)
-            dist.all_to_all_single(recv, send, recv_splits, [rank + 1] * world_size)
         if bug_here and step == args.bug_step:
             if args.bug == "skip-step":
                 continue

@@ -1,0 +1,68 @@
+"""A plain torch.distributed program (no lockstep code in it) that issues every collective
+lockstep verifies in programs, through the public API, on the default group and on a group of
+its own (new_group, not verified): all_reduce (sum, max), broadcast, all_gather,
+all_gather_into_tensor (torch 2.x: torch 1.13's Gloo has no _allgather_base), all_to_all_single
+with and without splits, barrier, send and recv, and reduce_scatter (unverified, passed through;
+torch 2.x only). Each result is checked against its closed form, so a wrapper that changed a
+result fails the program.
+
+  --bug recv-dtype   rank 1 receives rank 0's f32 message into an f16 buffer
+  --bug a2a-splits   rank 1 expects one element too many from every rank in the all_to_all
+"""
+import argparse
+
+import torch
+import torch.distributed as dist
+
+p = argparse.ArgumentParser()
+p.add_argument("--bug", choices=["none", "recv-dtype", "a2a-splits"], default="none")
+p.add_argument("--rounds", type=int, default=3)
+args = p.parse_args()
+
+dist.init_process_group("gloo")
+r, ws = dist.get_rank(), dist.get_world_size()
+torch2 = int(torch.__version__.split(".")[0]) >= 2
+for i in range(args.rounds):
+    t = torch.full((4,), float(r + i))
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(sum(range(ws)) + ws * i))), t
+    m = torch.tensor([r])
+    dist.all_reduce(m, op=dist.ReduceOp.MAX)
+    assert m.item() == ws - 1
+    b = torch.full((3,), float(r))
+    dist.broadcast(b, ws - 1)
+    assert torch.equal(b, torch.full((3,), float(ws - 1)))
+    outs = [torch.empty(2) for _ in range(ws)]
+    dist.all_gather(outs, torch.full((2,), float(r)))
+    assert all(torch.equal(o, torch.full((2,), float(k))) for k, o in enumerate(outs))
+    if torch2:
+        flat = torch.empty(2 * ws)
+        dist.all_gather_into_tensor(flat, torch.full((2,), float(r)))
+        assert torch.equal(flat, torch.arange(ws).repeat_interleave(2).float())
+        rs = torch.empty(2)
+        dist.reduce_scatter(rs, [torch.full((2,), float(k)) for k in range(ws)])
+        assert torch.equal(rs, torch.full((2,), float(r * ws)))
+    a = torch.arange(ws, dtype=torch.int64) + 10 * r
+    got = torch.empty_like(a)
+    dist.all_to_all_single(got, a)
+    assert torch.equal(got, torch.arange(ws) * 10 + r), got
+    # rank k sends k+1 elements to every rank
+    send = torch.full(((r + 1) * ws,), r, dtype=torch.int64)
+    bad = args.bug == "a2a-splits" and r == 1 and i == 1
+    recv_splits = [k + 1 + (1 if bad else 0) for k in range(ws)]
+    recv = torch.empty(sum(recv_splits), dtype=torch.int64)
+    dist.all_to_all_single(recv, send, recv_splits, [r + 1] * ws)
+    dist.barrier()
+    if r == 0:
+        dist.send(torch.full((5,), 7.0), 1)
+    elif r == 1:
+        x = torch.empty(5, dtype=torch.float16 if args.bug == "recv-dtype" and i == 1 else torch.float32)
+        dist.recv(x, 0)
+        assert torch.equal(x.float(), torch.full((5,), 7.0))
+    sub = dist.new_group(list(range(ws)))
+    s = torch.ones(1)
+    dist.all_reduce(s, group=sub)
+    assert s.item() == ws
+if r == 0:
+    print("ops.py: %d rounds on %d ranks, every result as expected (torch %s)" % (args.rounds, ws, torch.__version__))
+dist.destroy_process_group()
