@@ -99,5 +99,25 @@ TEST(ProgramUnderTorchTest, Seed001UnderTorch2FromPyPI) {
   expect_seed001_under(path, "2.");
 }
 
+// A program lockstep was to verify that never creates its default group had nothing checked: the
+// scenario is an error, never a pass, and the run exits non-zero.
+TEST(ProgramUnderTorchTest, AProgramWithoutAProcessGroupIsAnErrorNotAPass) {
+  if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+  lockstep::test::TempDir tmp("lockstep_program_nodist");
+  std::ofstream(tmp.path() + "/solo.py") << "import torch\nprint(torch.ones(2).sum())\n";
+  std::ofstream(tmp.path() + "/solo.toml") << "name = \"programs.solo\"\n[run]\nworld_size = 2\ntimeout_s = 30\n"
+                                              "[workload]\nkind = \"program\"\ncommand = [\"{python}\", \"{dir}/solo.py\"]\n"
+                                              "[expect]\noutcome = \"pass\"\n";
+  const auto r = lockstep::test::run_cli(LOCKSTEP_BINARY,
+                                         "run '" + tmp.path() + "/solo.toml' --python /usr/bin/python3 --report-dir '" + tmp.path() + "/r'",
+                                         tmp.path());
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  std::ifstream in(tmp.path() + "/r/results.json");
+  ASSERT_TRUE(in) << r.out << r.err;
+  const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
+  EXPECT_EQ(s.at("status"), "error") << s.dump();
+  EXPECT_NE(s.value("reason", "").find("never called init_process_group"), std::string::npos) << s.dump();
+}
+
 }  // namespace
 }  // namespace lockstep

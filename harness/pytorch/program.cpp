@@ -226,21 +226,30 @@ void ls_check_same_count(std::int64_t value, const char* subject, const char* un
   rt->check_same_count(value, subject ? subject : "", unit ? unit : "");
 }
 
-void ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::int64_t replica_digest) {
+int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::int64_t replica_digest) {
   const std::string fail = failure ? failure : "";
   if (!rt) {
-    // A program on its own backend (wrap = "none"): it only reports its steps.
+    // A program on its own backend (wrap = "none") only reports its steps. A wrapped program that
+    // never created its default group had nothing verified: that is not a pass.
     const std::string path = env::str(env::kStatus);
     if (!path.empty() && fail.empty()) {
       rank::RankStatus st;
       st.program = true;
       st.outcome = rank::Outcome::kOk;
       st.metrics = program_metrics(steps, steps_per_s);
-      rank::Runtime(env::integer("RANK", 0), env::integer("WORLD_SIZE", 1), path, std::move(st), 60).settle();
+      if (env::str(env::kC10dWrap, "gloo") != "none") {
+        st.outcome = rank::Outcome::kInputError;
+        st.message = "the program never called init_process_group: lockstep verified none of its collectives";
+      }
+      const bool nothing_checked = st.outcome == rank::Outcome::kInputError;
+      rank::Runtime once(env::integer("RANK", 0), env::integer("WORLD_SIZE", 1), path, std::move(st), 60);
+      once.attach_board(env::str(env::kBoard));
+      once.settle();
+      if (nothing_checked) return rank::kExitInput;
     }
-    return;
+    return 0;
   }
-  if (finished) return;
+  if (finished) return 0;
   rank::RankStatus& st = rt->status();
   if (!fail.empty()) {
     finished = true;
@@ -248,7 +257,7 @@ void ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std:
     st.outcome = rank::Outcome::kError;
     st.message = fail;
     rt->settle();
-    return;
+    return 0;
   }
   {
     std::lock_guard<std::mutex> lock(issue_mu);
@@ -271,6 +280,7 @@ void ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std:
   st.metrics["collectives"] = static_cast<double>(rt->collectives_issued());
   if (replica_digest >= 0) st.digest = hex(replica_digest);
   rt->settle();
+  return 0;
 }
 
 const char* ls_version(void) { return "1"; }

@@ -51,7 +51,9 @@ LS_API int ls_carry(std::int64_t token, const ls_call* call, const char* site, s
 LS_API void ls_check_same_count(std::int64_t value, const char* subject, const char* unit, std::int64_t step);
 // At the program's end: `failure` "" meets the other ranks in one verified barrier and compares
 // the DDP replicas' digest (-1: no DDP), then writes the status; a failure is reported instead.
-LS_API void ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::int64_t replica_digest);
+// Returns the exit code the process must end with when it is not the program's own: 2 (bad input)
+// when lockstep was to verify the program and it never created its default group; else 0.
+LS_API int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::int64_t replica_digest);
 LS_API const char* ls_version(void);
 
 }  // extern "C"

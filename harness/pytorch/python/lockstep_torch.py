@@ -71,7 +71,7 @@ def _load_library():
     lib.ls_carry.argtypes = [ctypes.c_int64, ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
     lib.ls_check_same_count.restype = None
     lib.ls_check_same_count.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64]
-    lib.ls_finish.restype = None
+    lib.ls_finish.restype = ctypes.c_int
     lib.ls_finish.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int64]
     return lib
 
@@ -354,7 +354,11 @@ class _Runtime:
         digest = -1
         if self.steps.ddp is not None and not failure:
             digest = _parameter_digest(self.steps.ddp.module)
-        self.lib.ls_finish(failure.encode(), self.steps.count(), self.steps.rate(), digest)
+        code = self.lib.ls_finish(failure.encode(), self.steps.count(), self.steps.rate(), digest)
+        if code:
+            sys.stderr.write("lockstep: the program never called init_process_group: lockstep verified none of its collectives\n")
+            sys.stderr.flush()
+            os._exit(code)
 
 
 def _make_group_class(dist, runtime):
