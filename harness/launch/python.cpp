@@ -296,9 +296,10 @@ std::vector<std::string> command_argv(const scenario::Scenario& s, const std::ve
   return argv;
 }
 
-std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board) {
+std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board,
+                                     const std::string& addr) {
   std::vector<std::string> env = inherited_env({"PYTHONPATH"});
-  for (auto& kv : torchrun_env(rank, s.world_size, s.ranks_per_node, port)) env.push_back(std::move(kv));
+  for (auto& kv : torchrun_env(rank, s.world_size, s.ranks_per_node, port, addr)) env.push_back(std::move(kv));
   env.push_back(backend_pythonpath());
   env.push_back("PYTHONUNBUFFERED=1");
   env.push_back(env::assign(env::kC10d, "1"));
