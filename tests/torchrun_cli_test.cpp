@@ -130,7 +130,7 @@ TEST_F(TorchrunCliTest, TwoNodesEachRunTheirRanksAndAgreeOnTheDiagnosis) {
   const std::string args = " " + quote(kTrain) + " --steps 10 --sync manual --bug cast-bf16 --bug-rank 1 --bug-step 3";
   const std::string env = "XDG_CACHE_HOME=" + quote(tmp_ / "cache") + " LOCKSTEP_PYTHON=" + quote(python()) + " ";
   const std::string bin = "timeout 300 " + quote(LOCKSTEP_BINARY) + " torchrun ";
-  const std::string script = "cd " + quote(tmp_.path()) + " && (" + env + bin + common + "--node-rank 1 --report-dir r1" + args +
+  const std::string script = "cd " + quote(tmp_.path()) + "; (" + env + bin + common + "--node-rank 1 --report-dir r1" + args +
                              " >n1.out 2>&1; echo $? >n1.rc) & " + env + bin + common + "--node-rank 0 --report-dir r0" + args +
                              " >n0.out 2>&1; echo $? >n0.rc; wait";
   ASSERT_EQ(std::system(("bash -c " + quote(script)).c_str()), 0);
