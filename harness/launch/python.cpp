@@ -205,45 +205,19 @@ void remember_success(const std::string& key, const std::string& output) {
 }
 
 // Why the interpreter cannot import `modules` ("" when it can); cached in this process, and on
-// disk when it can (above). `extra_env` is added to the probe's environment (a PYTHONPATH).
+// disk when it can (probe_imports). `extra_env` is added to the probe's environment (a PYTHONPATH).
 std::string import_skip_reason(const std::vector<std::string>& modules, const std::string& hint,
                                const std::vector<std::string>& extra_env = {}) {
   if (modules.empty()) return "";
   static std::mutex mu;
   static std::map<std::string, std::string> cache;
-  std::string list;
-  for (const auto& m : modules) list += (list.empty() ? "" : ", ") + m;
   const std::string python = python_interpreter();
   std::lock_guard<std::mutex> lock(mu);
-  std::string key = python + "|" + list;
+  std::string key = python;
+  for (const auto& m : modules) key += "|" + m;
   for (const auto& e : extra_env) key += "|" + e;
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  std::string reason;
-  try {
-    const std::string program = resolve_program(python);
-    const std::string disk_key = probe_key(program, list, extra_env);
-    if (!cached_success(disk_key)) {
-      // The probe also prints the files its success depends on: each module's __file__ and
-      // sys.path's directories.
-      std::string names;
-      for (const auto& m : modules) names += (names.empty() ? "'" : ", '") + m + "'";
-      const std::string code_text = "import " + list + "\nimport sys\nprint('" + kFilesMarker +
-                                    "' + '\\t'.join([getattr(sys.modules[m], '__file__', None) or '' for m in [" + names +
-                                    "]] + [p for p in sys.path if p]))";
-      std::string last, output;
-      const int code = run_quietly({program, "-c", code_text}, kImportTimeoutS, last, extra_env, &output);
-      if (code != 0) {
-        reason = "requires python modules " + list + ": " + python + " cannot import them (" +
-                 (last.empty() ? "exit " + std::to_string(code) : last) + "); " + hint;
-      } else {
-        remember_success(disk_key, output);
-      }
-    }
-  } catch (const InputError& e) {
-    reason = std::string("requires python modules ") + list + ": " + e.what() + "; set LOCKSTEP_PYTHON";
-  }
-  cache[key] = reason;
-  return reason;
+  return cache[key] = probe_imports(python, modules, hint, extra_env);
 }
 
 // build/python beside this lockstep binary: where _lockstep_c10d was built.
@@ -260,6 +234,34 @@ std::string backend_pythonpath() {
 }
 
 }  // namespace
+
+std::string probe_imports(const std::string& python, const std::vector<std::string>& modules, const std::string& hint,
+                          const std::vector<std::string>& extra_env) {
+  std::string list;
+  for (const auto& m : modules) list += (list.empty() ? "" : ", ") + m;
+  try {
+    const std::string program = resolve_program(python);
+    const std::string disk_key = probe_key(program, list, extra_env);
+    if (cached_success(disk_key)) return "";
+    // The probe also prints the files its success depends on: each module's __file__ and
+    // sys.path's directories.
+    std::string names;
+    for (const auto& m : modules) names += (names.empty() ? "'" : ", '") + m + "'";
+    const std::string code_text = "import " + list + "\nimport sys\nprint('" + kFilesMarker +
+                                  "' + '\\t'.join([getattr(sys.modules[m], '__file__', None) or '' for m in [" + names +
+                                  "]] + [p for p in sys.path if p]))";
+    std::string last, output;
+    const int code = run_quietly({program, "-c", code_text}, kImportTimeoutS, last, extra_env, &output);
+    if (code != 0) {
+      return "requires python modules " + list + ": " + python + " cannot import them (" +
+             (last.empty() ? "exit " + std::to_string(code) : last) + "); " + hint;
+    }
+    remember_success(disk_key, output);
+    return "";
+  } catch (const InputError& e) {
+    return std::string("requires python modules ") + list + ": " + e.what() + "; set LOCKSTEP_PYTHON";
+  }
+}
 
 std::string system_skip_reason(const scenario::Scenario& s) {
   if (!s.system) return "";

@@ -11,6 +11,12 @@ namespace lockstep::launch {
 
 // The interpreter that replaces {python}: $LOCKSTEP_PYTHON, else python3.
 std::string python_interpreter();
+// Why `python` cannot import `modules` ("" when it can), with `hint` appended to the reason;
+// `extra_env` ("NAME=value") is added to the probe's environment. A successful probe is cached
+// on disk ($XDG_CACHE_HOME or ~/.cache/lockstep/python-probes) while the interpreter, each
+// module's file and each sys.path directory are unchanged; a failed one is probed again.
+std::string probe_imports(const std::string& python, const std::vector<std::string>& modules, const std::string& hint,
+                          const std::vector<std::string>& extra_env = {});
 // Why `s` cannot run on this machine (its interpreter cannot import [system] python_modules),
 // or "" when it can. Cached per interpreter and module list.
 std::string system_skip_reason(const scenario::Scenario& s);
