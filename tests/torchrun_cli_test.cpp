@@ -123,22 +123,35 @@ TEST_F(TorchrunCliTest, HelpNamesTorchrunsOptions) {
 }
 
 // Two "nodes" of one rank each on this machine: each lockstep starts and watches its own rank,
-// and the ranks verify over their control group. The bf16 cast on node 1's rank is named by both.
-TEST_F(TorchrunCliTest, TwoNodesEachRunTheirRanksAndAgreeOnTheDiagnosis) {
-  const int port = free_port();
-  const std::string common = "--nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " + std::to_string(port) + " ";
-  const std::string args = " " + quote(kTrain) + " --steps 10 --sync manual --bug cast-bf16 --bug-rank 1 --bug-step 3";
-  const std::string env = "XDG_CACHE_HOME=" + quote(tmp_ / "cache") + " LOCKSTEP_PYTHON=" + quote(python()) + " ";
-  const std::string bin = "timeout 300 " + quote(LOCKSTEP_BINARY) + " torchrun ";
-  const std::string script = "cd " + quote(tmp_.path()) + "; (" + env + bin + common + "--node-rank 1 --report-dir r1" + args +
-                             " >n1.out 2>&1; echo $? >n1.rc) & " + env + bin + common + "--node-rank 0 --report-dir r0" + args +
-                             " >n0.out 2>&1; echo $? >n0.rc; wait";
-  ASSERT_EQ(std::system(("bash -c " + quote(script)).c_str()), 0);
-  const std::string out0 = test::read_file(tmp_ / "n0.out"), out1 = test::read_file(tmp_ / "n1.out");
-  if (not_run(CliResult{1, out0, ""})) GTEST_SKIP() << out0;
-  EXPECT_EQ(test::read_file(tmp_ / "n0.rc"), "1\n") << out0;
-  EXPECT_EQ(test::read_file(tmp_ / "n1.rc"), "1\n") << out1;
-  for (const auto& out : {out0, out1}) {
+// and the ranks verify over their control group.
+class TorchrunTwoNodesTest : public TorchrunCliTest {
+ protected:
+  // Runs node 1 in the background and node 0, each `lockstep torchrun OPTIONS --node-rank R
+  // --report-dir rR train.py PROGRAM_ARGS`; their output and exit codes land in nR.out, nR.rc.
+  void run_nodes(const std::string& options, const std::string& program_args) {
+    const std::string common = "--nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " + std::to_string(free_port()) +
+                               " " + options + " ";
+    const std::string env = "XDG_CACHE_HOME=" + quote(tmp_ / "cache") + " LOCKSTEP_PYTHON=" + quote(python()) + " ";
+    const std::string bin = "timeout 300 " + quote(LOCKSTEP_BINARY) + " torchrun ";
+    auto node = [&](int r) {
+      const std::string n = std::to_string(r);
+      return env + bin + common + "--node-rank " + n + " --report-dir r" + n + " " + quote(kTrain) + " " + program_args + " >n" + n +
+             ".out 2>&1; echo $? >n" + n + ".rc";
+    };
+    const std::string script = "cd " + quote(tmp_.path()) + "; (" + node(1) + ") & " + node(0) + "; wait";
+    ASSERT_EQ(std::system(("bash -c " + quote(script)).c_str()), 0);
+    out0_ = test::read_file(tmp_ / "n0.out");
+    out1_ = test::read_file(tmp_ / "n1.out");
+  }
+  std::string out0_, out1_;
+};
+
+TEST_F(TorchrunTwoNodesTest, EachNodeRunsItsRanksAndBothNameTheMismatchedRank) {
+  run_nodes("", "--steps 10 --sync manual --bug cast-bf16 --bug-rank 1 --bug-step 3");
+  if (not_run(CliResult{1, out0_, ""})) GTEST_SKIP() << out0_;
+  EXPECT_EQ(test::read_file(tmp_ / "n0.rc"), "1\n") << out0_;
+  EXPECT_EQ(test::read_file(tmp_ / "n1.rc"), "1\n") << out1_;
+  for (const auto& out : {out0_, out1_}) {
     EXPECT_CONTAINS(out, "verdict: collective_mismatch (rank 1)");
     EXPECT_CONTAINS(out, "rank 1 all_reduce bf16");
   }
@@ -146,6 +159,29 @@ TEST_F(TorchrunCliTest, TwoNodesEachRunTheirRanksAndAgreeOnTheDiagnosis) {
   EXPECT_TRUE(fs::exists(tmp_ / "r0/torchrun.train.node0/rank0.status.json"));
   EXPECT_FALSE(fs::exists(tmp_ / "r0/torchrun.train.node0/rank1.status.json"));
   EXPECT_TRUE(fs::exists(tmp_ / "r1/torchrun.train.node1/rank1.status.json"));
+}
+
+TEST_F(TorchrunTwoNodesTest, CleanRunPassesOnBothNodes) {
+  run_nodes("", "--steps 10");
+  if (not_run(CliResult{1, out0_, ""})) GTEST_SKIP() << out0_;
+  EXPECT_EQ(test::read_file(tmp_ / "n0.rc"), "0\n") << out0_;
+  EXPECT_EQ(test::read_file(tmp_ / "n1.rc"), "0\n") << out1_;
+  EXPECT_CONTAINS(out0_, "verdict: pass");
+  EXPECT_CONTAINS(out1_, "verdict: pass");
+}
+
+// Rank 1 (node 1) sleeps at step 3: node 1 blames it; node 0 sees only its own rank waiting and
+// says the cause is on another node, blaming nobody.
+TEST_F(TorchrunTwoNodesTest, AHangIsBlamedByTheNodeOfTheRankThatHangs) {
+  run_nodes("--timeout-s 5", "--steps 10 --bug sleep --bug-rank 1 --bug-step 3");
+  if (not_run(CliResult{1, out0_, ""})) GTEST_SKIP() << out0_;
+  EXPECT_EQ(test::read_file(tmp_ / "n0.rc"), "1\n") << out0_;
+  EXPECT_EQ(test::read_file(tmp_ / "n1.rc"), "1\n") << out1_;
+  EXPECT_CONTAINS(out1_, "verdict: timeout (rank 1)");
+  EXPECT_CONTAINS(out1_, "rank 1 is not in a collective");
+  EXPECT_CONTAINS(out0_, "verdict: timeout; report");
+  EXPECT_CONTAINS(out0_, "rank 0 is waiting in collective");
+  EXPECT_CONTAINS(out0_, "the rank that holds them up is on another node");
 }
 
 }  // namespace

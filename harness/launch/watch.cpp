@@ -88,6 +88,7 @@ class BoardSource final : public ProgressSource {
   }
 
   Diagnosis timeout(const std::vector<Child>&, double timeout_s) const override {
+    if (end_ - first_ < board_.world_size()) return node_timeout(timeout_s);
     std::int64_t most = 0;
     for (int r = first_; r < end_; ++r) most = std::max(most, board_.view(r).issued);
     // Blame the ranks that are behind: not in a collective, or not yet at the furthest one.
@@ -109,6 +110,27 @@ class BoardSource final : public ProgressSource {
       os << others_waiting(blamed);
     }
     return Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, most - 1};
+  }
+
+  // A timeout seen by one node of several: only its own ranks' positions are known here. Its ranks
+  // that are not in a collective are blamed; when all of them wait in one, the cause is on
+  // another node, and nobody is blamed here.
+  Diagnosis node_timeout(double timeout_s) const {
+    std::ostringstream os;
+    os << "no progress for " << timeout_s << " s on this node (ranks " << first_ << ".." << end_ - 1 << " of "
+       << board_.world_size() << "; the other nodes' ranks are watched by their own lockstep)";
+    int blamed = -1;
+    std::int64_t seq = -1;
+    for (int r = first_; r < end_; ++r) {
+      const auto v = board_.view(r);
+      os << "; rank " << r << (v.in_collective() ? " is waiting in " + v.waiting_in() : " is not in a collective (last completed " + v.last_completed() + ")");
+      if (!v.in_collective() && blamed < 0) {
+        blamed = r;
+        seq = v.completed;
+      }
+    }
+    if (blamed < 0) os << "; every rank here is waiting: the rank that holds them up is on another node";
+    return Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, seq};
   }
 
   // Who is still starting and what they report doing, and where the ranks that did start are.
