@@ -20,6 +20,8 @@ void add_baseline(CLI::App& app, int& exit_code);
 void add_compare(CLI::App& app, int& exit_code);
 void add_report(CLI::App& app, int& exit_code);
 void add_catalog(CLI::App& app, int& exit_code);
+// `lockstep torchrun [torchrun's options] train.py [args]`: a program under live verification, no scenario file.
+void add_torchrun(CLI::App& app, int& exit_code);
 
 // Shared by run and record.
 // The default report folder: a new one per run, lockstep-report/run-<UTC time>-<pid>, so that

@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
       "lockstep: reproducibility and correctness harness for distributed GNN training.\n"
       "Runs scenario files (TOML) over real rank processes and real collective engines (Gloo via\n"
       "LibTorch c10d, NCCL), checks results, collective sequences and throughput, and writes\n"
-      "results.json, junit.xml and per-rank logs and traces.\n\n"
+      "results.json, junit.xml and per-rank logs and traces. `lockstep torchrun` runs a PyTorch program the\n"
+      "same way without a scenario file.\n\n"
       "Exit codes: 0 every scenario met its expectation; 1 at least one did not; 2 usage or\n"
       "input error (the message names file:line and the key)."};
   app.set_version_flag("--version", std::string("lockstep ") + LOCKSTEP_VERSION + " (" + LOCKSTEP_GIT_REV +
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   lockstep::cli::add_compare(app, exit_code);
   lockstep::cli::add_report(app, exit_code);
   lockstep::cli::add_catalog(app, exit_code);
+  lockstep::cli::add_torchrun(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -53,13 +53,14 @@ std::string random_token() {
 }
 
 // "; last collectives: rank 0: #6 all_reduce f32[1316] sum (train.py:88 step 26) completed,
-// #7 ... in flight; rank 1: ..." from the ranks' flight recorders (the last `per_rank` each).
-std::string flight_summary(const comm::Board& board, std::size_t per_rank) {
+// #7 ... in flight; rank 1: ..." from the flight recorders of ranks [first, end) (the last
+// `per_rank` each).
+std::string flight_summary(const comm::Board& board, std::size_t per_rank, int first, int end) {
   std::ostringstream os;
   os << "; last collectives:";
-  for (int r = 0; r < board.world_size(); ++r) {
+  for (int r = first; r < end; ++r) {
     const auto records = comm::read_flight(board.slot(r));
-    os << (r ? "; " : " ") << "rank " << r << ": ";
+    os << (r > first ? "; " : " ") << "rank " << r << ": ";
     if (records.empty()) os << "none";
     const std::size_t from = records.size() > per_rank ? records.size() - per_rank : 0;
     for (std::size_t i = from; i < records.size(); ++i) os << (i > from ? ", " : "") << records[i].describe();
@@ -67,11 +68,11 @@ std::string flight_summary(const comm::Board& board, std::size_t per_rank) {
   return os.str();
 }
 
-// Adds to each rank's trace the flight-recorder records it lacks: the calls of a rank killed
-// before it flushed its trace, and the call each rank was in when the run ended (with the
-// diagnosis, when the diagnosis names that collective).
-void add_flight_records(const comm::Board& board, const std::string& dir, const std::optional<Diagnosis>& d) {
-  for (int r = 0; r < board.world_size(); ++r) {
+// Adds to the trace of each rank in [first, end) the flight-recorder records it lacks: the calls
+// of a rank killed before it flushed its trace, and the call each rank was in when the run ended
+// (with the diagnosis, when the diagnosis names that collective).
+void add_flight_records(const comm::Board& board, const std::string& dir, const std::optional<Diagnosis>& d, int first, int end) {
+  for (int r = first; r < end; ++r) {
     const std::string path = rank::trace_path(dir, r);
     std::set<std::int64_t> have;
     {
@@ -260,15 +261,28 @@ void gather(const scenario::Scenario& s, const LaunchOptions& options, report::S
     }
     std::unique_ptr<comm::StoreServer> store;
     if (!program) store = std::make_unique<comm::StoreServer>(s.world_size, rank::engine_timeout_s(s.startup_timeout_s, s.timeout_s), dir);
-    const int program_port = program ? loopback_port() : 0;
+    // This launcher's ranks: all of them, or one node's of a multi-node program (options.nodes).
+    const auto& nodes = options.nodes;
+    const bool multi_node = program && nodes.nnodes > 1;
+    const int local = program ? s.world_size / nodes.nnodes : s.world_size;
+    const int first = program ? nodes.node_rank * local : 0;
+    const int last = first + local;  // this launcher's ranks: [first, last)
+    LOCKSTEP_CHECK(!program || (nodes.nnodes >= 1 && s.world_size % nodes.nnodes == 0 && nodes.node_rank >= 0 &&
+                                nodes.node_rank < nodes.nnodes && (nodes.nnodes == 1 || nodes.master_port > 0)),
+                   "a program over ", nodes.nnodes, " nodes needs world_size (", s.world_size,
+                   ") a multiple of them, node_rank in [0, nnodes) (got ", nodes.node_rank, ") and a master port");
+    const int program_port = !program ? 0 : nodes.master_port > 0 ? nodes.master_port : loopback_port();
 
     // Every key of this run's rendezvous goes under a secret prefix (comm/engines.h), so another
     // local process that reaches the store cannot join or read it.
     const std::string token = random_token();
     RankProcesses procs;
-    for (int r = 0; r < s.world_size; ++r) {
+    for (int r = first; r < last; ++r) {
       if (program) {
-        procs.spawn(program_argv, program_env(s, r, program_port, dir, board_path), rank::log_path(dir, r));
+        std::vector<std::string> env = program_env(s, r, program_port, dir, board_path, nodes.master_addr);
+        // The other nodes' ranks publish on their own boards: compare over the control group.
+        if (multi_node) set_env(env, env::assign(env::kVerifyChannel, "control"));
+        procs.spawn(program_argv, env, rank::log_path(dir, r));
         continue;
       }
       std::vector<std::string> argv = {options.binary, "rank", s.file, "--variant", std::to_string(s.variant_index),
@@ -286,8 +300,8 @@ void gather(const scenario::Scenario& s, const LaunchOptions& options, report::S
     }
 
     // Watch (watch.h): start-up, then no progress for timeout_s, and the deadline.
-    Watchdog dog(s.world_size, watchdog_limits(s), Clock::now());
-    const auto source = board_source(board, dir, unobserved);
+    Watchdog dog(local, watchdog_limits(s), Clock::now());
+    const auto source = board_source(board, dir, unobserved, first, local);
     const WatchEnd end = watch(procs, *source, dog);
     if (end.cancelled()) {
       fs::remove(board_path);
@@ -296,23 +310,23 @@ void gather(const scenario::Scenario& s, const LaunchOptions& options, report::S
       res.reason = cancelled_reason();
       return;
     }
-    for (int r = 0; r < s.world_size; ++r) {
-      if (auto t = dog.startup_seconds(r)) res.startup_s = std::max(res.startup_s, *t);
+    for (int i = 0; i < local; ++i) {
+      if (auto t = dog.startup_seconds(i)) res.startup_s = std::max(res.startup_s, *t);
     }
     Judgement outcome = judge(procs.children(), *source, dog, end, s.timeout_s, dir);
     if (outcome.error.empty()) outcome.error = unfired_injections(s, board, outcome.diagnosis, options.slowdown_off);
     procs.kill_all();
     // A hang or a failed rank: where every rank was, from the flight recorders.
     if (outcome.diagnosis && (outcome.diagnosis->kind == DiagnosisKind::kTimeout || outcome.diagnosis->kind == DiagnosisKind::kRankFailure)) {
-      outcome.diagnosis->message += flight_summary(board, 2);
+      outcome.diagnosis->message += flight_summary(board, 2, first, last);
     }
 
     // Collect what the ranks left.
     // A rank that ended cleanly flushed its whole trace: only the others can lack records.
     const bool all_clean = !outcome.diagnosis && outcome.error.empty();
-    if (s.verify != scenario::VerifyMode::kOff && !all_clean) add_flight_records(board, dir, outcome.diagnosis);
+    if (s.verify != scenario::VerifyMode::kOff && !all_clean) add_flight_records(board, dir, outcome.diagnosis, first, last);
     std::vector<std::string> traces;
-    for (int r = 0; r < s.world_size; ++r) traces.push_back(rank::trace_path(dir, r));
+    for (int r = first; r < last; ++r) traces.push_back(rank::trace_path(dir, r));
     report::write_chrome_trace(traces, dir + "/trace.json");
     if (options.dump) report::merge_manifests((fs::path(options.report_dir) / "dump" / s.slug()).string(), s.id());
     collect_perf(s, dir, res);
@@ -323,11 +337,11 @@ void gather(const scenario::Scenario& s, const LaunchOptions& options, report::S
     }
     if (program) {
       // What the program ran on ("torch 2.15.0"): the report's system, and which [expect.torch] applies.
-      for (int r = 0; r < s.world_size && res.system.empty(); ++r) {
+      for (int r = first; r < first + local && res.system.empty(); ++r) {
         if (auto st = rank::read_status(rank::status_path(dir, r))) res.system = st->system;
       }
     }
-    if (auto st = rank::read_status(rank::status_path(dir, 0)); st && st->outcome == rank::Outcome::kOk) {
+    if (auto st = rank::read_status(rank::status_path(dir, first)); st && st->outcome == rank::Outcome::kOk) {
       for (const auto& [k, v] : st->metrics) res.metrics[k] = v;
       res.digest = st->digest;
       res.series = st->series;

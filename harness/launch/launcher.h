@@ -34,6 +34,17 @@ struct LaunchOptions {
   // run_suite leaves results.json and junit.xml to its caller, whose checks (the baseline's)
   // come after the suite's and may change verdicts.
   bool defer_report = false;
+  // Programs (kind = "program") only: this launcher's part of a job over `nnodes` nodes, as
+  // torchrun's --nnodes, --node-rank, --master-addr and --master-port say. It starts ranks
+  // node_rank * L .. node_rank * L + L - 1 of world_size (L = world_size / nnodes) and watches
+  // only those; with nnodes > 1 the ranks verify over their control group
+  // (LOCKSTEP_VERIFY_CHANNEL=control), since the other nodes' ranks share no board with them.
+  struct ProgramNodes {
+    int nnodes = 1;
+    int node_rank = 0;
+    std::string master_addr = "127.0.0.1";
+    int master_port = 0;  // 0: a free loopback port (one node only)
+  } nodes;
 };
 
 // Runs `s` and judges it against its expectation (verdict.h). Never throws for a failing scenario; a

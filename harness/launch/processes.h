@@ -52,18 +52,18 @@ inline void set_env(std::vector<std::string>& env, const std::string& kv) {
   env.push_back(kv);
 }
 
-// The torchrun-style variables of rank r of ws on 127.0.0.1:port, with ranks_per_node
+// The torchrun-style variables of rank r of ws on addr:port (127.0.0.1 by default), with ranks_per_node
 // consecutive ranks per node (the last node may be smaller): RANK, LOCAL_RANK, WORLD_SIZE,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; and, as torchrun does when a node runs more than
 // one rank and the environment does not say, OMP_NUM_THREADS=1 (the ranks share the node's
 // cores; it also keeps each rank's work on the thread whose CPU time is measured).
-inline std::vector<std::string> torchrun_env(int r, int ws, int ranks_per_node, int port) {
+inline std::vector<std::string> torchrun_env(int r, int ws, int ranks_per_node, int port, const std::string& addr = "127.0.0.1") {
   const int per_node = std::max(1, std::min(ranks_per_node, ws));
   std::vector<std::string> env{"RANK=" + std::to_string(r),
                                "LOCAL_RANK=" + std::to_string(r % per_node),
                                "WORLD_SIZE=" + std::to_string(ws),
                                "LOCAL_WORLD_SIZE=" + std::to_string(std::min(per_node, ws - r / per_node * per_node)),
-                               "MASTER_ADDR=127.0.0.1",
+                               "MASTER_ADDR=" + addr,
                                "MASTER_PORT=" + std::to_string(port)};
   if (per_node > 1 && !std::getenv("OMP_NUM_THREADS")) env.push_back("OMP_NUM_THREADS=1");
   return env;

@@ -3,12 +3,15 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -69,8 +72,9 @@ std::vector<std::string> system_base_env() {
 }
 
 // Runs argv to completion (or kills it after timeout_s); returns its exit code (-1 when
-// killed or signalled) and the last line of its output.
-int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::string& last, const std::vector<std::string>& extra_env = {}) {
+// killed or signalled) and the last line of its output (and, with `output`, all of it).
+int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::string& last, const std::vector<std::string>& extra_env = {},
+                std::string* output = nullptr) {
   char log[] = "/tmp/lockstep-probe-XXXXXX";
   const int fd = mkstemp(log);
   if (fd >= 0) close(fd);
@@ -89,6 +93,10 @@ int run_quietly(const std::vector<std::string>& argv, double timeout_s, std::str
     if (WIFEXITED(st)) code = WEXITSTATUS(st);
   }
   last = log_last_line(log);
+  if (output) {
+    std::ifstream in(log);
+    output->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   std::remove(log);
   return code;
 }
@@ -99,33 +107,117 @@ std::string python_interpreter() {
 
 namespace {
 
-// Why the interpreter cannot import `modules` ("" when it can); cached. `extra_env` is added to
-// the probe's environment (a PYTHONPATH).
+// ---- the probes' cache on disk ------------------------------------------------------------
+// A probe that imported its modules is remembered across runs (a failed one is not: it is probed
+// again, so that installing the missing module takes effect at once). An entry is keyed by the
+// interpreter (its path, its real path, size and mtime), the modules, the probe's extra
+// environment and PYTHONPATH/PYTHONHOME, and is valid while every file it recorded is unchanged:
+// each module's __file__ and each directory on the interpreter's sys.path (a package installed
+// or removed there changes the directory's mtime; an in-place upgrade rewrites the module file).
+
+constexpr const char* kFilesMarker = "lockstep-probe-files:";
+
+// "size mtime_ns" of `path`, or "missing".
+std::string stamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "missing";
+  return std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
+}
+
+// $XDG_CACHE_HOME/lockstep/python-probes, else ~/.cache/lockstep/python-probes; "" without either.
+fs::path probe_cache_dir() {
+  if (const std::string xdg = env::str("XDG_CACHE_HOME"); !xdg.empty()) return fs::path(xdg) / "lockstep" / "python-probes";
+  if (const std::string home = env::str("HOME"); !home.empty()) return fs::path(home) / ".cache" / "lockstep" / "python-probes";
+  return {};
+}
+
+// The cache key of probing `modules` with `python` (already found on PATH).
+std::string probe_key(const std::string& python, const std::string& list, const std::vector<std::string>& extra_env) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(python, ec);
+  std::string key = "python=" + fs::absolute(python).string() + "\nreal=" + (ec ? std::string("?") : real.string()) + " " +
+                    stamp(python) + "\nmodules=" + list + "\nPYTHONPATH=" + env::str("PYTHONPATH") +
+                    "\nPYTHONHOME=" + env::str("PYTHONHOME") + "\n";
+  for (const auto& e : extra_env) key += "env=" + e + "\n";
+  return key;
+}
+
+// FNV-1a, 64 bits, hex: the entry's file name (the key itself is inside, and compared).
+std::string key_name(const std::string& key) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ULL;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// Whether the cache holds a successful probe for `key` whose recorded files are unchanged.
+bool cached_success(const std::string& key) {
+  const fs::path dir = probe_cache_dir();
+  if (dir.empty()) return false;
+  std::ifstream in(dir / key_name(key));
+  if (!in) return false;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.compare(0, key.size(), key) != 0) return false;
+  std::istringstream files(text.substr(key.size()));
+  int checked = 0;
+  for (std::string line; std::getline(files, line);) {
+    const auto tab = line.find('\t');
+    if (tab == std::string::npos) return false;
+    if (stamp(line.substr(tab + 1)) != line.substr(0, tab)) return false;
+    ++checked;
+  }
+  return checked > 0;
+}
+
+// Records a successful probe: `output` holds the probe's line of files (kFilesMarker, then paths
+// separated by tabs). Best effort: a cache that cannot be written is no error.
+void remember_success(const std::string& key, const std::string& output) {
+  const fs::path dir = probe_cache_dir();
+  const auto at = output.rfind(kFilesMarker);
+  if (dir.empty() || at == std::string::npos) return;
+  std::string line = output.substr(at + std::strlen(kFilesMarker));
+  line = line.substr(0, line.find('\n'));
+  std::ostringstream entry;
+  entry << key;
+  std::istringstream paths(line);
+  int n = 0;
+  for (std::string p; std::getline(paths, p, '\t');) {
+    if (p.empty()) continue;
+    if (fs::path(p).is_relative()) p = (fs::current_path() / p).string();
+    entry << stamp(p) << '\t' << p << '\n';
+    ++n;
+  }
+  if (n == 0) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path tmp = dir / (key_name(key) + ".tmp-" + std::to_string(::getpid()));
+  {
+    std::ofstream out(tmp);
+    out << entry.str();
+    if (!out.flush()) {
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  fs::rename(tmp, dir / key_name(key), ec);  // atomic: a reader sees the old entry or the new
+  if (ec) fs::remove(tmp, ec);
+}
+
+// Why the interpreter cannot import `modules` ("" when it can); cached in this process, and on
+// disk when it can (probe_imports). `extra_env` is added to the probe's environment (a PYTHONPATH).
 std::string import_skip_reason(const std::vector<std::string>& modules, const std::string& hint,
                                const std::vector<std::string>& extra_env = {}) {
   if (modules.empty()) return "";
   static std::mutex mu;
   static std::map<std::string, std::string> cache;
-  std::string list;
-  for (const auto& m : modules) list += (list.empty() ? "" : ", ") + m;
   const std::string python = python_interpreter();
   std::lock_guard<std::mutex> lock(mu);
-  std::string key = python + "|" + list;
+  std::string key = python;
+  for (const auto& m : modules) key += "|" + m;
   for (const auto& e : extra_env) key += "|" + e;
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  std::string reason;
-  try {
-    std::string last;
-    const int code = run_quietly({resolve_program(python), "-c", "import " + list}, kImportTimeoutS, last, extra_env);
-    if (code != 0) {
-      reason = "requires python modules " + list + ": " + python + " cannot import them (" + (last.empty() ? "exit " + std::to_string(code) : last) +
-               "); " + hint;
-    }
-  } catch (const InputError& e) {
-    reason = std::string("requires python modules ") + list + ": " + e.what() + "; set LOCKSTEP_PYTHON";
-  }
-  cache[key] = reason;
-  return reason;
+  return cache[key] = probe_imports(python, modules, hint, extra_env);
 }
 
 // build/python beside this lockstep binary: where liblockstep_program.so was built.
@@ -144,6 +236,34 @@ std::string backend_pythonpath() {
 std::string program_library() { return (fs::path(backend_module_dir()) / "liblockstep_program.so").string(); }
 
 }  // namespace
+
+std::string probe_imports(const std::string& python, const std::vector<std::string>& modules, const std::string& hint,
+                          const std::vector<std::string>& extra_env) {
+  std::string list;
+  for (const auto& m : modules) list += (list.empty() ? "" : ", ") + m;
+  try {
+    const std::string program = resolve_program(python);
+    const std::string disk_key = probe_key(program, list, extra_env);
+    if (cached_success(disk_key)) return "";
+    // The probe also prints the files its success depends on: each module's __file__ and
+    // sys.path's directories.
+    std::string names;
+    for (const auto& m : modules) names += (names.empty() ? "'" : ", '") + m + "'";
+    const std::string code_text = "import " + list + "\nimport sys\nprint('" + kFilesMarker +
+                                  "' + '\\t'.join([getattr(sys.modules[m], '__file__', None) or '' for m in [" + names +
+                                  "]] + [p for p in sys.path if p]))";
+    std::string last, output;
+    const int code = run_quietly({program, "-c", code_text}, kImportTimeoutS, last, extra_env, &output);
+    if (code != 0) {
+      return "requires python modules " + list + ": " + python + " cannot import them (" +
+             (last.empty() ? "exit " + std::to_string(code) : last) + "); " + hint;
+    }
+    remember_success(disk_key, output);
+    return "";
+  } catch (const InputError& e) {
+    return std::string("requires python modules ") + list + ": " + e.what() + "; set LOCKSTEP_PYTHON";
+  }
+}
 
 std::string system_skip_reason(const scenario::Scenario& s) {
   if (!s.system) return "";
@@ -178,9 +298,10 @@ std::vector<std::string> command_argv(const scenario::Scenario& s, const std::ve
   return argv;
 }
 
-std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board) {
+std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board,
+                                     const std::string& addr) {
   std::vector<std::string> env = inherited_env({"PYTHONPATH"});
-  for (auto& kv : torchrun_env(rank, s.world_size, s.ranks_per_node, port)) env.push_back(std::move(kv));
+  for (auto& kv : torchrun_env(rank, s.world_size, s.ranks_per_node, port, addr)) env.push_back(std::move(kv));
   env.push_back(backend_pythonpath());
   env.push_back("PYTHONUNBUFFERED=1");
   env.push_back(env::assign(env::kC10d, "1"));

@@ -11,6 +11,12 @@ namespace lockstep::launch {
 
 // The interpreter that replaces {python}: $LOCKSTEP_PYTHON, else python3.
 std::string python_interpreter();
+// Why `python` cannot import `modules` ("" when it can), with `hint` appended to the reason;
+// `extra_env` ("NAME=value") is added to the probe's environment. A successful probe is cached
+// on disk ($XDG_CACHE_HOME or ~/.cache/lockstep/python-probes) while the interpreter, each
+// module's file and each sys.path directory are unchanged; a failed one is probed again.
+std::string probe_imports(const std::string& python, const std::vector<std::string>& modules, const std::string& hint,
+                          const std::vector<std::string>& extra_env = {});
 // Why `s` cannot run on this machine (its interpreter cannot import [system] python_modules),
 // or "" when it can. Cached per interpreter and module list.
 std::string system_skip_reason(const scenario::Scenario& s);
@@ -21,9 +27,10 @@ std::string program_skip_reason(const scenario::Scenario& s);
 // `command` with {python} and {dir} substituted and argv[0] found on PATH (InputError if not).
 std::vector<std::string> command_argv(const scenario::Scenario& s, const std::vector<std::string>& command);
 // The environment of rank `rank` of a program: torchrun's variables (the program's rank 0 hosts
-// its own store on `port`), lockstep's backend on PYTHONPATH, and where to publish its progress
-// (`board`), status and trace (under `dir`).
-std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board);
+// its own store on `addr`:`port`), lockstep's backend on PYTHONPATH, and where to publish its
+// progress (`board`), status and trace (under `dir`).
+std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board,
+                                     const std::string& addr = "127.0.0.1");
 // The environment every system-under-test rank starts from: this process's, less the per-rank
 // variables, with lockstep_sut on PYTHONPATH.
 std::vector<std::string> system_base_env();

@@ -29,12 +29,15 @@ int exit_code(const Child& c) { return c.exited && WIFEXITED(c.status) ? WEXITST
 
 class BoardSource final : public ProgressSource {
  public:
-  BoardSource(const comm::Board& board, std::string dir, bool exit_finishes)
-      : board_(board), dir_(std::move(dir)), exit_finishes_(exit_finishes) {}
+  BoardSource(const comm::Board& board, std::string dir, bool exit_finishes, int first, int count)
+      : board_(board), dir_(std::move(dir)), exit_finishes_(exit_finishes), first_(first),
+        end_(count < 0 ? board.world_size() : first + count) {}
 
   bool rank_contract() const override { return true; }
+  int rank_of(int child) const override { return first_ + child; }
 
-  void poll(int r, const Child& c, Watchdog::Rank& k) override {
+  void poll(int child, const Child& c, Watchdog::Rank& k) override {
+    const int r = rank_of(child);
     const auto v = board_.view(r);
     // A rank that exited cleanly without finishing leaves the others waiting.
     k.bad_exit = c.exited && !(exit_code(c) == rank::kExitClean && (exit_finishes_ || v.state == comm::RankState::kFinished));
@@ -42,9 +45,10 @@ class BoardSource final : public ProgressSource {
     k.progress = v.issued + v.completed + v.p2p + static_cast<std::int64_t>(v.state);
   }
 
-  bool finished(int r) const override { return exit_finishes_ || board_.view(r).state == comm::RankState::kFinished; }
+  bool finished(int child) const override { return exit_finishes_ || board_.view(rank_of(child)).state == comm::RankState::kFinished; }
 
-  Diagnosis failure(int r, const Child& c, const std::vector<Child>&) const override {
+  Diagnosis failure(int child, const Child& c, const std::vector<Child>&) const override {
+    const int r = rank_of(child);
     const auto v = board_.view(r);
     std::ostringstream os;
     os << "rank " << r;
@@ -64,7 +68,8 @@ class BoardSource final : public ProgressSource {
     return Diagnosis{DiagnosisKind::kRankFailure, os.str(), r, v.completed - 1};
   }
 
-  Diagnosis unfinished(int r, const std::vector<Child>&) const override {
+  Diagnosis unfinished(int child, const std::vector<Child>&) const override {
+    const int r = rank_of(child);
     const auto v = board_.view(r);
     std::ostringstream os;
     os << "rank " << r << " exited (code 0) without finishing its workload after completing " << v.last_completed()
@@ -73,7 +78,8 @@ class BoardSource final : public ProgressSource {
   }
 
   // Rule 5: only communication errors; their cause is outside the ranks.
-  std::optional<Diagnosis> comm_lost(int r) const override {
+  std::optional<Diagnosis> comm_lost(int child) const override {
+    const int r = rank_of(child);
     const auto st = rank::read_status(rank::status_path(dir_, r));
     const auto v = board_.view(r);
     std::string msg = "rank " + std::to_string(r) + " lost communication in " +
@@ -82,12 +88,12 @@ class BoardSource final : public ProgressSource {
   }
 
   Diagnosis timeout(const std::vector<Child>&, double timeout_s) const override {
-    const int ws = board_.world_size();
+    if (end_ - first_ < board_.world_size()) return node_timeout(timeout_s);
     std::int64_t most = 0;
-    for (int r = 0; r < ws; ++r) most = std::max(most, board_.view(r).issued);
+    for (int r = first_; r < end_; ++r) most = std::max(most, board_.view(r).issued);
     // Blame the ranks that are behind: not in a collective, or not yet at the furthest one.
     std::vector<int> behind;
-    for (int r = 0; r < ws; ++r) {
+    for (int r = first_; r < end_; ++r) {
       const auto v = board_.view(r);
       if (!v.in_collective() || v.issued < most) behind.push_back(r);
     }
@@ -95,7 +101,7 @@ class BoardSource final : public ProgressSource {
     os << "no progress for " << timeout_s << " s";
     int blamed = -1;
     if (behind.empty()) {
-      os << ": every rank is waiting in " << board_.view(0).waiting_in();
+      os << ": every rank is waiting in " << board_.view(first_).waiting_in();
     } else {
       blamed = behind.front();
       const auto v = board_.view(blamed);
@@ -104,6 +110,27 @@ class BoardSource final : public ProgressSource {
       os << others_waiting(blamed);
     }
     return Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, most - 1};
+  }
+
+  // A timeout seen by one node of several: only its own ranks' positions are known here. Its ranks
+  // that are not in a collective are blamed; when all of them wait in one, the cause is on
+  // another node, and nobody is blamed here.
+  Diagnosis node_timeout(double timeout_s) const {
+    std::ostringstream os;
+    os << "no progress for " << timeout_s << " s on this node (ranks " << first_ << ".." << end_ - 1 << " of "
+       << board_.world_size() << "; the other nodes' ranks are watched by their own lockstep)";
+    int blamed = -1;
+    std::int64_t seq = -1;
+    for (int r = first_; r < end_; ++r) {
+      const auto v = board_.view(r);
+      os << "; rank " << r << (v.in_collective() ? " is waiting in " + v.waiting_in() : " is not in a collective (last completed " + v.last_completed() + ")");
+      if (!v.in_collective() && blamed < 0) {
+        blamed = r;
+        seq = v.completed;
+      }
+    }
+    if (blamed < 0) os << "; every rank here is waiting: the rank that holds them up is on another node";
+    return Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, seq};
   }
 
   // Who is still starting and what they report doing, and where the ranks that did start are.
@@ -115,7 +142,8 @@ class BoardSource final : public ProgressSource {
     std::vector<std::pair<std::string, std::vector<int>>> doing;
     int behind = 1 << 20;
     int ahead = -1;
-    for (int r : starting) {
+    for (int child : starting) {
+      const int r = rank_of(child);
       const std::string a = board_.view(r).activity;
       behind = std::min(behind, startup_stage(a));
       ahead = std::max(ahead, startup_stage(a));
@@ -129,9 +157,11 @@ class BoardSource final : public ProgressSource {
          << (a.empty() ? "nothing reported yet: the process is starting or loading its libraries" : a) << ")";
     }
     std::vector<std::pair<std::string, std::vector<int>>> groups;
-    for (int r = 0; r < board_.world_size(); ++r) {
-      const auto t = dog.startup_seconds(r);
+    std::vector<double> started_after(static_cast<std::size_t>(board_.world_size()));
+    for (int r = first_; r < end_; ++r) {
+      const auto t = dog.startup_seconds(r - first_);
       if (!t) continue;
+      started_after[static_cast<std::size_t>(r)] = *t;
       const auto v = board_.view(r);
       const std::string what = v.in_collective() ? "waiting in " + v.waiting_in() : "last completed " + v.last_completed();
       auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == what; });
@@ -141,7 +171,7 @@ class BoardSource final : public ProgressSource {
     for (const auto& [what, ranks] : groups) {
       os << "; " << rank_list(ranks) << " started (after ";
       for (std::size_t i = 0; i < ranks.size(); ++i) {
-        os << (i ? ", " : "") << std::fixed << std::setprecision(1) << *dog.startup_seconds(ranks[i]) << " s";
+        os << (i ? ", " : "") << std::fixed << std::setprecision(1) << started_after[static_cast<std::size_t>(ranks[i])] << " s";
       }
       os << ") and " << (ranks.size() == 1 ? "is " : "are ") << what;
     }
@@ -153,7 +183,7 @@ class BoardSource final : public ProgressSource {
     std::ostringstream os;
     os << "the run did not end within run.deadline_s = " << dog.limits().deadline_s << " s (its last progress was "
        << std::fixed << std::setprecision(1) << dog.idle_seconds() << " s before)";
-    for (int r = 0; r < board_.world_size(); ++r) {
+    for (int r = first_; r < end_; ++r) {
       const auto v = board_.view(r);
       os << "; rank " << r << ' ' << (v.in_collective() ? "in " + v.waiting_in() : "last completed " + v.last_completed());
     }
@@ -165,7 +195,7 @@ class BoardSource final : public ProgressSource {
   // than `except`, grouped by what they wait in (exited ranks show where they stopped).
   std::string others_waiting(int except) const {
     std::vector<std::pair<std::string, std::vector<int>>> groups;
-    for (int r = 0; r < board_.world_size(); ++r) {
+    for (int r = first_; r < end_; ++r) {
       if (r == except) continue;
       const auto v = board_.view(r);
       const std::string what =
@@ -192,6 +222,7 @@ class BoardSource final : public ProgressSource {
   const comm::Board& board_;
   std::string dir_;
   bool exit_finishes_;
+  int first_, end_;  // the watched ranks: [first_, end_)
 };
 
 // ---- a system under test: progress.json and done.json ---------------------------------------
@@ -331,8 +362,9 @@ class ExitSource final : public ProgressSource {
 
 std::unique_ptr<ProgressSource> exit_source() { return std::make_unique<ExitSource>(); }
 
-std::unique_ptr<ProgressSource> board_source(const comm::Board& board, std::string dir, bool exit_finishes) {
-  return std::make_unique<BoardSource>(board, std::move(dir), exit_finishes);
+std::unique_ptr<ProgressSource> board_source(const comm::Board& board, std::string dir, bool exit_finishes, int first_rank,
+                                             int count) {
+  return std::make_unique<BoardSource>(board, std::move(dir), exit_finishes, first_rank, count);
 }
 
 std::unique_ptr<ProgressSource> file_source(int world_size, std::string outputs, std::string dir, std::string log_suffix,
@@ -369,19 +401,21 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
     // 1. A rank that reached a diagnosis itself (verifier, workload checks).
     for (int r = 0; r < ws; ++r) {
       if (!code_is(r, rank::kExitDiagnosed)) continue;
-      if (auto st = rank::read_status(rank::status_path(dir, r)); st && st->diagnosis) return {st->diagnosis, ""};
+      if (auto st = rank::read_status(rank::status_path(dir, source.rank_of(r))); st && st->diagnosis) return {st->diagnosis, ""};
     }
     // 2. Input errors are the user's to fix, not a diagnosis.
     for (int r = 0; r < ws; ++r) {
       if (!code_is(r, rank::kExitInput)) continue;
-      auto st = rank::read_status(rank::status_path(dir, r));
-      return {std::nullopt, "rank " + std::to_string(r) + ": " + (st && !st->message.empty() ? st->message : "bad input")};
+      const int rank = source.rank_of(r);
+      auto st = rank::read_status(rank::status_path(dir, rank));
+      return {std::nullopt, "rank " + std::to_string(rank) + ": " + (st && !st->message.empty() ? st->message : "bad input")};
     }
     // A rank that could not write its status: the report folder's disk, not the rank.
     for (int r = 0; r < ws; ++r) {
       if (!code_is(r, rank::kExitNoStatus)) continue;
-      return {std::nullopt, "rank " + std::to_string(r) + " could not write its status file under " + dir +
-                                " (is the report disk full or read-only?); see rank" + std::to_string(r) + ".log"};
+      const int rank = source.rank_of(r);
+      return {std::nullopt, "rank " + std::to_string(rank) + " could not write its status file under " + dir +
+                                " (is the report disk full or read-only?); see rank" + std::to_string(rank) + ".log"};
     }
   }
   // 3. The earliest rank that crashed or failed on its own.

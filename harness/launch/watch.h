@@ -31,6 +31,8 @@ class ProgressSource {
   virtual ~ProgressSource() = default;
   // Whether the ranks follow the rank contract's exit codes and status files.
   virtual bool rank_contract() const = 0;
+  // The rank of the watched process with index `child` (they differ on one node of several).
+  virtual int rank_of(int child) const { return child; }
   // At each poll: fills `k` (started, progress, bad_exit) from rank r's process `c`.
   virtual void poll(int r, const Child& c, Watchdog::Rank& k) = 0;
   // Whether rank r, which exited with code 0, finished what it had to do.
@@ -49,8 +51,11 @@ class ProgressSource {
 
 // lockstep's own ranks and programs, on the run's board; their statuses and logs under `dir`.
 // `exit_finishes`: a clean exit is a finished rank (a program on its own backend, which
-// publishes nothing on the board).
-std::unique_ptr<ProgressSource> board_source(const comm::Board& board, std::string dir, bool exit_finishes);
+// publishes nothing on the board). The watched processes are ranks first_rank ..
+// first_rank + count - 1 (count -1: every rank of the board), one node's ranks of a multi-node
+// program; the other nodes' ranks are neither watched nor named.
+std::unique_ptr<ProgressSource> board_source(const comm::Board& board, std::string dir, bool exit_finishes, int first_rank = 0,
+                                             int count = -1);
 // A system under test's ranks: each writes `outputs`/rank<r>/progress.json as it goes and
 // done.json when it finishes; `who` names the system in messages, `log_suffix` ends its logs'
 // names under `dir`.

@@ -1,0 +1,190 @@
+// `lockstep torchrun [torchrun's options] train.py [args]`: a program run with no scenario file.
+// The program becomes a kind = "program" scenario built here, in memory, that must pass, and runs
+// through the same launcher, watch loop and checks as a scenario file's (launch::run_suite).
+#include <cstdlib>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "harness/cli/commands.h"
+#include "harness/core/env.h"
+#include "harness/core/error.h"
+#include "harness/launch/cancel.h"
+#include "harness/launch/python.h"
+#include "harness/launch/suite.h"
+
+namespace lockstep::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kMaxWorldSize = 64;  // as run.world_size
+
+// torchrun's --nnodes: "N", or "N:N" (an elastic range MIN:MAX with MIN < MAX is refused).
+int parse_nnodes(const std::string& text) {
+  const auto colon = text.find(':');
+  auto number = [&](const std::string& part) {
+    std::size_t used = 0;
+    int n = 0;
+    try {
+      n = std::stoi(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != part.size() || part.empty() || n < 1) throw InputError("--nnodes: must be a positive integer or N:N, got '" + text + "'");
+    return n;
+  };
+  if (colon == std::string::npos) return number(text);
+  const int lo = number(text.substr(0, colon)), hi = number(text.substr(colon + 1));
+  if (lo != hi) throw InputError("--nnodes " + text + ": elastic ranges are not supported; give a fixed number of nodes");
+  return lo;
+}
+
+// "train" from "dir/train.py", as a name part: [a-z0-9_-] kept, anything else '_'.
+std::string name_part(const std::string& script) {
+  std::string stem = fs::path(script).stem().string();
+  for (char& c : stem) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    else if (!ok) c = '_';
+  }
+  return stem.empty() ? "program" : stem;
+}
+
+}  // namespace
+
+void add_torchrun(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand(
+      "torchrun",
+      "Run a PyTorch program as torchrun would, with every collective recorded and verified: no scenario file.\n"
+      "  lockstep torchrun [options] train.py [args...]\n"
+      "Options go before the script; everything from the script on is the program's. The program runs as a\n"
+      "kind = \"program\" scenario that must pass (scenarios/README.md, \"Programs\"): each rank is\n"
+      "`PYTHON train.py args...` with torchrun's variables, init_process_group(\"gloo\") gets lockstep's\n"
+      "wrapping backend, and the run is watched and judged as `lockstep run` does. Prints the verdict and the\n"
+      "report folder. Exit codes: 0 the program ran and nothing was diagnosed; 1 a diagnosis (collective_mismatch,\n"
+      "missing_participant, timeout, rank_failure, ...), an error, or the program could not run here (skip: its\n"
+      "interpreter lacks torch or this build's backend); 2 a usage error (an unknown or unsupported torchrun option\n"
+      "is named); 130/143 interrupted.");
+  struct Args {
+    int nproc_per_node = 1;
+    std::string nnodes = "1";
+    int node_rank = 0;
+    std::string master_addr = "127.0.0.1";
+    int master_port = 29500;
+    bool standalone = false;
+    std::string report_dir;
+    double timeout_s = 600;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->prefix_command();  // the first argument that is not one of these options is the script
+  cmd->add_option("--nproc-per-node,--nproc_per_node", a->nproc_per_node,
+                  "torchrun's: ranks (processes) on this node (an integer; torchrun's auto, cpu and gpu are not supported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxWorldSize));
+  cmd->add_option("--nnodes", a->nnodes,
+                                 "torchrun's: number of nodes, N (or N:N); the world size is nproc-per-node x nnodes. With N > 1,\n"
+                                 "run this command on every node with its --node-rank and the same --master-addr and\n"
+                                 "--master-port: each node's lockstep starts and watches its own ranks")
+      ->capture_default_str();
+  cmd->add_option("--node-rank,--node_rank", a->node_rank, "torchrun's: this node's rank, in [0, nnodes)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  auto* addr = cmd->add_option("--master-addr,--master_addr", a->master_addr,
+                               "torchrun's: the address of node 0, where the program's rank 0 hosts its store")
+                   ->capture_default_str();
+  auto* port = cmd->add_option("--master-port,--master_port", a->master_port,
+                               "torchrun's: the store's port on node 0 (default with --nnodes 1: a free port on 127.0.0.1\n"
+                               "chosen per run, as --standalone does; with more nodes: 29500)")
+                   ->check(CLI::Range(1, 65535));
+  cmd->add_flag("--standalone", a->standalone,
+                "torchrun's: one node, the store on a free port of 127.0.0.1 (what lockstep does anyway with --nnodes 1\n"
+                "and no --master-port); refused with --nnodes > 1, --master-addr or --master-port");
+  cmd->add_option_function<std::string>(
+      "--python", [](const std::string& p) { ::setenv(env::kPython, p.c_str(), 1); },
+      "lockstep's: the Python interpreter that runs the script (default: $LOCKSTEP_PYTHON, else python3); its torch must\n"
+      "be the one this lockstep's backend was built against");
+  cmd->add_option("--report-dir", a->report_dir,
+                  "lockstep's: write results.json, junit.xml and the ranks' logs and traces here (default: a new folder per\n"
+                  "run, lockstep-report/run-<UTC time>-<pid>, with lockstep-report/latest pointing at it)");
+  cmd->add_option("--timeout-s", a->timeout_s,
+                  "lockstep's: a rank that makes no progress (no collective issued or completed) for this long, once every\n"
+                  "rank has started, is a timeout (run.timeout_s); start-up has its own bound, 120 s")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 3600.0) & finite());
+  cmd->callback([cmd, a, addr, port, &exit_code] {
+    const std::vector<std::string> rest = cmd->remaining();
+    if (rest.empty()) throw InputError("torchrun: no training script given (lockstep torchrun [options] train.py [args])");
+    if (rest.front().size() > 1 && rest.front()[0] == '-') {
+      throw InputError("torchrun: unsupported option '" + rest.front() +
+                       "' (lockstep torchrun takes torchrun's --nproc-per-node, --nnodes, --node-rank, --master-addr, "
+                       "--master-port and --standalone, and lockstep's --python, --report-dir and --timeout-s, before the script)");
+    }
+    const std::string script = rest.front();
+    const int n_nodes = parse_nnodes(a->nnodes);
+    if (a->standalone) {
+      if (n_nodes > 1) throw InputError("--standalone runs one node; it cannot be combined with --nnodes " + a->nnodes);
+      if (addr->count() > 0 || port->count() > 0) throw InputError("--standalone chooses its own store address; drop --master-addr/--master-port");
+    }
+    if (a->node_rank >= n_nodes) {
+      throw InputError("--node-rank: must be in [0, nnodes) = [0, " + std::to_string(n_nodes) + "), got " + std::to_string(a->node_rank));
+    }
+    if (a->nproc_per_node * n_nodes > kMaxWorldSize) {
+      throw InputError("--nproc-per-node x --nnodes: at most " + std::to_string(kMaxWorldSize) + " ranks, got " +
+                       std::to_string(a->nproc_per_node * n_nodes));
+    }
+    if (std::error_code ec; !fs::is_regular_file(script, ec)) throw InputError("torchrun: no such script: " + script);
+
+    // The scenario a file with [workload] kind = "program" would give, expecting pass.
+    scenario::Scenario s;
+    s.name = "torchrun." + name_part(script) + (n_nodes > 1 ? ".node" + std::to_string(a->node_rank) : "");
+    s.file = script;
+    s.description = "lockstep torchrun " + script;
+    s.tags = {"torchrun"};
+    s.world_size = a->nproc_per_node * n_nodes;
+    s.requires_ranks = a->nproc_per_node;  // the ranks this machine starts
+    s.ranks_per_node = a->nproc_per_node;
+    s.timeout_s = a->timeout_s;
+    s.deadline_s = 86400.0;  // a training run may take long; no progress for timeout_s still ends a hang
+    s.workload = "program";
+    scenario::ProgramSpec p;
+    p.command = {launch::python_interpreter()};
+    p.command.insert(p.command.end(), rest.begin(), rest.end());
+    p.python_modules = {"torch"};
+    p.where = "lockstep torchrun";
+    s.program = std::move(p);
+
+    launch::LaunchOptions opts;
+    opts.binary = launch::self_executable();
+    opts.max_ranks = kMaxWorldSize;
+    opts.nodes.nnodes = n_nodes;
+    opts.nodes.node_rank = a->node_rank;
+    if (!a->standalone) opts.nodes.master_addr = a->master_addr;
+    if (port->count() > 0 || n_nodes > 1) opts.nodes.master_port = a->master_port;
+    const bool fresh = a->report_dir.empty();
+    opts.report_dir = fresh ? fresh_report_dir() : a->report_dir;
+    prepare_report_dir(opts.report_dir, "--report-dir");
+    launch::install_cancel_handlers();
+    opts.progress = isatty(STDOUT_FILENO);
+
+    const auto run = launch::run_suite({s}, opts, std::cout);
+    if (fresh) link_latest(opts.report_dir);
+    const auto& r = run.results.front();
+    // A program that could not run checked nothing: never 0.
+    const bool ran_clean = r.status == report::Status::kPass && !r.diagnosis;
+    std::cout << "verdict: ";
+    if (r.status == report::Status::kSkip) std::cout << "not run (" << r.reason << ")";
+    else if (r.diagnosis) std::cout << to_string(r.diagnosis->kind) << (r.diagnosis->rank >= 0 ? " (rank " + std::to_string(r.diagnosis->rank) + ")" : "");
+    else std::cout << (ran_clean ? "pass" : std::string(report::to_string(r.status)));
+    std::cout << "; report: " << opts.report_dir << '\n';
+    exit_code = exit_code_after(ran_clean ? 0 : 1);
+  });
+}
+
+}  // namespace lockstep::cli
