@@ -373,6 +373,33 @@ TEST_F(CliTest, RecordWhereEveryScenarioSkippedExitsSixAndNoSkipExitsOne) {
   EXPECT_CONTAINS(strict.out, "--no-skip");
 }
 
+// [expect] is optional: a file without it must pass, and a diagnosis fails it naming what it got.
+TEST_F(CliTest, RunWithoutExpectExpectsPass) {
+  constexpr const char* kClean = R"(name = "cli.no_expect"
+[run]
+world_size = 2
+[workload]
+kind = "collectives"
+steps = 2
+count = 8
+ops = ["all_reduce"]
+)";
+  write("clean/no_expect.toml", kClean);
+  const auto v = lockstep("validate " + quote(dir_ + "/clean"));
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+  const auto ok = lockstep("run " + quote(dir_ + "/clean") + " --report-dir " + quote(dir_ + "/r1"));
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  const auto j = nlohmann::json::parse(read_file(dir_ + "/r1/results.json"), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << "results.json missing or not JSON";
+  EXPECT_EQ(j["scenarios"][0]["status"], "pass");
+  EXPECT_EQ(j["scenarios"][0]["expected"], "pass");
+
+  write("bug/no_expect.toml", std::string(kClean) + "[[inject]]\nkind = \"dtype_mismatch\"\nrank = 1\nstep = 1\ndtype = \"f64\"\n");
+  const auto bad = lockstep("run " + quote(dir_ + "/bug") + " --report-dir " + quote(dir_ + "/r2"));
+  EXPECT_EQ(bad.code, 1) << bad.out << bad.err;
+  EXPECT_CONTAINS(bad.out, "expected pass, got collective_mismatch");
+}
+
 TEST_F(CliTest, RunMissingPathExitsTwo) {
   const std::string missing = dir_ + "/typo";
   const std::string report = dir_ + "/report";

@@ -305,8 +305,18 @@ outcome = "pass"
 [workload]
 kind = "collectives"
 )");
-  message = input_error([&] { load_file(no_expect); });
-  EXPECT_CONTAINS(message, no_expect + ":1: missing required table [expect]");
+  // [expect] is optional: without it the scenario must pass.
+  const auto loaded = load_file(no_expect);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_FALSE(loaded[0].expect.kind.has_value());
+  EXPECT_EQ(loaded[0].expect.expected_label(), "pass");
+
+  std::string no_workload = write("no_workload.toml", R"(name = "comm.no_workload"
+[expect]
+outcome = "pass"
+)");
+  message = input_error([&] { load_file(no_workload); });
+  EXPECT_CONTAINS(message, no_workload + ":1: missing required table [workload]");
 
   std::string no_kind = write("no_kind.toml", R"(name = "comm.no_kind"
 [workload]
