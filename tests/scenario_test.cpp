@@ -541,6 +541,47 @@ rank = 2
                   rank_too_big + ":8: expect.rank: must be in [0, run.world_size) = [0, 2), got 2");
 }
 
+TEST_F(ScenarioTest, ExpectStepIsANonNegativeIntegerWithADiagnosis) {
+  std::string good = write("step.toml", R"(name = "comm.step"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "collective_mismatch"
+step = 27
+)");
+  const auto s = load_file(good);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].expect.step, 27);
+
+  std::string negative = write("step_negative.toml", R"(name = "comm.step_negative"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "collective_mismatch"
+step = -1
+)");
+  EXPECT_CONTAINS(input_error([&] { load_file(negative); }), negative + ":6: expect.step: must be >= 0, got -1");
+
+  std::string not_int = write("step_string.toml", R"(name = "comm.step_string"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "collective_mismatch"
+step = "27"
+)");
+  EXPECT_CONTAINS(input_error([&] { load_file(not_int); }), not_int + ":6: expect.step: expected an integer");
+
+  std::string with_pass = write("step_pass.toml", R"(name = "comm.step_pass"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+step = 3
+)");
+  EXPECT_CONTAINS(input_error([&] { load_file(with_pass); }),
+                  with_pass + ":6: expect.step: only applies when outcome is a diagnosis kind");
+}
+
 TEST_F(ScenarioTest, InjectWithoutKind) {
   std::string path = write("inject_kind.toml", R"(name = "comm.inject_kind"
 [workload]

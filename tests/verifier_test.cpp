@@ -84,6 +84,7 @@ TEST_P(DtypeMismatchRankTest, BlamesTheOddRankAndNamesBothDtypes) {
   EXPECT_EQ(d->kind, DiagnosisKind::kCollectiveMismatch);
   EXPECT_EQ(d->rank, odd);
   EXPECT_EQ(d->seq, 8);
+  EXPECT_EQ(d->step, 2);  // make_call's call site
   EXPECT_CONTAINS(d->message, "dtype differs");
   EXPECT_CONTAINS(d->message, "bf16[256]");
   EXPECT_CONTAINS(d->message, "f32[256]");
@@ -217,6 +218,7 @@ TEST(CheckFingerprintsTest, CallSiteAheadByAStepIsBlamed) {
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->kind, DiagnosisKind::kMissingParticipant);
   EXPECT_EQ(d->rank, 0);
+  EXPECT_EQ(d->step, 2);  // the step of the call rank 0 skipped: rank 1's
 }
 
 TEST(CheckFingerprintsTest, CallSiteMinorityIsBlamedAmongThree) {
@@ -252,6 +254,7 @@ TEST_P(FinalizeRankTest, BlamesTheRankThatReachedTheEnd) {
   EXPECT_EQ(d->kind, DiagnosisKind::kMissingParticipant);
   EXPECT_EQ(d->rank, done);
   EXPECT_CONTAINS(d->message, "rank " + std::to_string(done) + " reached the end of the workload");
+  EXPECT_EQ(d->step, 3);  // the others' call site, not finalize's -1
   EXPECT_CONTAINS(d->message, "finalize call 0");
 }
 
@@ -347,6 +350,7 @@ TEST(CheckP2pTest, SendToAnotherRankIsMissingParticipant) {
   EXPECT_EQ(d->kind, DiagnosisKind::kMissingParticipant);
   EXPECT_EQ(d->rank, 2);
   EXPECT_EQ(d->seq, 6);
+  EXPECT_EQ(d->step, 1);  // the sender's call site (p2p: mix step 1)
   EXPECT_CONTAINS(d->message, "rank 1 receives from rank 2 but rank 2 issued send to rank 0");
 }
 
@@ -419,6 +423,7 @@ TEST(SkippedCollectiveWaitTest, APeerAlreadyThereIsNamed) {
   EXPECT_EQ(d->kind, DiagnosisKind::kMissingParticipant);
   EXPECT_EQ(d->rank, 0);
   EXPECT_EQ(d->seq, 3);
+  EXPECT_EQ(d->step, 1);  // rank 1's train step 1
   EXPECT_CONTAINS(d->message, "collective #3: rank 0 did not take part in the all_reduce that rank 1 issued from");
   EXPECT_CONTAINS(d->message, "then failed: gloo: connection closed");
 }

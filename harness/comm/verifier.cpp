@@ -313,7 +313,8 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
     } else {
       os << ": " << rank_list(bad) << " skipped or added a collective before this one";
     }
-    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), bad.front(), seq};
+    // The step of the collective the blamed ranks did not take part in: the others' site.
+    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), bad.front(), seq, other[kStep]};
   }
 
   // 2. Arguments at the same call site.
@@ -330,7 +331,7 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
       os << (g ? ", " : "") << rank_list(args[g]) << ' ' << args_of(rec(args[g].front()), ws);
     }
     os << ": " << differing_fields(rec(bad.front()), good_rec, ws);
-    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), bad.front(), seq};
+    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), bad.front(), seq, rec(first)[kStep]};
   }
 
   // 3. all_to_all: what i sends to j must be what j expects from i.
@@ -345,7 +346,7 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
           os << "collective #" << seq << " (" << site_of(rec(first)) << "): all_to_all split sizes "
              << "disagree: rank " << i << " sends " << sent << " elements to rank " << j
              << ", which expects " << expected << " from rank " << i;
-          return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), i, seq};
+          return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), i, seq, rec(first)[kStep]};
         }
       }
     }
@@ -382,7 +383,7 @@ std::optional<Diagnosis> skipped_collective(const Board& board, int me, std::int
   os << "collective #" << issued << ": rank " << me << " did not take part in the "
      << to_string(static_cast<Op>(first[kOp])) << " that " << rank_list(waiting) << " issued from "
      << site_of(first.data()) << "; it went past that call without issuing it, then failed: " << failure;
-  return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), me, issued};
+  return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), me, issued, first[kStep]};
 }
 
 std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, const Call& receiver,
@@ -394,7 +395,7 @@ std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, cons
     os << "p2p #" << receiver.seq << ": rank " << receiver_rank << " receives from rank " << peer
        << " but rank " << peer << " issued " << to_string(static_cast<Op>(s[kOp])) << " to rank "
        << s[kRoot];
-    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), peer, receiver.seq};
+    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), peer, receiver.seq, s[kStep]};
   }
   const bool same = s[kDType] == static_cast<std::int64_t>(receiver.in.dtype) &&
                     s[kCount] == receiver.in.count && s[kTag] == receiver.tag;
@@ -403,7 +404,7 @@ std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, cons
        << to_string(static_cast<DType>(s[kDType])) << '[' << s[kCount] << "] tag=" << s[kTag]
        << ", rank " << receiver_rank << " recv " << to_string(receiver.in.dtype) << '['
        << receiver.in.count << "] tag=" << receiver.tag;
-    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), peer, receiver.seq};
+    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), peer, receiver.seq, s[kStep]};
   }
   return std::nullopt;
 }

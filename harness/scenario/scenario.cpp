@@ -292,9 +292,13 @@ Expectation read_expectation(const Config& expect, int world_size) {
     if (*seq < 0) expect.fail("seq", "must be >= 0, got " + std::to_string(*seq));
     e.seq = *seq;
   }
+  if (auto step = optional_int(expect, "step")) {
+    if (*step < 0) expect.fail("step", "must be >= 0, got " + std::to_string(*step));
+    e.step = *step;
+  }
   e.message_contains = expect.get_string_list("message_contains", {});
   if (!e.kind) {
-    for (const char* key : {"rank", "seq", "message_contains"}) {
+    for (const char* key : {"rank", "seq", "step", "message_contains"}) {
       if (expect.has(key)) {
         expect.fail(key, "only applies when outcome is a diagnosis kind, not \"pass\"");
       }
