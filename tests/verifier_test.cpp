@@ -312,8 +312,54 @@ TEST(CheckFingerprintsTest, AllToAllRecvDisagreesWithPeerSend) {
   const auto d = check(calls);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->kind, DiagnosisKind::kCollectiveMismatch);
-  EXPECT_TRUE(d->rank == 1 || d->rank == 2) << d->rank;
+  // One pair, (2, 1): both ranks are party to it, and the lowest is blamed.
+  EXPECT_EQ(d->rank, 1);
   EXPECT_CONTAINS(d->message, "rank 2 sends 1 elements to rank 1, which expects 9 from rank 2");
+  EXPECT_CONTAINS(d->message, "ranks 1,2 are party to every disagreeing pair; blaming the lowest");
+}
+
+// Rank 1 of 3 uses wrong output splits: it expects [3, 3, 0] from ranks 0, 1, 2 where they send
+// split(j, 1) = [2, 3, 1]. The disagreeing pairs are (0 -> 1) and (2 -> 1); rank 1 is party to
+// both, so it is blamed, not rank 0, the sender of the first pair.
+TEST(CheckFingerprintsTest, AllToAllBlamesTheRankPartyToEveryDisagreeingPair) {
+  auto calls = consistent_all_to_all(3);
+  ASSERT_EQ(calls[1].recv_counts, (std::vector<std::int64_t>{2, 3, 1}));
+  calls[1].recv_counts = {3, 3, 0};
+  const auto d = check(calls);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DiagnosisKind::kCollectiveMismatch);
+  EXPECT_EQ(d->rank, 1);
+  EXPECT_EQ(d->seq, 8);
+  EXPECT_EQ(d->step, 2);
+  EXPECT_EQ(d->message,
+            "collective #8 (mix step 2 call 0): all_to_all split sizes disagree: rank 0 sends 2 elements to "
+            "rank 1, which expects 3 from rank 0; rank 2 sends 1 elements to rank 1, which expects 0 from "
+            "rank 2: rank 1 is party to every disagreeing pair");
+}
+
+// The same with wrong input splits: rank 1 sends [1, 3, 2] where ranks 0 and 2 expect
+// split(1, j) = 2 and 1; its own slot (3) still agrees. Pairs (1 -> 0) and (1 -> 2): rank 1.
+TEST(CheckFingerprintsTest, AllToAllWrongInputSplitsBlameTheSender) {
+  auto calls = consistent_all_to_all(3);
+  calls[1].send_counts = {1, 3, 2};
+  const auto d = check(calls);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->rank, 1);
+  EXPECT_CONTAINS(d->message, "rank 1 sends 1 elements to rank 0, which expects 2 from rank 1");
+  EXPECT_CONTAINS(d->message, "rank 1 sends 2 elements to rank 2, which expects 1 from rank 1");
+  EXPECT_CONTAINS(d->message, "rank 1 is party to every disagreeing pair");
+}
+
+// Two unrelated bad pairs among 4 ranks, (0 -> 1) and (2 -> 3): no rank is party to both;
+// each is party to one, and the lowest, rank 0, is blamed.
+TEST(CheckFingerprintsTest, AllToAllWithNoRankInEveryPairBlamesTheLowestOfTheMost) {
+  auto calls = consistent_all_to_all(4);
+  calls[0].send_counts[1] = 9;
+  calls[2].send_counts[3] = 9;
+  const auto d = check(calls);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->rank, 0);
+  EXPECT_CONTAINS(d->message, "no rank is party to every disagreeing pair; rank 0 is party to the most (1 of 2)");
 }
 
 TEST(CheckFingerprintsTest, AllToAllDtypeStillCompared) {
