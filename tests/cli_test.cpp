@@ -325,6 +325,81 @@ TEST_F(CliTest, RunUnmetExpectationExitsOneAndReportsFail) {
   EXPECT_CONTAINS(xml, "<failure");
 }
 
+// A run that checked nothing must not read as green: every scenario skipped is exit 6, and
+// --no-skip makes a skip a failure (exit 1) whose reason says so.
+TEST_F(CliTest, RunWhereEveryScenarioSkippedExitsSix) {
+  write("s/small.toml", kSmallPass);
+  const std::string report = dir_ + "/report";
+  const auto r = lockstep("run " + quote(dir_ + "/s") + " --max-ranks 1 --report-dir " + quote(report));
+  EXPECT_EQ(r.code, 6) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "SKIP");
+  EXPECT_CONTAINS(r.out, "nothing was checked");
+  const auto j = nlohmann::json::parse(read_file(report + "/results.json"), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << "results.json missing or not JSON";
+  EXPECT_EQ(j["summary"]["skip"], 1);
+}
+
+TEST_F(CliTest, RunNoSkipMakesASkipAFailure) {
+  write("s/small.toml", kSmallPass);
+  const std::string report = dir_ + "/report";
+  const auto r = lockstep("run " + quote(dir_ + "/s") + " --max-ranks 1 --no-skip --report-dir " + quote(report));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "FAIL");
+  EXPECT_CONTAINS(r.out, "skipped, and --no-skip makes a skip a failure: requires 2 ranks");
+  const auto j = nlohmann::json::parse(read_file(report + "/results.json"), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << "results.json missing or not JSON";
+  EXPECT_EQ(j["summary"]["fail"], 1);
+  EXPECT_EQ(j["scenarios"][0]["status"], "fail");
+  EXPECT_CONTAINS(j["scenarios"][0].value("reason", ""), "--no-skip");
+}
+
+TEST_F(CliTest, RunWithSomeScenariosSkippedAndTheRestPassingExitsZero) {
+  write("s/a_one_rank.toml", "name = \"cli.one_rank\"\n[workload]\nkind = \"collectives\"\nsteps = 1\ncount = 8\nops = [\"all_reduce\"]\n[expect]\noutcome = \"pass\"\n");
+  write("s/b_small.toml", kSmallPass);
+  const auto r = lockstep("run " + quote(dir_ + "/s") + " --max-ranks 1 --report-dir " + quote(dir_ + "/report"));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "1 passed, 0 failed, 1 skipped");
+}
+
+TEST_F(CliTest, RecordWhereEveryScenarioSkippedExitsSixAndNoSkipExitsOne) {
+  write("s/small.toml", kSmallPass);
+  const std::string db = dir_ + "/b.db";
+  const auto skipped = lockstep("record " + quote(dir_ + "/s") + " --baseline " + quote(db) +
+                                " --repeat 1 --max-ranks 1 --report-dir " + quote(dir_ + "/r1"));
+  EXPECT_EQ(skipped.code, 6) << skipped.out << skipped.err;
+  const auto strict = lockstep("record " + quote(dir_ + "/s") + " --baseline " + quote(db) +
+                               " --repeat 1 --max-ranks 1 --no-skip --report-dir " + quote(dir_ + "/r2"));
+  EXPECT_EQ(strict.code, 1) << strict.out << strict.err;
+  EXPECT_CONTAINS(strict.out, "--no-skip");
+}
+
+// [expect] is optional: a file without it must pass, and a diagnosis fails it naming what it got.
+TEST_F(CliTest, RunWithoutExpectExpectsPass) {
+  constexpr const char* kClean = R"(name = "cli.no_expect"
+[run]
+world_size = 2
+[workload]
+kind = "collectives"
+steps = 2
+count = 8
+ops = ["all_reduce"]
+)";
+  write("clean/no_expect.toml", kClean);
+  const auto v = lockstep("validate " + quote(dir_ + "/clean"));
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+  const auto ok = lockstep("run " + quote(dir_ + "/clean") + " --report-dir " + quote(dir_ + "/r1"));
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  const auto j = nlohmann::json::parse(read_file(dir_ + "/r1/results.json"), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << "results.json missing or not JSON";
+  EXPECT_EQ(j["scenarios"][0]["status"], "pass");
+  EXPECT_EQ(j["scenarios"][0]["expected"], "pass");
+
+  write("bug/no_expect.toml", std::string(kClean) + "[[inject]]\nkind = \"dtype_mismatch\"\nrank = 1\nstep = 1\ndtype = \"f64\"\n");
+  const auto bad = lockstep("run " + quote(dir_ + "/bug") + " --report-dir " + quote(dir_ + "/r2"));
+  EXPECT_EQ(bad.code, 1) << bad.out << bad.err;
+  EXPECT_CONTAINS(bad.out, "expected pass, got collective_mismatch");
+}
+
 TEST_F(CliTest, RunMissingPathExitsTwo) {
   const std::string missing = dir_ + "/typo";
   const std::string report = dir_ + "/report";

@@ -3,6 +3,7 @@
 // an error, as is an injection that cannot fire. Real rank processes, as in launcher_test.cpp.
 #include "tests/test_util.h"
 #include "harness/launch/launcher.h"
+#include "harness/launch/verdict.h"
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -139,6 +140,23 @@ TEST(InjectionValidationTest, ImpossibleTargetsAreRefusedAtLoad) {
 
 // A rank whose start-up takes longer than timeout_s (here a 6 s sleep before it connects,
 // as a slow graph build would) is not a collective timeout: the run passes.
+TEST(MeetsExpectationTest, StepMustEqualTheDiagnosisStep) {
+  scenario::Expectation e;
+  e.kind = DiagnosisKind::kCollectiveMismatch;
+  e.step = 27;
+  std::string why;
+  Diagnosis d{DiagnosisKind::kCollectiveMismatch, "collective #9 (train step 27 call 0): ...", 2, 9, 27};
+  EXPECT_TRUE(meets_expectation(e, d, why)) << why;
+  d.step = 26;
+  EXPECT_FALSE(meets_expectation(e, d, why));
+  EXPECT_CONTAINS(why, "expected the diagnosis at step 27, got step 26");
+  d.step = -1;
+  EXPECT_FALSE(meets_expectation(e, d, why));
+  EXPECT_CONTAINS(why, "expected the diagnosis at step 27, it names no step");
+  e.step.reset();
+  EXPECT_TRUE(meets_expectation(e, d, why)) << why;
+}
+
 TEST(LauncherExpectationTest, RightKindWrongRankFails) {
   TempDir dir("lockstep_launcher");
   const std::string file = dir.write("rank.toml", R"(name = "test.wrong_rank"

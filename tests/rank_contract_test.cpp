@@ -19,7 +19,7 @@ namespace {
 TEST(RankStatusTest, ReadsAHandWrittenDiagnosisStatus) {
   test::TempDir dir;
   const std::string path = dir.write("rank1.status.json", R"({"rank": 1, "scenario": "comm.x[ws=2]", "outcome": "diagnosis",
-    "diagnosis": {"kind": "collective_mismatch", "message": "rank 1 f16", "rank": 1, "seq": 7}})");
+    "diagnosis": {"kind": "collective_mismatch", "message": "rank 1 f16", "rank": 1, "seq": 7, "step": 4}})");
   const auto st = rank::read_status(path);
   ASSERT_TRUE(st);
   EXPECT_EQ(st->rank, 1);
@@ -30,6 +30,7 @@ TEST(RankStatusTest, ReadsAHandWrittenDiagnosisStatus) {
   EXPECT_EQ(st->diagnosis->message, "rank 1 f16");
   EXPECT_EQ(st->diagnosis->rank, 1);
   EXPECT_EQ(st->diagnosis->seq, 7);
+  EXPECT_EQ(st->diagnosis->step, 4);
 }
 
 TEST(RankStatusTest, WritesTheDocumentedKeys) {

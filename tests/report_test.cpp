@@ -162,7 +162,7 @@ TEST(ReportResultsTest, JsonHasFieldsAndSummaryCounts) {
   EXPECT_EQ(f["variant"], "");
   EXPECT_EQ(f["diagnosis"],
             json({{"kind", "collective_mismatch"}, {"message", "rank 1 sent bf16"}, {"rank", 1},
-                  {"seq", 7}}));
+                  {"seq", 7}, {"step", -1}}));
   EXPECT_EQ(f["reason"], "expected pass, observed collective_mismatch");
   EXPECT_TRUE(f["metrics"].is_object());
   EXPECT_TRUE(f["metrics"].empty());

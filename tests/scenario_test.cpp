@@ -305,8 +305,18 @@ outcome = "pass"
 [workload]
 kind = "collectives"
 )");
-  message = input_error([&] { load_file(no_expect); });
-  EXPECT_CONTAINS(message, no_expect + ":1: missing required table [expect]");
+  // [expect] is optional: without it the scenario must pass.
+  const auto loaded = load_file(no_expect);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_FALSE(loaded[0].expect.kind.has_value());
+  EXPECT_EQ(loaded[0].expect.expected_label(), "pass");
+
+  std::string no_workload = write("no_workload.toml", R"(name = "comm.no_workload"
+[expect]
+outcome = "pass"
+)");
+  message = input_error([&] { load_file(no_workload); });
+  EXPECT_CONTAINS(message, no_workload + ":1: missing required table [workload]");
 
   std::string no_kind = write("no_kind.toml", R"(name = "comm.no_kind"
 [workload]
@@ -529,6 +539,47 @@ rank = 2
 )");
   EXPECT_CONTAINS(input_error([&] { load_file(rank_too_big); }),
                   rank_too_big + ":8: expect.rank: must be in [0, run.world_size) = [0, 2), got 2");
+}
+
+TEST_F(ScenarioTest, ExpectStepIsANonNegativeIntegerWithADiagnosis) {
+  std::string good = write("step.toml", R"(name = "comm.step"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "collective_mismatch"
+step = 27
+)");
+  const auto s = load_file(good);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].expect.step, 27);
+
+  std::string negative = write("step_negative.toml", R"(name = "comm.step_negative"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "collective_mismatch"
+step = -1
+)");
+  EXPECT_CONTAINS(input_error([&] { load_file(negative); }), negative + ":6: expect.step: must be >= 0, got -1");
+
+  std::string not_int = write("step_string.toml", R"(name = "comm.step_string"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "collective_mismatch"
+step = "27"
+)");
+  EXPECT_CONTAINS(input_error([&] { load_file(not_int); }), not_int + ":6: expect.step: expected an integer");
+
+  std::string with_pass = write("step_pass.toml", R"(name = "comm.step_pass"
+[workload]
+kind = "collectives"
+[expect]
+outcome = "pass"
+step = 3
+)");
+  EXPECT_CONTAINS(input_error([&] { load_file(with_pass); }),
+                  with_pass + ":6: expect.step: only applies when outcome is a diagnosis kind");
 }
 
 TEST_F(ScenarioTest, InjectWithoutKind) {

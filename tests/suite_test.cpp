@@ -1,7 +1,11 @@
-// The suite-level checks that run after every variant: [matrix] invariance.
+// The suite-level checks that run after every variant ([matrix] invariance), and the exit code
+// a suite's results give (an all-skipped run, --no-skip).
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "harness/launch/suite.h"
+#include "tests/test_util.h"
 
 namespace lockstep::launch {
 namespace {
@@ -58,6 +62,76 @@ TEST(SuiteInvarianceTest, ExpectedNondeterminismPasses) {
   check_invariance(s, r);
   EXPECT_EQ(r[1].status, report::Status::kPass);
   EXPECT_EQ(r[1].diagnosis->kind, DiagnosisKind::kNondeterminism);
+}
+
+report::RunSummary with_statuses(std::initializer_list<report::Status> statuses) {
+  report::RunSummary run;
+  for (auto status : statuses) {
+    report::ScenarioResult r;
+    r.status = status;
+    run.results.push_back(r);
+  }
+  return run;
+}
+
+TEST(SuiteExitCodeTest, EveryStatusMapsToItsDocumentedCode) {
+  using report::Status;
+  EXPECT_EQ(suite_exit_code(with_statuses({Status::kPass})), 0);
+  EXPECT_EQ(suite_exit_code(with_statuses({Status::kPass, Status::kSkip})), 0);
+  EXPECT_EQ(suite_exit_code(with_statuses({Status::kSkip})), 6);
+  EXPECT_EQ(suite_exit_code(with_statuses({Status::kSkip, Status::kSkip, Status::kSkip})), 6);
+  EXPECT_EQ(suite_exit_code(with_statuses({Status::kSkip, Status::kFail})), 1);
+  EXPECT_EQ(suite_exit_code(with_statuses({Status::kPass, Status::kError})), 1);
+  EXPECT_EQ(suite_exit_code(with_statuses({Status::kSkip, Status::kCancelled})), 1);
+  // Nothing selected is not "every selected scenario skipped".
+  EXPECT_EQ(suite_exit_code(with_statuses({})), 0);
+  EXPECT_FALSE(all_skipped(with_statuses({})));
+}
+
+// Two-rank scenarios under --max-ranks 1: skipped before any process starts.
+std::vector<scenario::Scenario> two_rank_scenarios(int n) {
+  std::vector<scenario::Scenario> out;
+  for (int i = 0; i < n; ++i) {
+    scenario::Scenario s;
+    s.name = "x.skipped" + std::to_string(i);
+    s.file = "x" + std::to_string(i) + ".toml";
+    s.world_size = 2;
+    s.requires_ranks = 2;
+    s.workload = "collectives";
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(SuiteExitCodeTest, ARunWhereEveryScenarioSkippedExitsSixAndSaysSo) {
+  test::TempDir dir("lockstep_suite");
+  LaunchOptions options;
+  options.report_dir = dir.path();
+  options.max_ranks = 1;
+  std::ostringstream out;
+  const auto run = run_suite(two_rank_scenarios(2), options, out);
+  ASSERT_EQ(run.results.size(), 2u);
+  for (const auto& r : run.results) EXPECT_EQ(r.status, report::Status::kSkip) << r.reason;
+  EXPECT_TRUE(all_met(run));
+  EXPECT_TRUE(all_skipped(run));
+  EXPECT_EQ(suite_exit_code(run), kExitAllSkipped);
+  EXPECT_CONTAINS(out.str(), "every selected scenario was skipped: nothing was checked");
+}
+
+TEST(SuiteExitCodeTest, NoSkipTurnsEverySkipIntoAFailureThatSaysWhy) {
+  test::TempDir dir("lockstep_suite");
+  LaunchOptions options;
+  options.report_dir = dir.path();
+  options.max_ranks = 1;
+  options.no_skip = true;
+  std::ostringstream out;
+  const auto run = run_suite(two_rank_scenarios(1), options, out);
+  ASSERT_EQ(run.results.size(), 1u);
+  EXPECT_EQ(run.results[0].status, report::Status::kFail);
+  EXPECT_CONTAINS(run.results[0].reason, "skipped, and --no-skip makes a skip a failure: requires 2 ranks, --max-ranks is 1");
+  EXPECT_FALSE(all_skipped(run));
+  EXPECT_EQ(suite_exit_code(run), kExitUnmet);
+  EXPECT_CONTAINS(out.str(), "--no-skip");
 }
 
 }  // namespace

@@ -84,6 +84,7 @@ TEST_P(DtypeMismatchRankTest, BlamesTheOddRankAndNamesBothDtypes) {
   EXPECT_EQ(d->kind, DiagnosisKind::kCollectiveMismatch);
   EXPECT_EQ(d->rank, odd);
   EXPECT_EQ(d->seq, 8);
+  EXPECT_EQ(d->step, 2);  // make_call's call site
   EXPECT_CONTAINS(d->message, "dtype differs");
   EXPECT_CONTAINS(d->message, "bf16[256]");
   EXPECT_CONTAINS(d->message, "f32[256]");
@@ -217,6 +218,7 @@ TEST(CheckFingerprintsTest, CallSiteAheadByAStepIsBlamed) {
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->kind, DiagnosisKind::kMissingParticipant);
   EXPECT_EQ(d->rank, 0);
+  EXPECT_EQ(d->step, 2);  // the step of the call rank 0 skipped: rank 1's
 }
 
 TEST(CheckFingerprintsTest, CallSiteMinorityIsBlamedAmongThree) {
@@ -252,6 +254,7 @@ TEST_P(FinalizeRankTest, BlamesTheRankThatReachedTheEnd) {
   EXPECT_EQ(d->kind, DiagnosisKind::kMissingParticipant);
   EXPECT_EQ(d->rank, done);
   EXPECT_CONTAINS(d->message, "rank " + std::to_string(done) + " reached the end of the workload");
+  EXPECT_EQ(d->step, 3);  // the others' call site, not finalize's -1
   EXPECT_CONTAINS(d->message, "finalize call 0");
 }
 
@@ -309,8 +312,54 @@ TEST(CheckFingerprintsTest, AllToAllRecvDisagreesWithPeerSend) {
   const auto d = check(calls);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->kind, DiagnosisKind::kCollectiveMismatch);
-  EXPECT_TRUE(d->rank == 1 || d->rank == 2) << d->rank;
+  // One pair, (2, 1): both ranks are party to it, and the lowest is blamed.
+  EXPECT_EQ(d->rank, 1);
   EXPECT_CONTAINS(d->message, "rank 2 sends 1 elements to rank 1, which expects 9 from rank 2");
+  EXPECT_CONTAINS(d->message, "ranks 1,2 are party to every disagreeing pair; blaming the lowest");
+}
+
+// Rank 1 of 3 uses wrong output splits: it expects [3, 3, 0] from ranks 0, 1, 2 where they send
+// split(j, 1) = [2, 3, 1]. The disagreeing pairs are (0 -> 1) and (2 -> 1); rank 1 is party to
+// both, so it is blamed, not rank 0, the sender of the first pair.
+TEST(CheckFingerprintsTest, AllToAllBlamesTheRankPartyToEveryDisagreeingPair) {
+  auto calls = consistent_all_to_all(3);
+  ASSERT_EQ(calls[1].recv_counts, (std::vector<std::int64_t>{2, 3, 1}));
+  calls[1].recv_counts = {3, 3, 0};
+  const auto d = check(calls);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DiagnosisKind::kCollectiveMismatch);
+  EXPECT_EQ(d->rank, 1);
+  EXPECT_EQ(d->seq, 8);
+  EXPECT_EQ(d->step, 2);
+  EXPECT_EQ(d->message,
+            "collective #8 (mix step 2 call 0): all_to_all split sizes disagree: rank 0 sends 2 elements to "
+            "rank 1, which expects 3 from rank 0; rank 2 sends 1 elements to rank 1, which expects 0 from "
+            "rank 2: rank 1 is party to every disagreeing pair");
+}
+
+// The same with wrong input splits: rank 1 sends [1, 3, 2] where ranks 0 and 2 expect
+// split(1, j) = 2 and 1; its own slot (3) still agrees. Pairs (1 -> 0) and (1 -> 2): rank 1.
+TEST(CheckFingerprintsTest, AllToAllWrongInputSplitsBlameTheSender) {
+  auto calls = consistent_all_to_all(3);
+  calls[1].send_counts = {1, 3, 2};
+  const auto d = check(calls);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->rank, 1);
+  EXPECT_CONTAINS(d->message, "rank 1 sends 1 elements to rank 0, which expects 2 from rank 1");
+  EXPECT_CONTAINS(d->message, "rank 1 sends 2 elements to rank 2, which expects 1 from rank 1");
+  EXPECT_CONTAINS(d->message, "rank 1 is party to every disagreeing pair");
+}
+
+// Two unrelated bad pairs among 4 ranks, (0 -> 1) and (2 -> 3): no rank is party to both;
+// each is party to one, and the lowest, rank 0, is blamed.
+TEST(CheckFingerprintsTest, AllToAllWithNoRankInEveryPairBlamesTheLowestOfTheMost) {
+  auto calls = consistent_all_to_all(4);
+  calls[0].send_counts[1] = 9;
+  calls[2].send_counts[3] = 9;
+  const auto d = check(calls);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->rank, 0);
+  EXPECT_CONTAINS(d->message, "no rank is party to every disagreeing pair; rank 0 is party to the most (1 of 2)");
 }
 
 TEST(CheckFingerprintsTest, AllToAllDtypeStillCompared) {
@@ -347,6 +396,7 @@ TEST(CheckP2pTest, SendToAnotherRankIsMissingParticipant) {
   EXPECT_EQ(d->kind, DiagnosisKind::kMissingParticipant);
   EXPECT_EQ(d->rank, 2);
   EXPECT_EQ(d->seq, 6);
+  EXPECT_EQ(d->step, 1);  // the sender's call site (p2p: mix step 1)
   EXPECT_CONTAINS(d->message, "rank 1 receives from rank 2 but rank 2 issued send to rank 0");
 }
 
@@ -419,6 +469,7 @@ TEST(SkippedCollectiveWaitTest, APeerAlreadyThereIsNamed) {
   EXPECT_EQ(d->kind, DiagnosisKind::kMissingParticipant);
   EXPECT_EQ(d->rank, 0);
   EXPECT_EQ(d->seq, 3);
+  EXPECT_EQ(d->step, 1);  // rank 1's train step 1
   EXPECT_CONTAINS(d->message, "collective #3: rank 0 did not take part in the all_reduce that rank 1 issued from");
   EXPECT_CONTAINS(d->message, "then failed: gloo: connection closed");
 }

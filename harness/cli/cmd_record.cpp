@@ -28,6 +28,7 @@ void add_record(CLI::App& app, int& exit_code) {
     std::string report_dir;  // "": a fresh folder per run (fresh_report_dir)
     std::string filter;
     int max_ranks = 16;
+    bool no_skip = false;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("paths", a->paths, "scenario files or directories (searched for *.toml)")->required();
@@ -49,6 +50,9 @@ void add_record(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-ranks", a->max_ranks, "skip scenarios that need more rank processes than this")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--no-skip", a->no_skip,
+                "count a skipped scenario as a failure (exit 1; its reason says it was skipped); it is\n"
+                "recorded as failed");
   cmd->callback([a, &exit_code] {
     const auto scenarios = launch::filter_scenarios(lockstep::validate::load_paths(a->paths), a->filter);
     baseline::Store store(a->baseline, baseline::Access::kCreate);
@@ -61,8 +65,9 @@ void add_record(CLI::App& app, int& exit_code) {
     prepare_report_dir(opts.report_dir, "--report-dir");
     launch::install_cancel_handlers();
     opts.max_ranks = a->max_ranks;
+    opts.no_skip = a->no_skip;
     opts.progress = isatty(STDOUT_FILENO);
-    bool met = true;
+    int code = launch::kExitMet;  // the worst of the repeats: unmet, then all skipped
     for (int i = 0; i < a->repeat; ++i) {
       // Each repeat is recorded as soon as it ends (an interrupted session keeps what it
       // measured); its artifacts are read now, so every repeat can reuse REPORT_DIR.
@@ -78,12 +83,13 @@ void add_record(CLI::App& app, int& exit_code) {
         break;
       }
       const std::string uid = store.record(env, run, o.report_dir, i);
-      met = met && launch::all_met(run);
+      const int repeat_code = launch::suite_exit_code(run);
+      if (code != launch::kExitUnmet && repeat_code != launch::kExitMet) code = repeat_code;
       std::cout << "recorded run " << uid << " (" << env.name << ", repeat " << i + 1 << "/" << a->repeat << ") in "
                 << a->baseline << '\n';
     }
     if (fresh) link_latest(opts.report_dir);
-    exit_code = exit_code_after(met ? 0 : 1);
+    exit_code = exit_code_after(code);
   });
 }
 

@@ -26,6 +26,7 @@ void add_run(CLI::App& app, int& exit_code) {
     std::string report_dir;  // "": a fresh folder per run (fresh_report_dir)
     std::string filter;
     bool dump = false;
+    bool no_skip = false;
     int max_ranks = 16;
     std::string baseline;
     std::string env;
@@ -46,6 +47,9 @@ void add_run(CLI::App& app, int& exit_code) {
       "systems under test and programs: the Python interpreter that replaces {python} in their command\n"
       "(default: $LOCKSTEP_PYTHON, else python3), e.g. an environment built by ci/systems");
   cmd->add_option("--filter", a->filter, "run only scenarios whose id or a tag matches this regex (ECMAScript, searched)");
+  cmd->add_flag("--no-skip", a->no_skip,
+                "count a skipped scenario as a failure (exit 1; its reason says it was skipped), for CI jobs\n"
+                "that must run everything");
   cmd->add_flag("--dump", a->dump, "write each workload's canonical outputs as .npy + manifest.json under REPORT_DIR/dump/");
   cmd->add_option("--max-ranks", a->max_ranks, "skip scenarios that need more rank processes than this")
       ->capture_default_str()
@@ -111,6 +115,7 @@ void add_run(CLI::App& app, int& exit_code) {
     launch::install_cancel_handlers();
     opts.dump = a->dump;
     opts.max_ranks = a->max_ranks;
+    opts.no_skip = a->no_skip;
     opts.progress = isatty(STDOUT_FILENO);
     opts.slowdown = a->slowdown;
     if (!a->reference.empty()) opts.reference_binary = std::filesystem::absolute(a->reference).string();
@@ -119,7 +124,7 @@ void add_run(CLI::App& app, int& exit_code) {
     if (a->baseline.empty()) {
       const auto run = launch::run_suite(scenarios, opts, std::cout);
       if (fresh) link_latest(opts.report_dir);
-      exit_code = exit_code_after(launch::all_met(run) ? 0 : 1);
+      exit_code = exit_code_after(launch::suite_exit_code(run));
       return;
     }
     auto session = baseline::run_repeated(scenarios, opts, a->repeat, std::cout);
@@ -134,7 +139,7 @@ void add_run(CLI::App& app, int& exit_code) {
       std::cout << "(" << a->baseline << " is read-only: this check is not kept in its history)\n";
     }
     if (fresh) link_latest(opts.report_dir);
-    exit_code = exit_code_after(failed == 0 && launch::all_met(session.runs.front()) ? 0 : 1);
+    exit_code = exit_code_after(failed == 0 ? launch::suite_exit_code(session.runs.front()) : launch::kExitUnmet);
   });
 }
 

@@ -1,5 +1,6 @@
 // lockstep: the one place that catches exceptions and maps them to exit codes.
-//   0 every scenario met its expectation, 1 at least one did not, 2 usage or input error.
+//   0 every scenario met its expectation, 1 at least one did not, 2 usage or input error,
+//   6 every selected scenario was skipped (launch/suite.h), 128 + signal when cancelled.
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -15,8 +16,10 @@ int main(int argc, char** argv) {
       "LibTorch c10d, NCCL), checks results, collective sequences and throughput, and writes\n"
       "results.json, junit.xml and per-rank logs and traces. `lockstep torchrun` runs a PyTorch program the\n"
       "same way without a scenario file.\n\n"
-      "Exit codes: 0 every scenario met its expectation; 1 at least one did not; 2 usage or\n"
-      "input error (the message names file:line and the key)."};
+      "Exit codes: 0 every scenario met its expectation; 1 at least one did not (with --no-skip, a\n"
+      "skipped one counts as not met); 2 usage or input error (the message names file:line and the\n"
+      "key); 6 every selected scenario was skipped, so nothing was checked; 130/143 interrupted by\n"
+      "SIGINT/SIGTERM."};
   app.set_version_flag("--version", std::string("lockstep ") + LOCKSTEP_VERSION + " (" + LOCKSTEP_GIT_REV +
                                         "), LibTorch " + LOCKSTEP_TORCH_VERSION + " [" + LOCKSTEP_TORCH_LINE + "]");
   app.require_subcommand(1);

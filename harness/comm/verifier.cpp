@@ -313,7 +313,8 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
     } else {
       os << ": " << rank_list(bad) << " skipped or added a collective before this one";
     }
-    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), bad.front(), seq};
+    // The step of the collective the blamed ranks did not take part in: the others' site.
+    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), bad.front(), seq, other[kStep]};
   }
 
   // 2. Arguments at the same call site.
@@ -330,24 +331,55 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
       os << (g ? ", " : "") << rank_list(args[g]) << ' ' << args_of(rec(args[g].front()), ws);
     }
     os << ": " << differing_fields(rec(bad.front()), good_rec, ws);
-    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), bad.front(), seq};
+    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), bad.front(), seq, rec(first)[kStep]};
   }
 
-  // 3. all_to_all: what i sends to j must be what j expects from i.
+  // 3. all_to_all: what i sends to j must be what j expects from i. Blame the rank party to
+  // the most disagreeing (sender, receiver) pairs, the lowest on ties: the one party to every
+  // pair when there is one (the minority: a rank with wrong splits disagrees with each peer it
+  // got wrong), else the lowest of those that are.
   if (static_cast<Op>(rec(first)[kOp]) == Op::kAllToAll) {
+    struct Pair {
+      int from, to;
+      std::int64_t sent, expected;
+    };
+    std::vector<Pair> bad;
+    std::vector<int> party(static_cast<std::size_t>(ws), 0);
     for (int i = 0; i < ws; ++i) {
       for (int j = 0; j < ws; ++j) {
         if (!known(i) || !known(j)) continue;
         const std::int64_t sent = rec(i)[kHeader + j];
         const std::int64_t expected = rec(j)[kHeader + ws + i];
-        if (sent != expected) {
-          std::ostringstream os;
-          os << "collective #" << seq << " (" << site_of(rec(first)) << "): all_to_all split sizes "
-             << "disagree: rank " << i << " sends " << sent << " elements to rank " << j
-             << ", which expects " << expected << " from rank " << i;
-          return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), i, seq};
-        }
+        if (sent == expected) continue;
+        bad.push_back({i, j, sent, expected});
+        ++party[static_cast<std::size_t>(i)];
+        if (j != i) ++party[static_cast<std::size_t>(j)];
       }
+    }
+    if (!bad.empty()) {
+      const int blame = static_cast<int>(std::max_element(party.begin(), party.end()) - party.begin());
+      std::vector<int> in_every;
+      for (int r = 0; r < ws; ++r) {
+        if (party[static_cast<std::size_t>(r)] == static_cast<int>(bad.size())) in_every.push_back(r);
+      }
+      constexpr std::size_t kShown = 6;
+      std::ostringstream os;
+      os << "collective #" << seq << " (" << site_of(rec(first)) << "): all_to_all split sizes disagree: ";
+      for (std::size_t k = 0; k < std::min(bad.size(), kShown); ++k) {
+        const Pair& p = bad[k];
+        os << (k ? "; " : "") << "rank " << p.from << " sends " << p.sent << " elements to rank " << p.to
+           << ", which expects " << p.expected << " from rank " << p.from;
+      }
+      if (bad.size() > kShown) os << "; and " << bad.size() - kShown << " more pairs";
+      if (in_every.size() == 1) {
+        os << ": rank " << blame << " is party to every disagreeing pair";
+      } else if (in_every.empty()) {
+        os << ": no rank is party to every disagreeing pair; rank " << blame << " is party to the most ("
+           << party[static_cast<std::size_t>(blame)] << " of " << bad.size() << ")";
+      } else {
+        os << ": " << rank_list(in_every) << " are party to every disagreeing pair; blaming the lowest";
+      }
+      return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), blame, seq, rec(first)[kStep]};
     }
   }
   return std::nullopt;
@@ -382,7 +414,7 @@ std::optional<Diagnosis> skipped_collective(const Board& board, int me, std::int
   os << "collective #" << issued << ": rank " << me << " did not take part in the "
      << to_string(static_cast<Op>(first[kOp])) << " that " << rank_list(waiting) << " issued from "
      << site_of(first.data()) << "; it went past that call without issuing it, then failed: " << failure;
-  return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), me, issued};
+  return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), me, issued, first[kStep]};
 }
 
 std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, const Call& receiver,
@@ -394,7 +426,7 @@ std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, cons
     os << "p2p #" << receiver.seq << ": rank " << receiver_rank << " receives from rank " << peer
        << " but rank " << peer << " issued " << to_string(static_cast<Op>(s[kOp])) << " to rank "
        << s[kRoot];
-    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), peer, receiver.seq};
+    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), peer, receiver.seq, s[kStep]};
   }
   const bool same = s[kDType] == static_cast<std::int64_t>(receiver.in.dtype) &&
                     s[kCount] == receiver.in.count && s[kTag] == receiver.tag;
@@ -403,7 +435,7 @@ std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, cons
        << to_string(static_cast<DType>(s[kDType])) << '[' << s[kCount] << "] tag=" << s[kTag]
        << ", rank " << receiver_rank << " recv " << to_string(receiver.in.dtype) << '['
        << receiver.in.count << "] tag=" << receiver.tag;
-    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), peer, receiver.seq};
+    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), peer, receiver.seq, s[kStep]};
   }
   return std::nullopt;
 }

@@ -42,6 +42,7 @@ struct Diagnosis {
   std::string message;
   int rank = -1;          // the rank the diagnosis blames, -1 when none
   std::int64_t seq = -1;  // the collective sequence number involved, -1 when none
+  std::int64_t step = -1;  // the step of the call site involved (the verifier's), -1 when none
 };
 
 }  // namespace lockstep

@@ -16,6 +16,8 @@ struct LaunchOptions {
   std::string report_dir;  // artifacts go to report_dir/<scenario slug>/
   bool dump = false;
   int max_ranks = 16;      // scenarios that need more ranks are skipped
+  // `--no-skip`: run_suite turns every skipped scenario into a failure, its reason kept.
+  bool no_skip = false;
   bool progress = false;   // run_suite: redraw a progress line on a terminal (isatty)
   std::string label;       // run_suite: shown before each progress line, e.g. "repeat 2/5"
   // `run --slowdown PERCENT[:PHASE[:RANK]]`: the slowdown fault on every scenario of lockstep's

@@ -138,6 +138,10 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
       out << "  " << scenarios[i].id() << std::flush;
     }
     auto r = run_scenario(scenarios[i], options);
+    if (options.no_skip && r.status == report::Status::kSkip) {
+      r.status = report::Status::kFail;
+      r.reason = "skipped, and --no-skip makes a skip a failure: " + r.reason;
+    }
     if (options.progress) out << "\r\033[K";
     out << '[' << std::setw(3) << i + 1 << '/' << n << "] " << label(r.status) << ' ' << r.id << "  ("
         << std::fixed << std::setprecision(2) << r.duration_s << " s)";
@@ -181,6 +185,7 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
       << (run.cancelled_by.empty() ? "" : ", " + std::to_string(counts[report::Status::kCancelled]) + " cancelled by " + run.cancelled_by)
       << " in "
       << std::fixed << std::setprecision(1) << run.duration_s << " s; report: " << options.report_dir << '\n';
+  if (all_skipped(run)) out << "every selected scenario was skipped: nothing was checked\n";
   return run;
 }
 
@@ -206,6 +211,19 @@ bool all_met(const report::RunSummary& run) {
     if (r.status == report::Status::kFail || r.status == report::Status::kError || r.status == report::Status::kCancelled) return false;
   }
   return true;
+}
+
+bool all_skipped(const report::RunSummary& run) {
+  if (run.results.empty()) return false;
+  for (const auto& r : run.results) {
+    if (r.status != report::Status::kSkip) return false;
+  }
+  return true;
+}
+
+int suite_exit_code(const report::RunSummary& run) {
+  if (!all_met(run)) return kExitUnmet;
+  return all_skipped(run) ? kExitAllSkipped : kExitMet;
 }
 
 }  // namespace lockstep::launch

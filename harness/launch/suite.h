@@ -36,4 +36,17 @@ std::vector<scenario::Scenario> filter_scenarios(std::vector<scenario::Scenario>
 // True when every result is pass or skip.
 bool all_met(const report::RunSummary& run);
 
+// True when at least one scenario was selected and every one of them was skipped: the run
+// checked nothing, so it must not read as green.
+bool all_skipped(const report::RunSummary& run);
+
+// The exit codes of a command that runs scenarios (run, record), besides 2 (usage or input
+// error) and 128 + the signal (cancelled).
+inline constexpr int kExitMet = 0;          // every scenario met its expectation, at least one ran
+inline constexpr int kExitUnmet = 1;        // a scenario failed, errored or was cancelled
+inline constexpr int kExitAllSkipped = 6;   // every selected scenario skipped; nothing was checked
+
+// kExitUnmet unless all_met, else kExitAllSkipped when all_skipped, else kExitMet.
+int suite_exit_code(const report::RunSummary& run);
+
 }  // namespace lockstep::launch

@@ -23,6 +23,11 @@ bool meets_expectation(const scenario::Expectation& e, const std::optional<Diagn
     why = "expected the diagnosis at collective #" + std::to_string(*e.seq) + ", got #" + std::to_string(d->seq);
     return false;
   }
+  if (e.step && d->step != *e.step) {
+    why = "expected the diagnosis at step " + std::to_string(*e.step) +
+          (d->step >= 0 ? ", got step " + std::to_string(d->step) : ", it names no step") + ": " + d->message;
+    return false;
+  }
   for (const auto& part : e.message_contains) {
     if (d->message.find(part) == std::string::npos) {
       why = "the diagnosis message lacks '" + part + "': " + d->message;

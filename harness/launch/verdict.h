@@ -14,7 +14,7 @@
 namespace lockstep::launch {
 
 // Sets r.status and r.reason: skip and cancelled stay; an error (r.error) is status error;
-// else pass when r.diagnosis meets `e` (kind, rank, seq, message parts), fail when it does not.
+// else pass when r.diagnosis meets `e` (kind, rank, seq, step, message parts), fail when it does not.
 void decide(const scenario::Expectation& e, report::ScenarioResult& r);
 
 // The expectation that applies to `r`: for a program, the scenario's [expect.torch."<prefix>"]

@@ -37,7 +37,7 @@ nlohmann::json to_json(const RankStatus& s) {
   if (s.outcome != Outcome::kNone) j["outcome"] = to_string(s.outcome);
   if (s.diagnosis) {
     const Diagnosis& d = *s.diagnosis;
-    j["diagnosis"] = {{"kind", to_string(d.kind)}, {"message", d.message}, {"rank", d.rank}, {"seq", d.seq}};
+    j["diagnosis"] = {{"kind", to_string(d.kind)}, {"message", d.message}, {"rank", d.rank}, {"seq", d.seq}, {"step", d.step}};
   }
   if (!s.message.empty()) j["message"] = s.message;
   if (s.outcome == Outcome::kOk) {
@@ -62,7 +62,8 @@ RankStatus status_from_json(const nlohmann::json& j) {
     if (j.contains("diagnosis")) {
       const auto& d = j.at("diagnosis");
       if (auto kind = diagnosis_kind_from_string(d.value("kind", ""))) {
-        s.diagnosis = Diagnosis{*kind, d.value("message", ""), d.value("rank", -1), d.value("seq", std::int64_t{-1})};
+        s.diagnosis = Diagnosis{*kind, d.value("message", ""), d.value("rank", -1), d.value("seq", std::int64_t{-1}),
+                                 d.value("step", std::int64_t{-1})};
       }
     }
     s.message = j.value("message", "");

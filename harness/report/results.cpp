@@ -42,6 +42,7 @@ Json diagnosis_json(const std::optional<Diagnosis>& d) {
   j["message"] = d->message;
   j["rank"] = d->rank;
   j["seq"] = d->seq;
+  j["step"] = d->step;
   return j;
 }
 
@@ -150,6 +151,7 @@ std::string failure_text(const ScenarioResult& r) {
     text += "observed: " + std::string(to_string(d.kind));
     if (d.rank >= 0) text += " (rank " + std::to_string(d.rank) + ")";
     if (d.seq >= 0) text += " at seq " + std::to_string(d.seq);
+    if (d.step >= 0) text += " (step " + std::to_string(d.step) + ")";
     text += "\nmessage: " + d.message + "\n";
   } else {
     text += "observed: no diagnosis\n";

@@ -138,11 +138,7 @@ FileLevel read_file_level(const Config& root) {
   for (const char* table : {"requires", "run", "workload", "system"}) root.get_table(table);
   internal::get_table_array(root, "inject");
   for (const char* table : {"expect", "matrix"}) root.get_table(table);
-  for (const char* required : {"workload", "expect"}) {
-    if (!root.has(required)) {
-      root.fail("", std::string("missing required table [") + required + "]");
-    }
-  }
+  if (!root.has("workload")) root.fail("", "missing required table [workload]");
   return out;
 }
 
@@ -296,9 +292,13 @@ Expectation read_expectation(const Config& expect, int world_size) {
     if (*seq < 0) expect.fail("seq", "must be >= 0, got " + std::to_string(*seq));
     e.seq = *seq;
   }
+  if (auto step = optional_int(expect, "step")) {
+    if (*step < 0) expect.fail("step", "must be >= 0, got " + std::to_string(*step));
+    e.step = *step;
+  }
   e.message_contains = expect.get_string_list("message_contains", {});
   if (!e.kind) {
-    for (const char* key : {"rank", "seq", "message_contains"}) {
+    for (const char* key : {"rank", "seq", "step", "message_contains"}) {
       if (expect.has(key)) {
         expect.fail(key, "only applies when outcome is a diagnosis kind, not \"pass\"");
       }
@@ -407,7 +407,8 @@ std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
       s.injections.push_back(std::move(injection));
     }
 
-    read_expect(root.get_table("expect"), s);
+    // Without [expect] the scenario must pass.
+    if (root.has("expect")) read_expect(root.get_table("expect"), s);
     s.system = read_system(root);
     if (s.system && s.program) root.fail("system", "[system] and [workload] kind = \"program\" exclude each other");
     if (check) check(s);

@@ -43,6 +43,7 @@ struct Expectation {
   std::optional<DiagnosisKind> kind;  // nullopt: the scenario must pass
   std::optional<int> rank;            // when set, the diagnosis must blame this rank
   std::optional<std::int64_t> seq;    // when set, the diagnosis must name this sequence number
+  std::optional<std::int64_t> step;   // when set, the diagnosis must name this step (Diagnosis::step)
   std::vector<std::string> message_contains;  // substrings the message must contain
 
   std::string expected_label() const;  // "pass" or the kind's name
