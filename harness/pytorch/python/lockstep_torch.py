@@ -511,17 +511,26 @@ def _make_group_class(dist, runtime):
 
 def _swap_default_group(c10d, real, wrapper):
     """Makes `wrapper` the default group, registered wherever torch keeps the default group's
-    entries (torch 1.13: module dictionaries _pg_*; 2.x: the _world object's)."""
-    world = getattr(c10d, "_world", None)
-    holders = []
-    if world is not None:
-        holders = [getattr(world, n) for n in dir(type(world)) if isinstance(getattr(type(world), n, None), property)]
-    else:
-        holders = [v for k, v in vars(c10d).items() if k.startswith("_pg_")]
-    for d in holders:
+    entries."""
+    for d in _holders(c10d):
         if isinstance(d, dict) and real in d:
             d[wrapper] = d[real]
     c10d._update_default_pg(wrapper)
+
+
+def _holders(c10d):
+    """The dictionaries in which torch keeps its groups (torch 1.13: module dictionaries _pg_*;
+    2.x: the _world object's)."""
+    world = getattr(c10d, "_world", None)
+    if world is not None:
+        return [getattr(world, n) for n in dir(type(world)) if isinstance(getattr(type(world), n, None), property)]
+    return [v for k, v in vars(c10d).items() if k.startswith("_pg_")]
+
+
+def _forget_group(c10d, pg):
+    for d in _holders(c10d):
+        if isinstance(d, dict):
+            d.pop(pg, None)
 
 
 def install():
@@ -557,9 +566,17 @@ def install():
 
         def destroy_process_group(group=None):
             # The end of the program's collectives: lockstep's final checks run while the group lives.
-            if runtime.group is not None and (group is None or group is runtime.group) and not runtime.finished:
+            wrapper = runtime.group
+            if wrapper is None or not (group is None or group is wrapper):
+                return destroy(group)
+            if not runtime.finished:
                 runtime.finish(_failure[0])
-            return destroy(group)
+            out = destroy(group)
+            # torch forgot the wrapper; the program's own group and lockstep's go now too, as the
+            # program's group would without lockstep (not at interpreter exit, when peers are gone).
+            _forget_group(c10d, runtime.real)
+            runtime.group = runtime.real = runtime.control = None
+            return out
 
         destroy_process_group.__doc__ = destroy.__doc__
         dist.destroy_process_group = destroy_process_group
@@ -576,6 +593,10 @@ def install():
     def at_exit():
         if runtime is not None:
             runtime.finish(_failure[0])
+            if runtime.control is not None:
+                # A program that never destroyed its group: lockstep's group is never destroyed
+                # either (its destructor at interpreter exit, with peers gone, may abort).
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(runtime.control))
         else:
             _report_only(steps, _failure[0])
 
