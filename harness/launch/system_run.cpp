@@ -67,20 +67,21 @@ std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vec
 std::string first_difference(const std::string& a, const std::string& b, int rank) {
   nlohmann::json da, db;
   try {
-    da = nlohmann::json::parse(std::ifstream(a + "/done.json"));
-    db = nlohmann::json::parse(std::ifstream(b + "/done.json"));
+    da = sut::read_done_json(a);
+    db = sut::read_done_json(b);
   } catch (...) {
     return "";
   }
   const auto rej_a = da.value("rejected", nlohmann::json::object()), rej_b = db.value("rejected", nlohmann::json::object());
-  if (rej_a != rej_b) return "rank " + std::to_string(rank) + ": the calls the system rejected differ: " + rej_a.dump() + " vs " + rej_b.dump();
+  const auto clip = [](std::string t) { return t.size() > sut::kMaxText ? t.substr(0, sut::kMaxText) + "..." : t; };
+  if (rej_a != rej_b) return "rank " + std::to_string(rank) + ": the calls the system rejected differ: " + clip(rej_a.dump()) + " vs " + clip(rej_b.dump());
   const auto arr_a = da.value("arrays", nlohmann::json::object());
   for (auto it = arr_a.begin(); it != arr_a.end(); ++it) {
     const std::string file = it.value().value("file", it.key() + ".npy");
     io::NpyArray x, y;
     try {
-      x = io::read_npy(a + "/" + file);
-      y = io::read_npy(b + "/" + file);
+      x = sut::read_output_npy(a, file);
+      y = sut::read_output_npy(b, file);
     } catch (const std::exception& e) {
       return "rank " + std::to_string(rank) + ": output '" + it.key() + "' is missing in one run";
     }
@@ -203,7 +204,7 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
     std::error_code ec;
     fs::remove_all(dump, ec);
     fs::create_directories(dump, ec);
-    fs::copy(dir + "/sut", dump, fs::copy_options::recursive, ec);
+    fs::copy(dir + "/sut", dump, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);  // a symlink is copied as one, never followed
     if (ec) out.notes.push_back("--dump: could not copy the inputs and outputs: " + ec.message());
     if (cap->write_expected) {
       try {

@@ -1,6 +1,8 @@
 #include "harness/launch/watch.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,8 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/core/fs.h"
 #include "harness/launch/cancel.h"
 #include "harness/rank/status.h"
+#include "harness/sut/io.h"
 
 namespace lockstep::launch {
 namespace {
@@ -245,20 +249,14 @@ class FileSource final : public ProgressSource {
       poll_files_ = Clock::now() - last_poll_ >= kProgressPoll;
       if (poll_files_) last_poll_ = Clock::now();
     }
-    if (poll_files_) {
-      std::ifstream in(rank_dir(r) + "/progress.json");
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (text != progress_[i]) {
-        progress_[i] = std::move(text);
-        ++moves_[i];
-      }
-    }
+    if (poll_files_) read_progress(r);
     k.bad_exit = c.exited && !(clean_exit(c) && finished(r));
     k.started = moves_[i] > 0;
     k.progress = moves_[i];
   }
 
-  bool finished(int r) const override { return fs::exists(rank_dir(r) + "/done.json"); }
+  // lstat: a done.json that is a symlink or a FIFO is there (and refused when the outputs are read).
+  bool finished(int r) const override { return fs::exists(fs::symlink_status(rank_dir(r) + "/done.json")); }
 
   Diagnosis failure(int r, const Child& c, const std::vector<Child>&) const override {
     std::ostringstream os;
@@ -322,8 +320,53 @@ class FileSource final : public ProgressSource {
  private:
   std::string rank_dir(int r) const { return outputs_ + "/rank" + std::to_string(r); }
   std::string what_of(int r) const {
-    const auto j = nlohmann::json::parse(progress_[static_cast<std::size_t>(r)], nullptr, false);
-    return j.is_object() && j.contains("what") && j["what"].is_string() ? j["what"].get<std::string>() : std::string();
+    const auto i = static_cast<std::size_t>(r);
+    if (!refused_[i].empty()) return "(its progress.json " + refused_[i] + ")";
+    const auto j = sut_json(progress_[i]);
+    std::string w = j.is_object() && j.contains("what") && j["what"].is_string() ? j["what"].get<std::string>() : std::string();
+    if (w.size() > 300) w = w.substr(0, 300) + "...";
+    return w;
+  }
+  static nlohmann::json sut_json(const std::string& text) {
+    try {
+      return sut::parse_untrusted_json(text);
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+  }
+  // Re-reads rank r's progress.json when its size or modification time changed; a change of
+  // its text is progress. A progress.json that is not a regular file, or is larger than
+  // sut::kMaxProgressBytes, is never read (what_of says why); its stat changes still count.
+  void read_progress(int r) {
+    const auto i = static_cast<std::size_t>(r);
+    Fd f;
+    try {
+      f = open_regular(rank_dir(r), "progress.json");
+    } catch (const std::exception& e) {
+      refused_[i] = e.what();
+      return;
+    }
+    if (!f) return;
+    struct stat st {};
+    if (::fstat(f.get(), &st) != 0) return;
+    const auto stamp = std::make_pair(static_cast<long long>(st.st_size),
+                                      static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec);
+    if (stamp == stamp_[i]) return;
+    stamp_[i] = stamp;
+    if (static_cast<std::size_t>(st.st_size) > sut::kMaxProgressBytes) {
+      refused_[i] = "holds " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(sut::kMaxProgressBytes) + " read";
+      progress_[i].clear();
+      ++moves_[i];
+      return;
+    }
+    refused_[i].clear();
+    std::string text(static_cast<std::size_t>(st.st_size), '\0');
+    const ssize_t got = ::pread(f.get(), text.data(), text.size(), 0);
+    text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+    if (text != progress_[i]) {
+      progress_[i] = std::move(text);
+      ++moves_[i];
+    }
   }
 
   int ws_;
@@ -331,6 +374,8 @@ class FileSource final : public ProgressSource {
   double startup_s_, deadline_s_;
   std::vector<std::string> progress_;
   std::vector<std::int64_t> moves_;
+  std::vector<std::pair<long long, long long>> stamp_ = std::vector<std::pair<long long, long long>>(static_cast<std::size_t>(ws_));
+  std::vector<std::string> refused_ = std::vector<std::string>(static_cast<std::size_t>(ws_));
   Clock::time_point last_poll_;
   bool poll_files_ = false;
 };
@@ -450,8 +495,13 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
 }
 
 std::string log_last_line(const std::string& file) {
-  std::ifstream in(file);
+  // Only the log's tail is read: a rank may print gigabytes.
+  constexpr std::size_t kTail = 64u << 10;
+  const std::string tail = read_tail(file, kTail);
+  std::istringstream in(tail);
   std::vector<std::string> lines;
+  std::string first;
+  if (tail.size() == kTail) std::getline(in, first);  // the first line may be cut: skip it
   for (std::string line; std::getline(in, line);) {
     if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include "harness/core/diagnosis.h"
 #include "harness/core/error.h"
@@ -68,17 +69,62 @@ void InputWriter::finish() {
                                  rank, -1});
 }
 
+namespace {
+std::string clip(std::string s) {
+  if (s.size() > kMaxText) s = s.substr(0, kMaxText) + "... (" + std::to_string(s.size()) + " characters)";
+  return s;
+}
+}  // namespace
+
+nlohmann::json parse_untrusted_json(const std::string& text) {
+  // nlohmann's parser does not recurse, but dumping or copying a deep value does: refuse it here.
+  // The count of values bounds the parsed form's memory (a short text can hold many values).
+  std::size_t values = 0;
+  const auto limit = [&values](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    using E = nlohmann::json::parse_event_t;
+    if (event != E::object_start && event != E::array_start && event != E::value) return true;
+    if (event != E::value && depth >= kMaxJsonDepth) {
+      throw std::runtime_error("nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    }
+    if (++values > kMaxJsonValues) throw std::runtime_error("holds more than " + std::to_string(kMaxJsonValues) + " values");
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text, limit);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("not JSON: ") + e.what());
+  }
+}
+
+nlohmann::json read_done_json(const std::string& dir) {
+  return parse_untrusted_json(read_regular(dir, "done.json", kMaxJsonBytes));
+}
+
+io::NpyArray read_output_npy(const std::string& dir, const std::string& file) {
+  Fd f;
+  try {
+    f = open_regular(dir, file);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file + ": " + e.what());
+  }
+  if (!f) throw std::runtime_error(file + ": missing");
+  return io::read_npy(f.get(), file, kMaxArrayBytes);
+}
+
 SystemOutputs::SystemOutputs(std::string dir, int world_size) {
   for (int r = 0; r < world_size; ++r) {
     RankOutputs ro;
     ro.rank = r;
     ro.dir = dir + "/rank" + std::to_string(r);
-    std::ifstream in(ro.dir + "/done.json");
-    if (!in) contract_violation(r, "done.json", "missing");
     try {
-      ro.done = nlohmann::json::parse(in);
+      open_regular(ro.dir, "progress.json");
     } catch (const std::exception& e) {
-      contract_violation(r, "done.json", std::string("not JSON: ") + e.what());
+      contract_violation(r, "progress.json", e.what());
+    }
+    try {
+      ro.done = read_done_json(ro.dir);
+    } catch (const std::exception& e) {
+      contract_violation(r, "done.json", e.what());
     }
     if (!ro.done.is_object() || !ro.done.contains("schema_version") || !ro.done["schema_version"].is_number_integer() ||
         ro.done["schema_version"].get<int>() != kSutSchemaVersion) {
@@ -108,7 +154,7 @@ bool SystemOutputs::has(int rank, const std::string& name) const {
 std::optional<std::string> SystemOutputs::rejected(int rank, const std::string& name) const {
   const auto& rej = ranks_.at(static_cast<std::size_t>(rank)).done["rejected"];
   if (!rej.contains(name)) return std::nullopt;
-  return rej[name].is_string() ? rej[name].get<std::string>() : rej[name].dump();
+  return clip(rej[name].is_string() ? rej[name].get<std::string>() : rej[name].dump());
 }
 
 io::NpyArray SystemOutputs::array(int rank, const std::string& name) const {
@@ -118,9 +164,9 @@ io::NpyArray SystemOutputs::array(int rank, const std::string& name) const {
     contract_violation(rank, name, "missing (neither written nor rejected)");
   }
   const std::string file = ro.done["arrays"][name].value("file", name + ".npy");
-  if (file.find('/') != std::string::npos) contract_violation(rank, name, "file name '" + file + "' has a '/'");
+  if (file.find('/') != std::string::npos) contract_violation(rank, name, "file name '" + clip(file) + "' has a '/'");
   try {
-    return io::read_npy(ro.dir + "/" + file);
+    return read_output_npy(ro.dir, file);
   } catch (const std::exception& e) {
     contract_violation(rank, name, std::string("unreadable: ") + e.what());
   }
@@ -144,6 +190,9 @@ std::vector<std::int64_t> SystemOutputs::int64s(int rank, const std::string& nam
   io::NpyArray a = array(rank, name);
   std::vector<std::int64_t> out;
   const std::string& d = a.descr;
+  if (const std::size_t n = a.data.size() / std::max<std::size_t>(io::npy_item_size(d), 1); n > kMaxArrayElements) {
+    contract_violation(rank, name, "holds " + std::to_string(n) + " elements, more than the " + std::to_string(kMaxArrayElements) + " allowed");
+  }
   if (d == "<i8") widen<std::int64_t>(a, out);
   else if (d == "<i4") widen<std::int32_t>(a, out);
   else if (d == "<i2") widen<std::int16_t>(a, out);
@@ -183,13 +232,22 @@ std::vector<float> SystemOutputs::floats(int rank, const std::string& name, std:
 
 std::vector<std::string> SystemOutputs::notes() const {
   std::vector<std::string> out;
+  std::unordered_set<std::string> seen;
+  std::size_t dropped = 0;
   for (const auto& ro : ranks_) {
     if (!ro.done.contains("notes") || !ro.done["notes"].is_array()) continue;
     for (const auto& n : ro.done["notes"]) {
-      std::string s = n.is_string() ? n.get<std::string>() : n.dump();
-      if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+      std::string s = clip(n.is_string() ? n.get<std::string>() : n.dump());
+      if (seen.count(s)) continue;
+      if (out.size() < kMaxNotes) {
+        seen.insert(s);
+        out.push_back(std::move(s));
+      } else {
+        ++dropped;
+      }
     }
   }
+  if (dropped) out.push_back("the system wrote " + std::to_string(dropped) + " more notes (not shown; the first " + std::to_string(kMaxNotes) + " are kept)");
   return out;
 }
 
@@ -197,8 +255,8 @@ std::map<std::string, double> SystemOutputs::metrics() const {
   std::map<std::string, double> out;
   if (ranks_.empty()) return out;
   const auto& m = ranks_[0].done.value("metrics", nlohmann::json::object());
-  for (auto it = m.begin(); it != m.end(); ++it) {
-    if (it.value().is_number()) out[it.key()] = it.value().get<double>();
+  for (auto it = m.begin(); it != m.end() && out.size() < kMaxEntries; ++it) {
+    if (it.value().is_number()) out[clip(it.key())] = it.value().get<double>();
   }
   return out;
 }
@@ -207,8 +265,8 @@ std::map<std::string, std::string> SystemOutputs::system() const {
   std::map<std::string, std::string> out;
   for (const auto& ro : ranks_) {
     const auto& m = ro.done.value("system", nlohmann::json::object());
-    for (auto it = m.begin(); it != m.end(); ++it) {
-      if (!out.count(it.key())) out[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    for (auto it = m.begin(); it != m.end() && out.size() < kMaxEntries; ++it) {
+      if (!out.count(it.key())) out[clip(it.key())] = clip(it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
     }
   }
   return out;

@@ -53,6 +53,30 @@ class InputWriter {
   nlohmann::json config_ = nlohmann::json::object();
 };
 
+// Limits on what a system writes (its outputs are untrusted input; scenarios/README.md,
+// "Systems under test", documents them). Anything beyond them is invariant_violation naming
+// the rank and the file, found before the launcher allocates for it.
+inline constexpr std::size_t kMaxJsonBytes = 16u << 20;       // done.json
+inline constexpr int kMaxJsonDepth = 64;                      // nested arrays and objects
+inline constexpr std::size_t kMaxJsonValues = 1u << 20;       // values (bounds the parsed form)
+inline constexpr std::size_t kMaxProgressBytes = 64u << 10;   // progress.json
+inline constexpr std::size_t kMaxArrayBytes = 256u << 20;     // one .npy output's data
+inline constexpr std::size_t kMaxArrayElements = 32u << 20;   // and its elements (widened to 8 bytes)
+inline constexpr std::size_t kMaxNotes = 1000;                // notes kept (merged over the ranks)
+inline constexpr std::size_t kMaxEntries = 1000;              // metrics and system entries kept
+inline constexpr std::size_t kMaxText = 2000;                 // characters kept of a note or message
+
+// Parses JSON text a system wrote. Throws std::runtime_error when it is not JSON or nests
+// deeper than kMaxJsonDepth or holds more than kMaxJsonValues values.
+nlohmann::json parse_untrusted_json(const std::string& text);
+
+// Reads and parses DIR/done.json (regular, at most kMaxJsonBytes). Throws std::runtime_error.
+nlohmann::json read_done_json(const std::string& dir);
+
+// Reads DIR/FILE, a .npy output (regular, at most kMaxArrayBytes of data, its size matching
+// its header's shape, checked before the data is read). Throws std::runtime_error.
+io::NpyArray read_output_npy(const std::string& dir, const std::string& file);
+
 // One rank's done.json and arrays, read back.
 struct RankOutputs {
   int rank = 0;
@@ -65,7 +89,8 @@ struct RankOutputs {
 // element type or shape.
 class SystemOutputs {
  public:
-  // Reads DIR/rank<r>/done.json for every rank (the launcher has checked they exist).
+  // Reads DIR/rank<r>/done.json for every rank (the launcher has checked they exist), and
+  // checks that a rank's progress.json, if any, is a regular file.
   SystemOutputs(std::string dir, int world_size);
   int world_size() const { return static_cast<int>(ranks_.size()); }
   bool has(int rank, const std::string& name) const;
@@ -77,7 +102,8 @@ class SystemOutputs {
                                    std::string* descr = nullptr) const;
   // A float32 (or float64, rounded) array.
   std::vector<float> floats(int rank, const std::string& name, std::vector<std::int64_t>* shape = nullptr) const;
-  // Notes, metrics and system identity the ranks reported, merged (rank 0 first).
+  // Notes, metrics and system identity the ranks reported, merged (rank 0 first); at most
+  // kMaxNotes notes (then one saying how many more) and kMaxEntries of the others.
   std::vector<std::string> notes() const;
   std::map<std::string, double> metrics() const;  // rank 0's
   std::map<std::string, std::string> system() const;

@@ -11,6 +11,10 @@
 #include <stdexcept>
 #include <string_view>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace lockstep::io {
 namespace {
 
@@ -20,6 +24,8 @@ static_assert(std::endian::native == std::endian::little, "npy I/O assumes a lit
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicSize = 6;
 constexpr std::size_t kHeaderAlign = 64;
+// A header longer than this is refused before it is read (NumPy writes a few hundred bytes).
+constexpr std::size_t kMaxHeaderBytes = 1 << 20;
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) {
   throw std::runtime_error(path + ": " + problem);
@@ -285,58 +291,87 @@ void write_npy(const std::string& path, const std::string& descr,
 }
 
 NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open for reading: ") + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const auto file_size = static_cast<std::size_t>(in.tellg());
-  in.seekg(0, std::ios::beg);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open for reading: ") + std::strerror(errno));
+  try {
+    NpyArray a = read_npy(fd, path, std::numeric_limits<std::size_t>::max());
+    ::close(fd);
+    return a;
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+}
+
+namespace {
+// Reads exactly n bytes at `offset`; false on a short read.
+bool read_at(int fd, void* buf, std::size_t n, std::size_t offset) {
+  auto* p = static_cast<unsigned char*>(buf);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<std::size_t>(got);
+    offset += static_cast<std::size_t>(got);
+  }
+  return true;
+}
+}  // namespace
+
+NpyArray read_npy(int fd, const std::string& name, std::size_t max_data_bytes) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(name, std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(name, "not a regular file");
+  const auto file_size = static_cast<std::size_t>(st.st_size);
 
   unsigned char pre[kMagicSize + 2];
-  if (file_size < sizeof(pre) || !in.read(reinterpret_cast<char*>(pre), sizeof(pre)) ||
-      std::memcmp(pre, kMagic, kMagicSize) != 0) {
-    fail(path, "not a .npy file (bad magic)");
+  if (file_size < sizeof(pre) || !read_at(fd, pre, sizeof(pre), 0) || std::memcmp(pre, kMagic, kMagicSize) != 0) {
+    fail(name, "not a .npy file (bad magic)");
   }
   const int major = pre[kMagicSize], minor = pre[kMagicSize + 1];
   if ((major != 1 && major != 2 && major != 3) || minor != 0) {
-    fail(path, "unsupported .npy format version " + std::to_string(major) + "." +
+    fail(name, "unsupported .npy format version " + std::to_string(major) + "." +
                    std::to_string(minor));
   }
-  const int len_size = major == 1 ? 2 : 4;
+  const std::size_t len_size = major == 1 ? 2 : 4;
   unsigned char len_bytes[4];
-  if (!in.read(reinterpret_cast<char*>(len_bytes), len_size)) fail(path, "truncated .npy header");
-  const std::size_t header_len = read_le(len_bytes, len_size);
+  if (!read_at(fd, len_bytes, len_size, sizeof(pre))) fail(name, "truncated .npy header");
+  const std::size_t header_len = read_le(len_bytes, static_cast<int>(len_size));
   const std::size_t data_offset = sizeof(pre) + len_size + header_len;
-  if (data_offset > file_size) fail(path, "truncated .npy header");
-  std::string header(header_len, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(header_len))) {
-    fail(path, "truncated .npy header");
+  if (data_offset > file_size) fail(name, "truncated .npy header");
+  if (header_len > kMaxHeaderBytes) {
+    fail(name, "header of " + std::to_string(header_len) + " bytes (at most " + std::to_string(kMaxHeaderBytes) + ")");
   }
+  std::string header(header_len, '\0');
+  if (!read_at(fd, header.data(), header_len, sizeof(pre) + len_size)) fail(name, "truncated .npy header");
 
-  NpyArray array = HeaderParser(path, header).parse();
+  NpyArray array = HeaderParser(name, header).parse();
   DescrParts parts{};
   try {
     parts = parse_descr(array.descr);
   } catch (const std::invalid_argument& e) {
-    fail(path, e.what());
+    fail(name, e.what());
   }
   if (is_big_endian(parts)) {
-    fail(path, "big-endian descr '" + array.descr + "' is not supported");
+    fail(name, "big-endian descr '" + array.descr + "' is not supported");
   }
-  if (array.fortran_order) fail(path, "Fortran-ordered arrays are not supported");
+  if (array.fortran_order) fail(name, "Fortran-ordered arrays are not supported");
   std::size_t bytes = 0;
   if (!byte_count(array.shape, parts.unit * parts.count, &bytes)) {
-    fail(path, "shape " + shape_repr(array.shape) + " is too large");
+    fail(name, "shape " + shape_repr(array.shape) + " is too large");
   }
   if (file_size - data_offset != bytes) {
-    fail(path, "holds " + std::to_string(file_size - data_offset) + " data bytes, but shape " +
+    fail(name, "holds " + std::to_string(file_size - data_offset) + " data bytes, but shape " +
                    shape_repr(array.shape) + " of '" + array.descr + "' needs " +
                    std::to_string(bytes));
   }
-  array.data.resize(bytes);
-  if (bytes > 0 && !in.read(reinterpret_cast<char*>(array.data.data()),
-                            static_cast<std::streamsize>(bytes))) {
-    fail(path, "read failed");
+  if (bytes > max_data_bytes) {
+    fail(name, "shape " + shape_repr(array.shape) + " of '" + array.descr + "' holds " + std::to_string(bytes) +
+                   " data bytes, more than the " + std::to_string(max_data_bytes) + " allowed");
   }
+  array.data.resize(bytes);
+  if (bytes > 0 && !read_at(fd, array.data.data(), bytes, data_offset)) fail(name, "read failed");
   return array;
 }
 

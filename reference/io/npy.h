@@ -32,4 +32,10 @@ void write_npy(const std::string& path, const std::string& descr,
 // its header promises.
 NpyArray read_npy(const std::string& path);
 
+// Reads a .npy file from the open descriptor `fd` (a regular file; read with pread, so its
+// offset is unchanged); `name` names it in errors. The header is read and checked against the
+// file's size before anything is allocated: a header over 1 MiB, a size that does not match
+// the declared shape, or more than `max_data_bytes` of data throws std::runtime_error.
+NpyArray read_npy(int fd, const std::string& name, std::size_t max_data_bytes);
+
 }  // namespace lockstep::io
