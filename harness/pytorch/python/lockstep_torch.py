@@ -522,9 +522,19 @@ def _holders(c10d):
     """The dictionaries in which torch keeps its groups (torch 1.13: module dictionaries _pg_*;
     2.x: the _world object's)."""
     world = getattr(c10d, "_world", None)
-    if world is not None:
-        return [getattr(world, n) for n in dir(type(world)) if isinstance(getattr(type(world), n, None), property)]
-    return [v for k, v in vars(c10d).items() if k.startswith("_pg_")]
+    if world is None:
+        return [v for k, v in vars(c10d).items() if k.startswith("_pg_") and isinstance(v, dict)]
+    out = []
+    for n in dir(type(world)):
+        if not isinstance(getattr(type(world), n, None), property):
+            continue
+        try:  # some are computed (pg_config_info) and need the default group
+            v = getattr(world, n)
+        except Exception:  # noqa: BLE001
+            continue
+        if isinstance(v, dict):
+            out.append(v)
+    return out
 
 
 def _forget_group(c10d, pg):
