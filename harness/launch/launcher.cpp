@@ -245,7 +245,7 @@ void gather(const scenario::Scenario& s, const LaunchOptions& options, report::S
     const std::string board_path = dir + "/board.bin";
     comm::Board board = comm::Board::create(board_path, s.world_size, comm::fingerprint_words(s.world_size));
     // A program (kind = "program") runs as the ranks itself: its rank 0 hosts its own store, as
-    // under torchrun --standalone, and lockstep's c10d backend in it publishes on the board.
+    // under torchrun --standalone, and lockstep's program runtime in it publishes on the board.
     const bool program = s.program.has_value();
     const bool unobserved = program && s.program->wrap == "none";
     std::vector<std::string> program_argv;

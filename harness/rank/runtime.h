@@ -1,6 +1,6 @@
 #pragma once
 // The one rank runtime: what every rank the launcher watches runs inside, lockstep's own
-// (`lockstep rank`, rank_main.cpp) and a program's (the c10d backend, harness/pytorch/). It
+// (`lockstep rank`, rank_main.cpp) and a program's (the program runtime, harness/pytorch/). It
 // attaches the rank to the run's board, builds the communicator chain (engine -> Verifier ->
 // Monitor -> FaultInjector), and ends the rank: its status (status.h) written once, its exit code.
 // Checks live in the chain and in the launcher; the runtime only carries their verdicts.

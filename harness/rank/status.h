@@ -1,6 +1,6 @@
 #pragma once
 // The rank contract: what every rank the launcher watches (lockstep's own, and a program's under
-// the c10d backend) reports when it ends, and how. A rank writes DIR/<scenario>/rank<r>.status.json
+// the program runtime) reports when it ends, and how. A rank writes DIR/<scenario>/rank<r>.status.json
 // once, atomically, and exits with one of the codes below; the launcher reads it back
 // (harness/launch/judge.cpp). The JSON form is documented in scenarios/README.md ("The rank
 // status"); this file is its one reader and writer.

@@ -62,7 +62,7 @@ struct SystemSpec {
 };
 
 // [workload] kind = "program": the user's own program runs as the ranks, unchanged, and
-// lockstep's c10d backend carries its collectives (scenarios/README.md, "Programs").
+// lockstep wraps its default process group and verifies its collectives (scenarios/README.md, "Programs").
 struct ProgramSpec {
   std::vector<std::string> command;         // one rank's argv; {python} and {dir} are substituted
   std::vector<std::string> python_modules;  // the interpreter must import these, else skip
