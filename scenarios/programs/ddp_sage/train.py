@@ -106,15 +106,21 @@ def main():
                                        "broadcast-root"], default="none")
     p.add_argument("--bug-rank", type=int, default=1)
     p.add_argument("--bug-step", type=int, default=27)
+    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
+                   help="nccl: the model and each batch on cuda:LOCAL_RANK")
     args = p.parse_args()
 
-    dist.init_process_group("gloo")
+    dev = torch.device("cpu")
+    if args.backend == "nccl":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(dev)
+    dist.init_process_group(args.backend)
     rank, world_size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
     feats, nbrs, labels = make_graph(args.nodes, args.degree, args.dim, args.classes, args.seed)
-    model = Sage(args.dim, args.hidden, args.classes)
+    model = Sage(args.dim, args.hidden, args.classes).to(dev)
     if args.sync == "ddp":
-        ddp = nn.parallel.DistributedDataParallel(model)
+        ddp = nn.parallel.DistributedDataParallel(model, device_ids=[dev] if dev.type == "cuda" else None)
     else:
         ddp = model
         for p_ in model.parameters():
@@ -128,8 +134,9 @@ def main():
     bug_here = rank == args.bug_rank
     t0, loss = time.perf_counter(), None
     for step, x, neigh, y in loader:
+        x, neigh, y = x.to(dev), neigh.to(dev), y.to(dev)
         if args.bug == "broadcast-root":
-            marker = torch.tensor([step])
+            marker = torch.tensor([step], device=dev)
             dist.broadcast(marker, 1 if bug_here and step == args.bug_step else 0)
         if bug_here and step == args.bug_step:
             if args.bug == "skip-step":

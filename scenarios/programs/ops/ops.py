@@ -8,8 +8,10 @@ result fails the program.
 
   --bug recv-dtype   rank 1 receives rank 0's f32 message into an f16 buffer
   --bug a2a-splits   rank 1 expects one element too many from every rank in the all_to_all
+  --backend nccl     the same on CUDA tensors (one GPU per rank, cuda:LOCAL_RANK)
 """
 import argparse
+import os
 
 import torch
 import torch.distributed as dist
@@ -17,9 +19,14 @@ import torch.distributed as dist
 p = argparse.ArgumentParser()
 p.add_argument("--bug", choices=["none", "recv-dtype", "a2a-splits"], default="none")
 p.add_argument("--rounds", type=int, default=3)
+p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
 args = p.parse_args()
 
-dist.init_process_group("gloo")
+if args.backend == "nccl":  # torch 2.x: every tensor below is made on this rank's GPU
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(dev)
+    torch.set_default_device(dev)
+dist.init_process_group(args.backend)
 r, ws = dist.get_rank(), dist.get_world_size()
 torch2 = int(torch.__version__.split(".")[0]) >= 2
 for i in range(args.rounds):
@@ -53,9 +60,9 @@ for i in range(args.rounds):
     recv = torch.empty(sum(recv_splits), dtype=torch.int64)
     dist.all_to_all_single(recv, send, recv_splits, [r + 1] * ws)
     dist.barrier()
-    if r == 0:
+    if ws > 1 and r == 0:
         dist.send(torch.full((5,), 7.0), 1)
-    elif r == 1:
+    elif ws > 1 and r == 1:
         x = torch.empty(5, dtype=torch.float16 if args.bug == "recv-dtype" and i == 1 else torch.float32)
         dist.recv(x, 0)
         assert torch.equal(x.float(), torch.full((5,), 7.0))
