@@ -91,7 +91,7 @@ TEST_P(DeviceSampleTest, CudaNodesGiveTheHostsSampleBitForBit) {
   const Ids nodes = some_nodes(20000, 2);
   const IdArray in = IdArray::from_host(nodes, GetParam(), gpu);
   for (const bool replace : {false, true}) {
-    for (const std::int64_t fanout : {-1, 0, 1, 2, 10, 25, 200}) {
+    for (const std::int64_t fanout : {-1, 0, 1, 2, 10, 25, 32, 33, 200}) {  // 32 | 33: the thread-local draw | the scratch one
       for (const std::int64_t hop : {0, 3}) {
         const SampleKey key{7, 2, 11, hop};
         SCOPED_TRACE("fanout " + std::to_string(fanout) + " replace " + std::to_string(replace) +

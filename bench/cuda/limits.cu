@@ -9,9 +9,9 @@ namespace {
 using ref::cuda::grid_first;
 using ref::cuda::grid_stride;
 
-__global__ void gather_kernel(const std::int64_t* __restrict__ table,
-                              const std::int64_t* __restrict__ index, std::int64_t n,
-                              std::int64_t* __restrict__ out) {
+template <class T>
+__global__ void gather_kernel(const T* __restrict__ table, const std::int64_t* __restrict__ index,
+                              std::int64_t n, T* __restrict__ out) {
   for (std::int64_t i = grid_first(); i < n; i += grid_stride()) {
     out[i] = table[index[i]];
   }
@@ -37,12 +37,22 @@ double timed(F launch) {
 
 }  // namespace
 
-double gather_seconds(const std::int64_t* table, const std::int64_t* index, std::int64_t n,
-                      std::int64_t* out) {
+template <class T>
+double gather(const T* table, const std::int64_t* index, std::int64_t n, T* out) {
   int device = 0;
   LOCKSTEP_CUDA_CHECK(cudaGetDevice(&device));
   const int blocks = ref::cuda::grid_blocks(device, n);
-  return timed([&] { gather_kernel<<<blocks, ref::cuda::kThreadsPerBlock>>>(table, index, n, out); });
+  return timed([&] { gather_kernel<T><<<blocks, ref::cuda::kThreadsPerBlock>>>(table, index, n, out); });
+}
+
+double gather_seconds(const std::int64_t* table, const std::int64_t* index, std::int64_t n,
+                      std::int64_t* out) {
+  return gather(table, index, n, out);
+}
+
+double gather_seconds(const std::int32_t* table, const std::int64_t* index, std::int64_t n,
+                      std::int32_t* out) {
+  return gather(table, index, n, out);
 }
 
 double copy_seconds(void* dst, const void* src, std::size_t bytes) {

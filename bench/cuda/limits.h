@@ -11,6 +11,9 @@ namespace lockstep::bench::cuda {
 // the L2 cache.
 double gather_seconds(const std::int64_t* table, const std::int64_t* index, std::int64_t n,
                       std::int64_t* out);
+// The same of int32 values (a map partition book's part_of table).
+double gather_seconds(const std::int32_t* table, const std::int64_t* index, std::int64_t n,
+                      std::int32_t* out);
 
 // Seconds of one device-to-device cudaMemcpy of `bytes`, timed with CUDA events.
 double copy_seconds(void* dst, const void* src, std::size_t bytes);

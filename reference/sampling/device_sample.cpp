@@ -64,7 +64,10 @@ DeviceHopSample sample_hop(const SampleRows& rows, IdSpan nodes, std::int64_t fa
   }
   out.nbrs = IdArray(IdType::kI64, total, dev);
   out.eids = IdArray(IdType::kI64, total, dev);
-  CudaBuffer scratch(static_cast<std::size_t>(total) * sizeof(std::int64_t));
+  // Only a draw without replacement of more than kDrawInThread neighbors keeps its displaced
+  // entries in device memory.
+  CudaBuffer scratch;
+  if (!replace && fanout > cuda::kDrawInThread) scratch = CudaBuffer(static_cast<std::size_t>(total) * sizeof(std::int64_t));
   cuda::sample_hop_draw(dev.index, device_rows, nodes.data, int32_ids, nodes.size, fanout,
                         replace, hop_key, static_cast<const std::int64_t*>(offsets.data()),
                         static_cast<std::int64_t*>(out.nbrs.data()),

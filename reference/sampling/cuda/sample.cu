@@ -44,6 +44,18 @@ __global__ void draw_kernel(CsrRows rows, const In* __restrict__ nodes, std::int
     const std::int64_t degree = rows.indptr[v + 1] - row;
     const std::int64_t at = offsets[i];
     const std::int64_t c = offsets[i + 1] - at;
+    if (fanout > 0 && fanout <= kDrawInThread) {
+      // The positions and the displaced entries in the thread's own arrays (local memory,
+      // interleaved across the warp), then each neighbor and edge id read once.
+      std::int64_t pos[kDrawInThread], swap_pos[kDrawInThread], swap_val[kDrawInThread];
+      sample_one::positions(degree, fanout, replace, hop_key, v, pos, swap_pos, swap_val);
+      for (std::int64_t t = 0; t < c; ++t) {
+        const std::int64_t p = row + pos[t];
+        out_nbrs[at + t] = rows.indices[p];
+        out_eids[at + t] = rows.edge_ids[p];
+      }
+      continue;
+    }
     // As the CPU's sample_node: positions to out_nbrs, displaced entries to out_eids and
     // scratch, then the neighbors and edge ids at those positions.
     sample_one::positions(degree, fanout, replace, hop_key, v, out_nbrs + at, out_eids + at,

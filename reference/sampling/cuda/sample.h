@@ -25,9 +25,14 @@ std::int64_t sample_hop_plan(int device, CsrRows rows, const void* nodes, bool i
                              std::int64_t n, std::int64_t fanout, bool replace,
                              std::int64_t* counts, std::int64_t* offsets, std::int64_t* total);
 
+// Fanouts up to this many draw in each thread's own arrays and need no scratch.
+constexpr std::int64_t kDrawInThread = 32;
+
 // Draws the planned hop: node i's sample (sample_one::positions, then its neighbors and edge
 // ids) to out_nbrs / out_eids[offsets[i], offsets[i + 1]). scratch: offsets[n] int64 on the
-// device. Waits for the device. Throws std::runtime_error naming a CUDA error.
+// device, or null when 0 < fanout <= kDrawInThread (or the sample takes whole rows: fanout -1,
+// or draws with replacement, which displace nothing). Waits for the device. Throws
+// std::runtime_error naming a CUDA error.
 void sample_hop_draw(int device, CsrRows rows, const void* nodes, bool int32_ids, std::int64_t n,
                      std::int64_t fanout, bool replace, std::uint64_t hop_key,
                      const std::int64_t* offsets, std::int64_t* out_nbrs,
