@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -180,6 +181,9 @@ std::string self_executable() {
 
 namespace {
 
+// How long a node of a multi-node run that timed out keeps its ranks before ending them.
+constexpr auto kNodeGrace = std::chrono::seconds(2);
+
 // Runs `s` once and leaves the evidence in `res` (verdict.h): a skip, a cancel, a diagnosis or
 // an error.
 void gather(const scenario::Scenario& s, const LaunchOptions& options, report::ScenarioResult& res) {
@@ -315,6 +319,14 @@ void gather(const scenario::Scenario& s, const LaunchOptions& options, report::S
     }
     Judgement outcome = judge(procs.children(), *source, dog, end, s.timeout_s, dir);
     if (outcome.error.empty()) outcome.error = unfired_injections(s, board, outcome.diagnosis, options.slowdown_off);
+    // A node that timed out keeps its ranks a moment before ending them: the other nodes, which
+    // watch with the same timeout_s, then judge the hang from their own ranks' state rather than
+    // from the lost connections that ending these ranks would cause there.
+    if (multi_node && end.verdict == Watchdog::Verdict::kTimeout) {
+      for (auto until = Clock::now() + kNodeGrace; Clock::now() < until && !cancelled();) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
     procs.kill_all();
     // A hang or a failed rank: where every rank was, from the flight recorders.
     if (outcome.diagnosis && (outcome.diagnosis->kind == DiagnosisKind::kTimeout || outcome.diagnosis->kind == DiagnosisKind::kRankFailure)) {
