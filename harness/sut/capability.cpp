@@ -11,10 +11,12 @@ Capability lookup_capability();
 Capability sampling_capability();
 Capability embedding_capability();
 Capability training_capability();
+Capability split_capability();
 
 const std::vector<Capability>& capabilities() {
   static const std::vector<Capability> all = [] {
-    std::vector<Capability> v = {embedding_capability(), lookup_capability(), sampling_capability(), training_capability()};
+    std::vector<Capability> v = {embedding_capability(), lookup_capability(), sampling_capability(), split_capability(),
+                                  training_capability()};
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     return v;
   }();

@@ -21,9 +21,13 @@ void preflight_steps(comm::Communicator& comm, std::int64_t my_steps, const std:
   comm.set_phase(phase);
   comm.set_step(step);
 
+  if (auto d = uneven_steps(all, what)) throw DiagnosisError(*d);
+}
+
+std::optional<Diagnosis> uneven_steps(const std::vector<std::int64_t>& all, const std::string& what) {
   std::map<std::int64_t, int> votes;
   for (auto s : all) ++votes[s];
-  if (votes.size() == 1) return;
+  if (votes.size() <= 1) return std::nullopt;
   std::int64_t common = all[0];
   int best = 0;
   for (const auto& [steps, n] : votes) {
@@ -39,7 +43,7 @@ void preflight_steps(comm::Communicator& comm, std::int64_t my_steps, const std:
     os << (r ? "," : "") << " rank " << r << ' ' << all[r];
     if (blamed < 0 && all[r] != common) blamed = static_cast<int>(r);
   }
-  throw DiagnosisError(Diagnosis{DiagnosisKind::kUnevenSteps, os.str(), blamed, -1});
+  return Diagnosis{DiagnosisKind::kUnevenSteps, os.str(), blamed, -1};
 }
 
 }  // namespace lockstep::workloads

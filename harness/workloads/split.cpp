@@ -11,6 +11,7 @@
 #include "harness/report/dump.h"
 #include "harness/workloads/digest.h"
 #include "harness/workloads/preflight.h"
+#include "harness/workloads/split_check.h"
 #include "harness/workloads/workload.h"
 #include "reference/common/philox.h"
 #include "reference/split/split.h"
@@ -27,23 +28,13 @@ struct Options {
   bool round_robin = false;          //   assign = "round_robin": extra chunks go to rank i % ws
 };
 
-// The global ids: a permutation of [0, n) fixed by the seed.
-std::vector<std::int64_t> global_ids(std::int64_t n, std::uint64_t seed) {
-  std::vector<std::pair<std::uint64_t, std::int64_t>> keyed(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) keyed[static_cast<std::size_t>(i)] = {ref::philox_u64(seed, 0x5eed, static_cast<std::uint64_t>(i)), i};
-  std::sort(keyed.begin(), keyed.end());
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = keyed[static_cast<std::size_t>(i)].second;
-  return ids;
-}
-
 class Split final : public Workload {
  public:
   explicit Split(Options o) : o_(o) {}
 
   void run(RankContext& ctx) override {
     const int ws = ctx.world_size;
-    const auto ids = global_ids(o_.num_ids, ctx.scenario.seed);
+    const auto ids = split_ids(o_.num_ids, ctx.scenario.seed);
     std::vector<std::vector<std::int64_t>> chunks =
         o_.floor_bug ? ref::floor_division_split(ids, ws) : ref::rank_split(ids, ws);
     // The floor-division bug changes nothing when the ids divide evenly.
@@ -131,30 +122,16 @@ class Split final : public Workload {
       if (o_.round_robin) os << "; rank 0 holds " << sizes[0] << " ids";
       if (lost || !o_.round_robin) fail(os.str(), -1);
     }
-    std::vector<int> owner(static_cast<std::size_t>(o_.num_ids), -1);
+    std::vector<std::vector<std::int64_t>> shares(static_cast<std::size_t>(ws));
     for (int r = 0; r < ws; ++r) {
-      for (std::int64_t k = 0; k < sizes[static_cast<std::size_t>(r)]; ++k) {
-        const std::int64_t id = all[static_cast<std::size_t>(r * width + k)];
-        if (id < 0 || id >= o_.num_ids) fail("rank " + std::to_string(r) + " holds id " + std::to_string(id) + ", outside [0, " + std::to_string(o_.num_ids) + ")", r);
-        if (owner[static_cast<std::size_t>(id)] >= 0) {
-          fail("id " + std::to_string(id) + " is on rank " + std::to_string(owner[static_cast<std::size_t>(id)]) + " and rank " + std::to_string(r), r);
-        }
-        owner[static_cast<std::size_t>(id)] = r;
-      }
+      const auto at = all.begin() + static_cast<std::ptrdiff_t>(r * width);
+      shares[static_cast<std::size_t>(r)].assign(at, at + sizes[static_cast<std::size_t>(r)]);
     }
-    for (std::int64_t id : ids) {
-      if (owner[static_cast<std::size_t>(id)] < 0) fail("id " + std::to_string(id) + " is on no rank", -1);
-    }
-    const auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
-    if (*hi - *lo > 1) {
-      fail("chunk sizes differ by more than one: rank " + std::to_string(hi - sizes.begin()) + " has " + std::to_string(*hi) +
-               ", rank " + std::to_string(lo - sizes.begin()) + " has " + std::to_string(*lo), static_cast<int>(hi - sizes.begin()));
-    }
+    if (auto d = split_cover(o_.num_ids, shares)) throw DiagnosisError(*d);
     if (ctx.rank == 0) {
-      std::vector<std::int64_t> covered;
-      for (std::int64_t id = 0; id < o_.num_ids; ++id) {
-        if (owner[static_cast<std::size_t>(id)] >= 0) covered.push_back(id);
-      }
+      // Every id is covered once the checks pass.
+      std::vector<std::int64_t> covered(static_cast<std::size_t>(o_.num_ids));
+      for (std::int64_t id = 0; id < o_.num_ids; ++id) covered[static_cast<std::size_t>(id)] = id;
       ctx.digest = digest_hex(covered);
     }
   }

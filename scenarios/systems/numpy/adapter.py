@@ -18,8 +18,14 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
   stale        embedding gradients are never cleared      -> result_mismatch (stale gradients)
   mean         duplicate ids' gradients are averaged      -> result_mismatch (mean instead of sum)
   sqrt_state   Adagrad stores sqrt(state) + eps            -> result_mismatch
+  floor_split  the split takes chunks of n // world_size ids, one per rank (PyG's multi-GPU
+               example): more chunks than ranks when world_size does not divide n, so the last
+               ids are on no rank                          -> split_coverage
+  own_steps    each rank counts its own batches, ceil(len(mine) / batch_size): ranks with one
+               id more run one step more                   -> uneven_steps
 """
 import argparse
+import math
 import os
 import time
 
@@ -157,6 +163,21 @@ def embedding(inp, out, bug):
                 out.save("state_v.step%d" % t, s2)
 
 
+def split(inp, out, bug):
+    ids = np.asarray(inp.array("ids"))
+    n, ws, batch = ids.size, inp.world_size, int(inp.config["batch_size"])
+    if bug == "floor_split":
+        chunk = n // ws
+        pieces = [ids[i:i + chunk] for i in range(0, n, chunk)] if n else []
+        mine = pieces[inp.rank] if inp.rank < len(pieces) else ids[:0]
+    else:
+        mine = np.array_split(ids, ws)[inp.rank]
+    # Every rank runs as many steps as the largest share needs (the short ones pad).
+    steps = math.ceil(len(mine) / batch) if bug == "own_steps" else math.ceil(math.ceil(n / ws) / batch)
+    out.save("ids", np.ascontiguousarray(mine, dtype=np.int64))
+    out.save("steps", np.array([steps], dtype=np.int64))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bug", default="")
@@ -169,7 +190,7 @@ def main():
         out.progress("hanging on purpose")
         while True:
             time.sleep(60)
-    {"lookup": lookup, "sampling": sampling, "embedding": embedding}[inp.capability](inp, out, bug)
+    {"lookup": lookup, "sampling": sampling, "embedding": embedding, "split": split}[inp.capability](inp, out, bug)
     if inp.rank == 1 and bug == "nothing":
         os._exit(0)
     out.finish()
