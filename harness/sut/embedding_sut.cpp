@@ -6,7 +6,8 @@
 // scenario declares ([system.profile]); a declared difference from the reference's own
 // semantics is a note, not a bug. A mismatch is result_mismatch, and the message names the
 // known defect whose replay explains the outputs (stale gradients, mean instead of sum, the
-// Adagrad state holding sqrt(state) + eps, Adam steps counted per row).
+// Adagrad state holding sqrt(state) + eps, Adam steps counted per row, gradients divided by
+// the world size).
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -35,6 +36,8 @@ struct Semantics {
   bool stale = false;          // gradients never cleared: step t applies steps 0..t's (the defect)
   bool sqrt_state = false;     // Adagrad's stored state becomes sqrt(state) + eps (the defect)
   bool adam_dgl = false;       // DGL's Adam formula: bias-corrected m and v, eps added to sqrt(v_hat)
+  bool divide_by_ws = false;   // every gradient row divided by float(world size) before the reduction
+                               // (TorchRec: torchrec.distributed.comm_ops' GRADIENT_DIVISION, on by default)
   bool operator==(const Semantics&) const = default;
 };
 
@@ -60,6 +63,11 @@ Options read_options(const scenario::Scenario& s) {
   const std::string form = p.get_string("adam_form", "torch");
   if (form != "torch" && form != "dgl") p.fail("adam_form", "unknown value \"" + form + "\"; allowed: torch, dgl");
   o.declared.adam_dgl = form == "dgl";
+  const std::string scaling = p.get_string("gradient_scaling", "none");
+  if (scaling != "none" && scaling != "divide_by_world_size") {
+    p.fail("gradient_scaling", "unknown value \"" + scaling + "\"; allowed: none, divide_by_world_size");
+  }
+  o.declared.divide_by_ws = scaling == "divide_by_world_size";
   o.tolerance_ulps = read_double(p, "tolerance_ulps", 0, 0, 1e6);
   p.finish();
   return o;
@@ -120,7 +128,7 @@ void dgl_adam_update(const ref::OptimizerOptions& opt, std::int64_t t, std::int6
   }
 }
 
-Trajectory simulate(const Options& o, const Batches& b, const F32& init, const Semantics& sem) {
+Trajectory simulate(const Options& o, const Batches& b, const F32& init, const Semantics& sem, int world_size) {
   Trajectory tr;
   const auto d = static_cast<std::size_t>(o.dim);
   F32 w = init;
@@ -133,7 +141,15 @@ Trajectory simulate(const Options& o, const Batches& b, const F32& init, const S
     const std::int64_t lo = sem.stale ? 0 : b.step_begin[static_cast<std::size_t>(t)];
     const std::int64_t hi = b.step_begin[static_cast<std::size_t>(t) + 1];
     if (hi > lo) {  // stale: earlier steps' gradients are applied again even on an empty step
-      const auto red = ref::reduce_duplicates(b.ids.data() + lo, b.grads.data() + lo * o.dim, hi - lo, o.dim, sem.reduce);
+      const float* grads = b.grads.data() + lo * o.dim;
+      F32 divided;
+      if (sem.divide_by_ws) {
+        // Each contribution divided on its own, as the system's backward does, then reduced.
+        divided.assign(grads, grads + (hi - lo) * o.dim);
+        for (float& g : divided) g = g / static_cast<float>(world_size);
+        grads = divided.data();
+      }
+      const auto red = ref::reduce_duplicates(b.ids.data() + lo, grads, hi - lo, o.dim, sem.reduce);
       for (std::size_t i = 0; i < red.ids.size(); ++i) {
         const auto row = static_cast<std::size_t>(red.ids[i]);
         const std::int64_t steps_of_row = ++touched[row];
@@ -220,6 +236,7 @@ std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const
 std::string describe_semantics(const Semantics& s, const Options& o) {
   std::vector<std::string> parts;
   parts.push_back(std::string("duplicate ids ") + (s.reduce == ref::DuplicateReduce::kMean ? "averaged (mean)" : "summed"));
+  parts.push_back(s.divide_by_ws ? "gradients divided by the world size" : "gradients not scaled across ranks");
   if (o.optimizer.kind == ref::OptimizerKind::kAdam) {
     parts.push_back(s.adam_per_row ? "Adam steps counted per row" : "Adam steps counted per step() call");
     parts.push_back(s.adam_dgl ? "DGL's Adam formula (bias-corrected m and v, eps added to sqrt(v_hat))" : "torch.optim.SparseAdam's formula");
@@ -247,7 +264,9 @@ void write_inputs(const scenario::Scenario& s, InputWriter& w) {
                          {"beta1", o.optimizer.beta1}, {"beta2", o.optimizer.beta2},
                          {"initial_accumulator_value", o.optimizer.initial_accumulator_value}});
   w.config("profile", {{"reduce", ref::to_string(o.declared.reduce)}, {"adam_steps", o.declared.adam_per_row ? "per_row" : "per_call"},
-                       {"adam_form", o.declared.adam_dgl ? "dgl" : "torch"}, {"tolerance_ulps", o.tolerance_ulps}});
+                       {"adam_form", o.declared.adam_dgl ? "dgl" : "torch"},
+                       {"gradient_scaling", o.declared.divide_by_ws ? "divide_by_world_size" : "none"},
+                       {"tolerance_ulps", o.tolerance_ulps}});
   w.array("init", initial_table(o, s.seed), {o.rows, o.dim}, "the table's initial values (float32)");
   w.array("ids", b.ids, {total}, "ids of every step's global batch, concatenated (duplicates occur)");
   w.array("grads", b.grads, {total, o.dim}, "d loss / d row for each id of the batch: loss = sum(rows * grads)");
@@ -305,7 +324,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
     res.notes.push_back("declared tolerance: " + scenario::format_double(o.tolerance_ulps) +
                         " units of 2^-23 * max(|value|, 2^-6) per step");
   }
-  const Trajectory expected = simulate(o, b, init, o.declared);
+  const Trajectory expected = simulate(o, b, init, o.declared, ws);
   if (auto m = first_mismatch(o, b, shares, ws, obs, expected, o.tolerance_ulps)) {
     std::ostringstream os;
     os << "embedding (" << ref::to_string(o.optimizer.kind) << ", " << describe_semantics(o.declared, o) << "): step " << m->step << ", "
@@ -333,6 +352,13 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
                                    ": duplicate ids' gradients are " + (alt.reduce == ref::DuplicateReduce::kMean ? "averaged" : "summed") +
                                    " (if that is the system's documented semantics, declare reduce = \"" + ref::to_string(alt.reduce) +
                                    "\" in [system.profile])"});
+    alt = o.declared;
+    alt.divide_by_ws = !alt.divide_by_ws;
+    candidates.push_back({alt, std::string(alt.divide_by_ws ? "gradients divided by the world size (" + std::to_string(ws) +
+                                                                   "), as TorchRec's sharded modules do by default (GRADIENT_DIVISION)"
+                                                             : "gradients not divided by the world size") +
+                                   " (if that is the system's documented semantics, declare gradient_scaling = \"" +
+                                   (alt.divide_by_ws ? "divide_by_world_size" : "none") + "\" in [system.profile])"});
     if (adam) {
       alt = o.declared;
       alt.adam_per_row = !alt.adam_per_row;
@@ -358,7 +384,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
     }
     for (const auto& c : candidates) {
       if (explained) break;
-      const Trajectory tr = simulate(o, b, init, c.sem);
+      const Trajectory tr = simulate(o, b, init, c.sem, ws);
       const auto m2 = first_mismatch(o, b, shares, ws, obs, tr, loose);
       if (!m2 || m2->step > m_loose->step) {
         os << "; explained by " << c.why;
@@ -384,7 +410,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
 void write_expected(const scenario::Scenario& s, InputWriter& w) {
   const Options o = read_options(s);
   const Batches b = make_batches(o, s.seed);
-  const Trajectory tr = simulate(o, b, initial_table(o, s.seed), o.declared);
+  const Trajectory tr = simulate(o, b, initial_table(o, s.seed), o.declared, w.world_size());
   w.config("profile", describe_semantics(o.declared, o));
   for (std::int64_t t = 0; t < o.steps; ++t) {
     const auto ts = static_cast<std::size_t>(t);

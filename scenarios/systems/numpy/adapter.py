@@ -21,6 +21,8 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
   floor_split  the split takes chunks of n // world_size ids, one per rank (PyG's multi-GPU
                example): more chunks than ranks when world_size does not divide n, so the last
                ids are on no rank                          -> split_coverage
+  grad_div     embedding gradients divided by the world size (TorchRec's default) without
+               declaring it                                -> result_mismatch (gradients divided)
   own_steps    each rank counts its own batches, ceil(len(mine) / batch_size): ranks with one
                id more run one step more                   -> uneven_steps
 """
@@ -123,12 +125,15 @@ def embedding(inp, out, bug):
     all_ids, all_grads = inp.array("ids"), inp.array("grads")
     offsets = inp.array("step_offsets")
     mean = inp.config["profile"]["reduce"] == "mean" or bug == "mean"
+    divide = inp.config["profile"]["gradient_scaling"] == "divide_by_world_size" or bug == "grad_div"
     stale_ids, stale_grads = [], []
     for t, ids, _ in inp.steps():
         out.save("pulled.step%d" % t, table[ids])
         # Every rank holds the whole table and applies the whole global batch (a replicated toy).
         ids_t = np.asarray(all_ids[offsets[t]:offsets[t + 1]])
         grads_t = np.asarray(all_grads[offsets[t]:offsets[t + 1]])
+        if divide:  # each contribution on its own, as a sharded backward divides what it receives
+            grads_t = grads_t / f32(inp.world_size)
         if bug == "stale":
             stale_ids.append(ids_t)
             stale_grads.append(grads_t)
