@@ -276,15 +276,22 @@ class FileSource final : public ProgressSource {
                      r, -1};
   }
 
-  // The ranks that never got to lockstep_sut.start().
+  // The ranks that never got to lockstep_sut.start(), blamed (the lowest of them) when any
+  // other rank started, whether it is still running or has finished: by rule 6 every rank that
+  // exited did so cleanly with its done.json (rules 3 and 4 take the others).
   Diagnosis startup(const Watchdog& dog, int exits) const override {
     const auto& starting = dog.starting();
     std::ostringstream os;
     os << "start-up took longer than " << startup_s_ << " s (run.startup_timeout_s): ";
     for (std::size_t i = 0; i < starting.size(); ++i) os << (i ? "," : (starting.size() == 1 ? "rank " : "ranks ")) << starting[i];
     os << " (system " << who_ << ") never reached lockstep_sut.start() (its imports or set-up are still running)";
-    const bool some_started = static_cast<int>(starting.size()) < ws_ - exits;
-    if (some_started) os << "; the other ranks started";
+    const int others = ws_ - static_cast<int>(starting.size());
+    const bool some_started = !starting.empty() && others > 0;
+    if (some_started) {
+      const int running = others - exits;
+      os << "; the other ranks started";
+      if (exits > 0) os << " (" << exits << " of " << ws_ << " finished" << (running > 0 ? ", " + std::to_string(running) + " still running" : "") << ")";
+    }
     return Diagnosis{DiagnosisKind::kTimeout, os.str(), some_started ? starting.front() : -1, -1};
   }
 
