@@ -217,6 +217,43 @@ TEST(SutContractTest, ExceptionIsRankFailureQuotingIt) {
   EXPECT_CONTAINS(r.result.diagnosis->message, "KeyError");
 }
 
+// Every rank raises (issue 32, item 3): after a barrier through the output folders, rank 0
+// raises `late_s` after rank 1, with `rank0_error` (rank 1: `rank1_error`). Returns the blamed rank.
+int blame_when_both_raise(const std::string& rank0_error, const std::string& rank1_error, int run) {
+  TempDir dir("sut");
+  const AdapterRun r = run_adapter(dir,
+                                   "open(os.path.join(out.directory, 'ready'), 'w').close()\n"
+                                   "parent = os.path.dirname(out.directory)\n"
+                                   "t0 = time.monotonic()\n"
+                                   "while not all(os.path.exists(os.path.join(parent, 'rank%d' % q, 'ready')) for q in range(2)):\n"
+                                   "    assert time.monotonic() < t0 + 30, 'barrier'\n"
+                                   "    time.sleep(0.005)\n"
+                                   "if inp.rank == 0:\n"
+                                   "    time.sleep(0.05)\n"
+                                   "    raise " + rank0_error + "\n"
+                                   "raise " + rank1_error + "\n");
+  if (!r.result.diagnosis) {
+    ADD_FAILURE() << "run " << run << ": no diagnosis: " << r.result.reason;
+    return -2;
+  }
+  EXPECT_EQ(r.result.diagnosis->kind, DiagnosisKind::kRankFailure) << r.result.diagnosis->message;
+  return r.result.diagnosis->rank;
+}
+
+TEST(SutContractTest, RanksRaisingTheSameErrorBlameTheLowestEveryRun) {
+  for (int run = 0; run < 3; ++run) {
+    EXPECT_EQ(blame_when_both_raise("RuntimeError('the partition book is corrupt')", "RuntimeError('the partition book is corrupt')", run), 0)
+        << "run " << run;
+  }
+  // The same error naming the rank that raises it is the same way of failing.
+  EXPECT_EQ(blame_when_both_raise("KeyError('rank %d has no partition' % inp.rank)", "KeyError('rank %d has no partition' % inp.rank)", 3), 0);
+}
+
+TEST(SutContractTest, ALaterDifferentErrorDoesNotTakeTheBlame) {
+  // Rank 0 fails because rank 1 did (another error, 50 ms later): rank 1, the first, is blamed.
+  EXPECT_EQ(blame_when_both_raise("ConnectionResetError('peer rank 1 closed the connection')", "RuntimeError('the partition book is corrupt')", 0), 1);
+}
+
 TEST(SutContractTest, CleanExitWithoutOutputsIsMissingParticipant) {
   TempDir dir("sut");
   const AdapterRun r = run_adapter(dir, "if inp.rank == 1: sys.exit(0)\n" + std::string(kRight));
