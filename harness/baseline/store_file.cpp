@@ -209,7 +209,7 @@ std::vector<SideFile> unusable_side_files(const std::string& path) {
 std::string unusable_text(const SideFile& f, const std::string& what_then) {
   if (!f.regular()) return f.file + " is not a regular file: remove it (no process may have the database open)";
   return f.describe() + " is not writable by this user, " + user_name(::geteuid()) +
-         ", so SQLite would open the database read-only (a file left by another user's read-only access); " + what_then;
+         ", so SQLite would open the database read-only (another user's access to the database created it); " + what_then;
 }
 
 // SQLite's lock bytes in the main database file (os_unix.c: PENDING_BYTE, then the RESERVED byte
