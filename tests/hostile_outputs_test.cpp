@@ -210,5 +210,103 @@ TEST(HostileOutputsTest, LastLineOfAFifoLogIsEmptyNotABlock) {
   EXPECT_EQ(launch::log_last_line(log), "");
 }
 
+// An output whose dtype is not the contract's (issue 32, item 3): a tiny SGD embedding adapter
+// that answers right, then casts one output. float64 rows round back to the same float32
+// values, so only the dtype check can catch it.
+std::string embedding_adapter(const std::string& cast) {
+  return "import numpy as np\nimport lockstep_sut\n"
+         "inp, out = lockstep_sut.start()\n"
+         "f32 = np.float32\n"
+         "lr = f32(inp.config['optimizer']['lr'])\n"
+         "table = np.array(inp.array('init'), dtype=f32)\n"
+         "all_ids, all_grads, off = inp.array('ids'), inp.array('grads'), inp.array('step_offsets')\n"
+         "def save(name, a):\n"
+         "    out.save(name, " + (cast.empty() ? std::string("a") : cast) + ")\n"
+         "for t, ids, _ in inp.steps():\n"
+         "    save('pulled.step%d' % t, table[ids])\n"
+         "    ids_t = np.asarray(all_ids[off[t]:off[t + 1]])\n"
+         "    g_t = np.asarray(all_grads[off[t]:off[t + 1]])\n"
+         "    rows, inv = np.unique(ids_t, return_inverse=True)\n"
+         "    g = np.zeros((rows.size, table.shape[1]), f32)\n"
+         "    np.add.at(g, inv, g_t)\n"
+         "    table[rows] = table[rows] - lr * g\n"
+         "    if inp.rank == 0:\n"
+         "        save('table.step%d' % t, table)\n"
+         "out.finish()\n";
+}
+
+report::ScenarioResult run_embedding(const TempDir& dir, const std::string& cast) {
+  const std::string script = dir.write("adapter.py", embedding_adapter(cast));
+  const std::string file = dir.write(
+      "s.toml", "name = \"sut.dtype\"\n[system]\nname = \"tiny\"\ncommand = [\"{python}\", \"" + script +
+                    "\"]\npython_modules = [\"numpy\"]\n[run]\nworld_size = 2\ntimeout_s = 30\n"
+                    "[workload]\nkind = \"embedding\"\nrows = 50\ndim = 4\nsteps = 2\nbatch_sizes = [6, 5]\noptimizer = \"sgd\"\n"
+                    "[expect]\noutcome = \"pass\"\n");
+  auto scenarios = validate::load_file(file);
+  launch::LaunchOptions o;
+  o.binary = LOCKSTEP_BINARY;
+  o.report_dir = dir / "report";
+  return launch::run_scenario(scenarios.at(0), o);
+}
+
+TEST(OutputDtypeTest, TinyEmbeddingAdapterPassesWithTheDeclaredDtypes) {
+  TempDir dir("dtype");
+  const auto r = run_embedding(dir, "");
+  EXPECT_EQ(r.status, report::Status::kPass) << r.reason << (r.diagnosis ? r.diagnosis->message : "");
+}
+
+TEST(OutputDtypeTest, Float64PulledRowsAreAnInvariantViolationNamingRankFileAndDtypes) {
+  TempDir dir("dtype");
+  const auto r = run_embedding(dir, "a.astype(np.float64) if (inp.rank == 1 and name == 'pulled.step0') else a");
+  ASSERT_TRUE(r.diagnosis.has_value()) << r.reason;
+  const std::string& msg = r.diagnosis->message;
+  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kInvariantViolation) << msg;
+  EXPECT_EQ(r.diagnosis->rank, 1) << msg;
+  EXPECT_CONTAINS(msg, "rank 1");
+  EXPECT_CONTAINS(msg, "rank1/pulled.step0.npy");
+  EXPECT_CONTAINS(msg, "float64 ('<f8')");
+  EXPECT_CONTAINS(msg, "declares float32 ('<f4')");
+  EXPECT_EQ(r.status, report::Status::kFail);
+}
+
+TEST(OutputDtypeTest, Float16TableIsAnInvariantViolationToo) {
+  TempDir dir("dtype");
+  const auto r = run_embedding(dir, "a.astype(np.float16) if name == 'table.step1' else a");
+  ASSERT_TRUE(r.diagnosis.has_value()) << r.reason;
+  const std::string& msg = r.diagnosis->message;
+  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kInvariantViolation) << msg;
+  EXPECT_EQ(r.diagnosis->rank, 0) << msg;
+  EXPECT_CONTAINS(msg, "rank0/table.step1.npy");
+  EXPECT_CONTAINS(msg, "float16 ('<f2')");
+}
+
+// The contract's int64 sampling rows written as int32 (widening to int64 would hide it): the
+// dtype is checked before the rows are.
+TEST(OutputDtypeTest, Int32SamplingRowsAreAnInvariantViolation) {
+  TempDir dir("dtype");
+  const std::string script = dir.write(
+      "adapter.py",
+      "import numpy as np\nimport lockstep_sut\ninp, out = lockstep_sut.start()\n"
+      "for k in range(int(inp.config['repeats'])):\n"
+      "    dt = np.int32 if (inp.rank == 0 and k == 0) else np.int64\n"
+      "    out.save('edges.repeat%d' % k, np.zeros((0, 5), dt))\n"
+      "out.finish()\n");
+  const std::string file = dir.write(
+      "s.toml", "name = \"sut.dtype\"\n[system]\nname = \"tiny\"\ncommand = [\"{python}\", \"" + script +
+                    "\"]\npython_modules = [\"numpy\"]\n[run]\nworld_size = 2\ntimeout_s = 30\n"
+                    "[workload]\nkind = \"sampling\"\nnum_seeds = 16\nbatch_size = 8\n[expect]\noutcome = \"pass\"\n");
+  launch::LaunchOptions o;
+  o.binary = LOCKSTEP_BINARY;
+  o.report_dir = dir / "report";
+  const auto r = launch::run_scenario(validate::load_file(file).at(0), o);
+  ASSERT_TRUE(r.diagnosis.has_value()) << r.reason;
+  const std::string& msg = r.diagnosis->message;
+  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kInvariantViolation) << msg;
+  EXPECT_EQ(r.diagnosis->rank, 0) << msg;
+  EXPECT_CONTAINS(msg, "rank0/edges.repeat0.npy");
+  EXPECT_CONTAINS(msg, "int32 ('<i4')");
+  EXPECT_CONTAINS(msg, "declares int64 ('<i8')");
+}
+
 }  // namespace
 }  // namespace lockstep

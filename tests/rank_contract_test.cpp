@@ -157,6 +157,32 @@ TEST_F(JudgeTest, TheEarliestFailureIsBlamedAndALostConnectionIsNotAFailure) {
   EXPECT_EQ(j.diagnosis->rank, 2);
 }
 
+// Rule 3's tie rule on synthetic reap times (ms): of the ranks that failed the same way (the
+// FakeSource compares the signal or the exit code) within the settle window (0.4 s, the
+// Watchdog's default) of the first failure, the lowest is blamed.
+TEST_F(JudgeTest, TheLowestRankThatFailedTheSameWayWithinTheSettleWindowIsBlamed) {
+  const FakeSource src(false, {false, false, false});
+  // Rank 1 reaped first, rank 0 40 ms later with the same exit: rank 0.
+  EXPECT_EQ(judge({exited(1, 50), exited(1, 10), running()}, src).diagnosis->rank, 0);
+  // The same two reaped in the other order: still rank 0.
+  EXPECT_EQ(judge({exited(1, 10), exited(1, 50), running()}, src).diagnosis->rank, 0);
+  // Three ranks the same way, the lowest reaped last but within 400 ms: rank 0.
+  EXPECT_EQ(judge({exited(1, 405), exited(1, 20), exited(1, 6)}, src).diagnosis->rank, 0);
+  // Only the ranks that failed the same way as the first count: rank 2 first (exit 1), rank 0 a
+  // different way (a consequence, say), rank 1 the same way: rank 1.
+  EXPECT_EQ(judge({exited(3, 30), exited(1, 60), exited(1, 10)}, src).diagnosis->rank, 1);
+  EXPECT_EQ(judge({killed(SIGSEGV, 30), killed(SIGABRT, 60), killed(SIGABRT, 10)}, src).diagnosis->rank, 1);
+}
+
+TEST_F(JudgeTest, AFailureAfterTheSettleWindowOrADifferentWayDoesNotTakeTheBlame) {
+  const FakeSource src(false, {false, false});
+  // Rank 0 failed the same way 401 ms after rank 1: outside the window, rank 1 (the first).
+  EXPECT_EQ(judge({exited(1, 411), exited(1, 10)}, src).diagnosis->rank, 1);
+  // Rank 0 failed 5 ms after rank 1, a different way: rank 1.
+  EXPECT_EQ(judge({exited(2, 15), exited(1, 10)}, src).diagnosis->rank, 1);
+  EXPECT_EQ(judge({killed(SIGKILL, 15), exited(1, 10)}, src).diagnosis->rank, 1);
+}
+
 TEST_F(JudgeTest, WithoutTheRankContractEveryNonZeroExitIsAFailure) {
   const auto j = judge({exited(0, 1), exited(rank::kExitCommError, 2)}, FakeSource(false, {true, false}));
   ASSERT_TRUE(j.diagnosis);

@@ -166,6 +166,38 @@ TEST(SutContractTest, WhatARankStartedDiesWithIt) {
   expect_no_survivors(dir);
 }
 
+// A rank that never reaches lockstep_sut.start() while the other finishes (issue 32, item 3):
+// the start-up timeout blames the rank that never started, within startup_timeout_s + 5 s.
+TEST(SutContractTest, RankThatNeverStartsIsBlamedWhenTheOthersFinished) {
+  TempDir dir("sut");
+  const std::string script = dir.write(
+      "adapter.py",
+      "import os, time\n"
+      "if os.environ['RANK'] == '1':\n"
+      "    os.makedirs(os.environ['LOCKSTEP_SUT_OUTPUTS'], exist_ok=True)\n"
+      "    open(os.path.join(os.environ['LOCKSTEP_SUT_OUTPUTS'], 'pid'), 'w').write(str(os.getpid()))\n"
+      "    time.sleep(3600)\n" +
+          adapter(kRight));
+  std::string text = scenario_text(script);
+  text.replace(text.find("timeout_s = "), 0, "startup_timeout_s = 3\n");
+  LaunchOptions o;
+  o.binary = LOCKSTEP_BINARY;
+  o.report_dir = dir / "report";
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = launch::run_scenario(lockstep::validate::load_file(dir.write("s.toml", text)).at(0), o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.diagnosis.has_value()) << r.reason;
+  const std::string& msg = r.diagnosis->message;
+  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kTimeout) << msg;
+  EXPECT_EQ(r.diagnosis->rank, 1) << msg;
+  EXPECT_CONTAINS(msg, "rank 1 (system tiny) never reached lockstep_sut.start()");
+  EXPECT_CONTAINS(msg, "1 of 2 finished");
+  // Rank 0 finished: its done.json is there.
+  EXPECT_TRUE(fs::exists(dir / "report/sut.contract/sut/outputs/rank0/done.json"));
+  EXPECT_LT(seconds, 3 + 5.0 + 10.0);  // start-up bound + 5 s, plus the run's set-up on a loaded machine
+  expect_no_survivors(dir);
+}
+
 TEST(SutContractTest, SignalIsRankFailureNamingTheSignal) {
   TempDir dir("sut");
   const AdapterRun r = run_adapter(dir, "if inp.rank == 0: os.kill(os.getpid(), signal.SIGSEGV)\n" + std::string(kRight));
@@ -183,6 +215,43 @@ TEST(SutContractTest, ExceptionIsRankFailureQuotingIt) {
   EXPECT_EQ(r.result.diagnosis->kind, DiagnosisKind::kRankFailure);
   EXPECT_EQ(r.result.diagnosis->rank, 1);
   EXPECT_CONTAINS(r.result.diagnosis->message, "KeyError");
+}
+
+// Every rank raises (issue 32, item 3): after a barrier through the output folders, rank 0
+// raises `late_s` after rank 1, with `rank0_error` (rank 1: `rank1_error`). Returns the blamed rank.
+int blame_when_both_raise(const std::string& rank0_error, const std::string& rank1_error, int run) {
+  TempDir dir("sut");
+  const AdapterRun r = run_adapter(dir,
+                                   "open(os.path.join(out.directory, 'ready'), 'w').close()\n"
+                                   "parent = os.path.dirname(out.directory)\n"
+                                   "t0 = time.monotonic()\n"
+                                   "while not all(os.path.exists(os.path.join(parent, 'rank%d' % q, 'ready')) for q in range(2)):\n"
+                                   "    assert time.monotonic() < t0 + 30, 'barrier'\n"
+                                   "    time.sleep(0.005)\n"
+                                   "if inp.rank == 0:\n"
+                                   "    time.sleep(0.05)\n"
+                                   "    raise " + rank0_error + "\n"
+                                   "raise " + rank1_error + "\n");
+  if (!r.result.diagnosis) {
+    ADD_FAILURE() << "run " << run << ": no diagnosis: " << r.result.reason;
+    return -2;
+  }
+  EXPECT_EQ(r.result.diagnosis->kind, DiagnosisKind::kRankFailure) << r.result.diagnosis->message;
+  return r.result.diagnosis->rank;
+}
+
+TEST(SutContractTest, RanksRaisingTheSameErrorBlameTheLowestEveryRun) {
+  for (int run = 0; run < 3; ++run) {
+    EXPECT_EQ(blame_when_both_raise("RuntimeError('the partition book is corrupt')", "RuntimeError('the partition book is corrupt')", run), 0)
+        << "run " << run;
+  }
+  // The same error naming the rank that raises it is the same way of failing.
+  EXPECT_EQ(blame_when_both_raise("KeyError('rank %d has no partition' % inp.rank)", "KeyError('rank %d has no partition' % inp.rank)", 3), 0);
+}
+
+TEST(SutContractTest, ALaterDifferentErrorDoesNotTakeTheBlame) {
+  // Rank 0 fails because rank 1 did (another error, 50 ms later): rank 1, the first, is blamed.
+  EXPECT_EQ(blame_when_both_raise("ConnectionResetError('peer rank 1 closed the connection')", "RuntimeError('the partition book is corrupt')", 0), 1);
 }
 
 TEST(SutContractTest, CleanExitWithoutOutputsIsMissingParticipant) {

@@ -2,26 +2,62 @@
 
 #include <sqlite3.h>
 
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
+#include "harness/baseline/store_file.h"
 #include "harness/core/error.h"
 
 namespace lockstep::baseline {
 
 static_assert(SQLITE_ROW == 100 && SQLITE_DONE == 101, "LOCKSTEP_SQLITE assumes these codes");
 
+namespace {
+
+// An I/O error with less than this free on the database's filesystem is taken for a full disk
+// (SQLite reports a full disk met while growing its -shm as an I/O error).
+constexpr unsigned long long kNearlyFullBytes = 1u << 20;
+
+std::string dir_of(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+// Bytes an unprivileged writer may still use on the filesystem of `dir`; -1 when unknown.
+long long free_bytes(const std::string& dir) {
+  struct statvfs v {};
+  if (::statvfs(dir.c_str(), &v) != 0) return -1;
+  return static_cast<long long>(v.f_bavail) * static_cast<long long>(v.f_frsize);
+}
+
+std::string disk_full(const std::string& path, long long free) {
+  const std::string dir = dir_of(path);
+  return path + ": the disk is full (" + (free >= 0 ? std::to_string(free) : std::string("unknown")) + " bytes free on " + dir +
+         "); the write was rolled back: free space on " + dir + " and run the command again";
+}
+
+}  // namespace
+
 namespace detail {
 void throw_sqlite(const Db& db, int rc, const char* what, const char* file, int line) {
   const std::string& path = db.path();
+  sqlite3* const handle = db.handle();
+  const int sys_errno = handle ? sqlite3_system_errno(handle) : 0;
   switch (rc & 0xff) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       throw InputError(path + ": not a valid lockstep baseline database: the file is damaged (" + sqlite3_errstr(rc) +
                        "); restore it from a backup or a text export (lockstep baseline import)");
     case SQLITE_FULL:
-      throw InputError(path + ": the disk is full (or the database reached its size limit); the write was rolled back");
+      throw InputError(disk_full(path, free_bytes(dir_of(path))));
     case SQLITE_READONLY:
+      // A -wal or -shm file this user cannot write makes SQLite open the database read-only.
+      if (const std::string why = file::side_file_problem(path); !why.empty()) throw InputError(path + ": cannot write: " + why);
       throw InputError(path + ": cannot write: the baseline database, its directory or its filesystem is read-only");
     case SQLITE_CANTOPEN:
       throw InputError(path + ": cannot open the baseline database or its -wal, -shm or -journal file next to it"
@@ -29,8 +65,14 @@ void throw_sqlite(const Db& db, int rc, const char* what, const char* file, int 
     case SQLITE_PERM:
     case SQLITE_AUTH:
       throw InputError(path + ": access to the baseline database was denied");
-    case SQLITE_IOERR:
-      throw InputError(path + ": I/O error on the baseline database (" + sqlite3_errstr(rc) + ")");
+    case SQLITE_IOERR: {
+      const long long free = free_bytes(dir_of(path));
+      if (sys_errno == ENOSPC || sys_errno == EDQUOT || (free >= 0 && free < static_cast<long long>(kNearlyFullBytes))) {
+        throw InputError(disk_full(path, free));
+      }
+      throw InputError(path + ": I/O error on the baseline database (" + sqlite3_errstr(rc) +
+                       (sys_errno ? std::string(": ") + std::strerror(sys_errno) : std::string()) + ")");
+    }
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
       throw InputError(path + ": the baseline database stayed locked by another process for longer than the busy timeout");

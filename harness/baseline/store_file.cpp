@@ -3,14 +3,17 @@
 #include "harness/baseline/store_file.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include "harness/core/error.h"
 
@@ -168,7 +171,128 @@ void remove_side_files(const std::string& path, bool had_wal, bool had_shm) {
   if (!had_shm && !fs::exists(wal, ec)) fs::remove(shm, ec);
 }
 
+// "user (uid N)" of `uid`.
+std::string user_name(uid_t uid) {
+  const passwd* pw = ::getpwuid(uid);
+  return (pw ? std::string(pw->pw_name) + " " : std::string()) + "(uid " + std::to_string(uid) + ")";
+}
+
+std::string mode_text(mode_t m) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
+  return buf;
+}
+
+// A side file this user cannot use, with what lstat said of it.
+struct SideFile {
+  std::string file;
+  struct stat st {};
+  bool regular() const { return S_ISREG(st.st_mode); }
+  std::string describe() const {
+    return file + " (owned by " + user_name(st.st_uid) + ", mode " + mode_text(st.st_mode) + ", " +
+           std::to_string(static_cast<long long>(st.st_size)) + " bytes)";
+  }
+};
+
+std::vector<SideFile> unusable_side_files(const std::string& path) {
+  std::vector<SideFile> out;
+  for (const char* suffix : {"-shm", "-wal"}) {
+    SideFile f{path + suffix};
+    if (::lstat(f.file.c_str(), &f.st) != 0) continue;
+    if (f.regular() && ::access(f.file.c_str(), R_OK | W_OK) == 0) continue;
+    out.push_back(f);
+  }
+  return out;
+}
+
+// What to do about `f`, which this user cannot write.
+std::string unusable_text(const SideFile& f, const std::string& what_then) {
+  if (!f.regular()) return f.file + " is not a regular file: remove it (no process may have the database open)";
+  return f.describe() + " is not writable by this user, " + user_name(::geteuid()) +
+         ", so SQLite would open the database read-only (another user's access to the database created it); " + what_then;
+}
+
+// SQLite's lock bytes in the main database file (os_unix.c: PENDING_BYTE, then the RESERVED byte
+// and the 510-byte SHARED range). Every open connection of a WAL database holds a SHARED lock.
+constexpr off_t kPendingByte = 0x40000000;
+constexpr off_t kLockBytes = 512;
+
 }  // namespace
+
+std::string side_file_problem(const std::string& path) {
+  const auto bad = unusable_side_files(path);
+  if (bad.empty()) return "";
+  return unusable_text(bad.front(), "ask its owner or root to remove it while no process has the database open, or to make it writable (chmod a+rw " + bad.front().file + ")");
+}
+
+void recover_side_files(const std::string& path) {
+  const auto bad = unusable_side_files(path);
+  if (bad.empty()) return;
+  for (const auto& f : bad) {
+    if (!f.regular()) throw InputError(path + ": cannot write: " + unusable_text(f, ""));
+  }
+  // An open file description lock conflicts with SQLite's record locks, even this process's own.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw InputError(path + ": cannot open the baseline database (" + std::strerror(errno) + ")");
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = kPendingByte;
+  lock.l_len = kLockBytes;
+  if (::fcntl(fd, F_OFD_SETLK, &lock) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw InputError(path + ": cannot write: " +
+                     unusable_text(bad.front(), std::string("it cannot be replaced now because the database is open in another process") +
+                                                    (err == EAGAIN || err == EACCES ? "" : std::string(" (") + std::strerror(err) + ")") +
+                                                    ": run the command again once it has closed, or ask its owner or root to make it writable (chmod a+rw " +
+                                                    bad.front().file + ")"));
+  }
+  std::string failed;
+  for (const auto& f : bad) {
+    const bool is_wal = f.file.size() > 4 && f.file.compare(f.file.size() - 4, 4, "-wal") == 0;
+    if (!is_wal || f.st.st_size == 0) {
+      if (::unlink(f.file.c_str()) != 0) {
+        failed = unusable_text(f, std::string("removing it failed (") + std::strerror(errno) +
+                                      "; a directory with the sticky bit lets only a file's owner remove it): ask its owner or root to remove it "
+                                      "while no process has the database open, or to make it writable (chmod a+rw " + f.file + ")");
+      }
+    } else {
+      // The -wal may hold commits not yet in the database: replace it by a copy this user owns.
+      std::string tmp = f.file + ".tmp-XXXXXX";
+      const int out = ::mkstemp(tmp.data());
+      const int in = out >= 0 ? ::open(f.file.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+      bool ok = out >= 0 && in >= 0;
+      char buf[1 << 16];
+      while (ok) {
+        const ssize_t n = ::read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          ok = n == 0;
+          break;
+        }
+        for (ssize_t done = 0; ok && done < n;) {
+          const ssize_t w = ::write(out, buf + done, static_cast<std::size_t>(n - done));
+          if (w < 0 && errno == EINTR) continue;
+          ok = w > 0;
+          if (ok) done += w;
+        }
+      }
+      ok = ok && ::fchmod(out, f.st.st_mode & 0666) == 0 && ::fsync(out) == 0;
+      const int err = errno;
+      if (in >= 0) ::close(in);
+      if (out >= 0) ::close(out);
+      if (ok && ::rename(tmp.c_str(), f.file.c_str()) == 0) continue;
+      const int why = ok ? errno : err;
+      if (out >= 0) ::unlink(tmp.c_str());
+      failed = unusable_text(f, std::string("replacing it by a copy this user owns failed (") + std::strerror(why) +
+                                    "): ask its owner or root to make it writable (chmod a+rw " + f.file + ")");
+    }
+    if (!failed.empty()) break;
+  }
+  ::close(fd);  // releases the lock
+  if (!failed.empty()) throw InputError(path + ": cannot write: " + failed);
+}
 
 void enable_wal(const Db& db) {
   Statement mode(db, "PRAGMA journal_mode = WAL");
@@ -248,6 +372,7 @@ Db open_checked(const std::string& path, Access access) {
   std::string why;
   const bool can_write = writable(path, &why);
   if (access != Access::kRead && !can_write) throw InputError(why);
+  if (access != Access::kRead) recover_side_files(path);
   const bool had_wal = fs::exists(path + "-wal", ec), had_shm = fs::exists(path + "-shm", ec);
   try {
     // Read-write when allowed even for reading, so that closing removes the -wal and -shm files.

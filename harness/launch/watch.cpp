@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -28,6 +29,27 @@ constexpr auto kProgressPoll = std::chrono::milliseconds(100);
 
 bool clean_exit(const Child& c) { return c.exited && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0; }
 int exit_code(const Child& c) { return c.exited && WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1; }
+
+std::string way_of_exit(const Child& c) {
+  return WIFSIGNALED(c.status) ? signal_name(WTERMSIG(c.status)) : "exit " + std::to_string(exit_code(c));
+}
+
+// Rule 3's failure_way for an exit with `why` (a status message or a log line): the rank's own
+// number ("rank 1", "rank1") reads as "rank R", so that ranks that say who they are compare equal.
+std::string way_of_exit(const Child& c, int r, std::string why) {
+  if (WIFSIGNALED(c.status)) return way_of_exit(c);
+  const std::string own = std::to_string(r);
+  for (const char* prefix : {"rank ", "rank"}) {
+    const std::string word = prefix + own;
+    for (std::size_t at = why.find(word); at != std::string::npos; at = why.find(word, at + 1)) {
+      const std::size_t end = at + word.size();
+      if (end < why.size() && std::isdigit(static_cast<unsigned char>(why[end]))) continue;  // "rank 10" is not rank 1
+      if (at > 0 && std::isalnum(static_cast<unsigned char>(why[at - 1]))) continue;
+      why.replace(at, word.size(), std::string(prefix) + "R");
+    }
+  }
+  return way_of_exit(c) + ": " + why;
+}
 
 // ---- lockstep's own ranks and programs: the board -------------------------------------------
 
@@ -70,6 +92,13 @@ class BoardSource final : public ProgressSource {
     if (v.in_collective()) os << ", while in " << v.waiting_in();
     os << others_waiting(r);
     return Diagnosis{DiagnosisKind::kRankFailure, os.str(), r, v.completed - 1};
+  }
+
+  std::string failure_way(int child, const Child& c) const override {
+    const int r = rank_of(child);
+    if (WIFSIGNALED(c.status)) return way_of_exit(c);
+    if (auto st = rank::read_status(rank::status_path(dir_, r)); st && !st->message.empty()) return way_of_exit(c, r, st->message);
+    return way_of_exit(c, r, log_last_line(rank::log_path(dir_, r)));
   }
 
   Diagnosis unfinished(int child, const std::vector<Child>&) const override {
@@ -268,6 +297,11 @@ class FileSource final : public ProgressSource {
     return Diagnosis{DiagnosisKind::kRankFailure, os.str(), r, -1};
   }
 
+  std::string failure_way(int r, const Child& c) const override {
+    if (WIFSIGNALED(c.status)) return way_of_exit(c);
+    return way_of_exit(c, r, log_last_line(rank::log_path(dir_, r) + log_suffix_));
+  }
+
   Diagnosis unfinished(int r, const std::vector<Child>&) const override {
     return Diagnosis{DiagnosisKind::kMissingParticipant,
                      "rank " + std::to_string(r) + " (system " + who_ +
@@ -276,15 +310,22 @@ class FileSource final : public ProgressSource {
                      r, -1};
   }
 
-  // The ranks that never got to lockstep_sut.start().
+  // The ranks that never got to lockstep_sut.start(), blamed (the lowest of them) when any
+  // other rank started, whether it is still running or has finished: by rule 6 every rank that
+  // exited did so cleanly with its done.json (rules 3 and 4 take the others).
   Diagnosis startup(const Watchdog& dog, int exits) const override {
     const auto& starting = dog.starting();
     std::ostringstream os;
     os << "start-up took longer than " << startup_s_ << " s (run.startup_timeout_s): ";
     for (std::size_t i = 0; i < starting.size(); ++i) os << (i ? "," : (starting.size() == 1 ? "rank " : "ranks ")) << starting[i];
     os << " (system " << who_ << ") never reached lockstep_sut.start() (its imports or set-up are still running)";
-    const bool some_started = static_cast<int>(starting.size()) < ws_ - exits;
-    if (some_started) os << "; the other ranks started";
+    const int others = ws_ - static_cast<int>(starting.size());
+    const bool some_started = !starting.empty() && others > 0;
+    if (some_started) {
+      const int running = others - exits;
+      os << "; the other ranks started";
+      if (exits > 0) os << " (" << exits << " of " << ws_ << " finished" << (running > 0 ? ", " + std::to_string(running) + " still running" : "") << ")";
+    }
     return Diagnosis{DiagnosisKind::kTimeout, os.str(), some_started ? starting.front() : -1, -1};
   }
 
@@ -405,6 +446,8 @@ class ExitSource final : public ProgressSource {
 
 }  // namespace
 
+std::string ProgressSource::failure_way(int, const Child& c) const { return way_of_exit(c); }
+
 std::unique_ptr<ProgressSource> exit_source() { return std::make_unique<ExitSource>(); }
 
 std::unique_ptr<ProgressSource> board_source(const comm::Board& board, std::string dir, bool exit_finishes, int first_rank,
@@ -463,16 +506,33 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
                                 " (is the report disk full or read-only?); see rank" + std::to_string(rank) + ".log"};
     }
   }
-  // 3. The earliest rank that crashed or failed on its own.
+  // 3. The rank that crashed or failed on its own first; of those that failed the same way within
+  //    the settle window of the first failure, the lowest.
+  std::vector<int> failed;
   int first = -1;
   for (int r = 0; r < ws; ++r) {
     const Child& c = kids[static_cast<std::size_t>(r)];
     if (!c.exited) continue;
     const int code = exit_code(c);
-    const bool failed = WIFSIGNALED(c.status) || (code != rank::kExitClean && !(contract && code == rank::kExitCommError));
-    if (failed && (first < 0 || c.exit_time < kids[static_cast<std::size_t>(first)].exit_time)) first = r;
+    if (!(WIFSIGNALED(c.status) || (code != rank::kExitClean && !(contract && code == rank::kExitCommError)))) continue;
+    failed.push_back(r);
+    if (first < 0 || c.exit_time < kids[static_cast<std::size_t>(first)].exit_time) first = r;
   }
-  if (first >= 0) return {source.failure(first, kids[static_cast<std::size_t>(first)], kids), ""};
+  if (first >= 0) {
+    const Child& f = kids[static_cast<std::size_t>(first)];
+    const std::string way = source.failure_way(first, f);
+    const auto window = std::chrono::duration<double>(dog.limits().settle_s);
+    int blamed = first;
+    for (int r : failed) {  // ascending: the first that qualifies is the lowest
+      if (r >= first) break;
+      const Child& c = kids[static_cast<std::size_t>(r)];
+      if (c.exit_time - f.exit_time <= window && source.failure_way(r, c) == way) {
+        blamed = r;
+        break;
+      }
+    }
+    return {source.failure(blamed, kids[static_cast<std::size_t>(blamed)], kids), ""};
+  }
   // 4. A rank that ended cleanly without finishing (it returned early).
   for (int r = 0; r < ws; ++r) {
     if (clean_exit(kids[static_cast<std::size_t>(r)]) && !source.finished(r)) return {source.unfinished(r, kids), ""};

@@ -8,7 +8,10 @@
 // "Blame"):
 //   1. a rank that diagnosed the run itself (exit 3, its status names the diagnosis);
 //   2. a rank that reported bad input (exit 2) or could not write its status (exit 5): an error;
-//   3. the earliest rank that crashed or failed on its own: rank_failure;
+//   3. the rank that crashed or failed on its own first: rank_failure; among the ranks that
+//      failed the same way (failure_way) within the settle window of the first failure
+//      (Watchdog::Limits::settle_s), the lowest, so that blame does not depend on which
+//      process the launcher happened to reap first;
 //   4. a rank that exited cleanly without finishing: missing_participant;
 //   5. a rank that only lost communication: rank_failure naming it;
 //   6. the watchdog's verdict: a start-up past its bound, the deadline, or no progress (timeout).
@@ -39,6 +42,10 @@ class ProgressSource {
   virtual bool finished(int r) const = 0;
   // Rule 3: why rank r's process ended as `c` says (its message and collective number).
   virtual Diagnosis failure(int r, const Child& c, const std::vector<Child>& kids) const = 0;
+  // Rule 3: how rank r's process failed, compared between ranks to find those that failed the
+  // same way: the signal, or the exit code and the line that says why (its status's message, or
+  // the last line of its log).
+  virtual std::string failure_way(int r, const Child& c) const;
   // Rule 4: rank r exited cleanly without finishing.
   virtual Diagnosis unfinished(int r, const std::vector<Child>& kids) const = 0;
   // Rule 5 (rank-contract sources): rank r only lost communication.
@@ -79,7 +86,8 @@ struct Judgement {
   std::optional<Diagnosis> diagnosis;
   std::string error;  // a harness or input problem (status error), "" if none
 };
-// The post-mortem judge (the rules above) over the reaped processes.
+// The post-mortem judge (the rules above) over the reaped processes (their exit_time is when the
+// launcher reaped them).
 Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, const Watchdog& dog, WatchEnd end,
                 double timeout_s, const std::string& dir);
 

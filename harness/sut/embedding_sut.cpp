@@ -293,7 +293,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
   const bool adagrad = o.optimizer.kind == ref::OptimizerKind::kAdagrad;
   auto read = [&](int r, const std::string& name, std::int64_t rows) {
     std::vector<std::int64_t> shape;
-    F32 v = out.floats(r, name, &shape);
+    F32 v = out.floats(r, name, Declared::kFloat32, &shape);
     const bool ok = (rows == 0 && v.empty()) || (shape.size() == 2 && shape[0] == rows && shape[1] == o.dim);
     if (!ok) contract_violation(r, name, "expected float32 [" + std::to_string(rows) + ", " + std::to_string(o.dim) + "]");
     return v;

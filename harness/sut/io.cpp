@@ -157,7 +157,47 @@ std::optional<std::string> SystemOutputs::rejected(int rank, const std::string& 
   return clip(rej[name].is_string() ? rej[name].get<std::string>() : rej[name].dump());
 }
 
-io::NpyArray SystemOutputs::array(int rank, const std::string& name) const {
+std::string dtype_name(const std::string& descr) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"<f4", "float32"}, {"<f8", "float64"}, {"<f2", "float16"}, {"<i8", "int64"}, {"<i4", "int32"}, {"<i2", "int16"},
+      {"|i1", "int8"},    {"|u1", "uint8"},   {"<u2", "uint16"},  {"<u4", "uint32"}, {"<u8", "uint64"}, {"|b1", "bool"}};
+  for (const auto& [d, n] : kNames) {
+    if (descr == d) return std::string(n) + " ('" + descr + "')";
+  }
+  std::string quoted(1, '\'');
+  quoted += clip(descr);
+  quoted += '\'';
+  return quoted;
+}
+
+namespace {
+bool is_integer(const std::string& d) {
+  for (const char* x : {"<i8", "<i4", "<i2", "|i1", "|u1", "|b1", "<u2", "<u4", "<u8"}) {
+    if (d == x) return true;
+  }
+  return false;
+}
+bool matches(Declared want, const std::string& d) {
+  switch (want) {
+    case Declared::kFloat32: return d == "<f4";
+    case Declared::kInt64: return d == "<i8";
+    case Declared::kAnyInteger: return is_integer(d);
+    case Declared::kAnyFloat: return d == "<f4" || d == "<f8";
+  }
+  return false;
+}
+std::string describe(Declared want) {
+  switch (want) {
+    case Declared::kFloat32: return dtype_name("<f4");
+    case Declared::kInt64: return dtype_name("<i8");
+    case Declared::kAnyInteger: return "an integer dtype";
+    case Declared::kAnyFloat: return "float32 or float64";
+  }
+  return "";
+}
+}  // namespace
+
+io::NpyArray SystemOutputs::array(int rank, const std::string& name, Declared declared) const {
   const auto& ro = ranks_.at(static_cast<std::size_t>(rank));
   if (!has(rank, name)) {
     if (auto why = rejected(rank, name)) contract_violation(rank, name, "the system raised " + *why);
@@ -165,11 +205,17 @@ io::NpyArray SystemOutputs::array(int rank, const std::string& name) const {
   }
   const std::string file = ro.done["arrays"][name].value("file", name + ".npy");
   if (file.find('/') != std::string::npos) contract_violation(rank, name, "file name '" + clip(file) + "' has a '/'");
+  io::NpyArray a;
   try {
-    return read_output_npy(ro.dir, file);
+    a = read_output_npy(ro.dir, file);
   } catch (const std::exception& e) {
     contract_violation(rank, name, std::string("unreadable: ") + e.what());
   }
+  if (!matches(declared, a.descr)) {
+    contract_violation(rank, name, "rank" + std::to_string(rank) + "/" + clip(file) + " has dtype " + dtype_name(a.descr) +
+                                       ", but the contract declares " + describe(declared));
+  }
+  return a;
 }
 
 namespace {
@@ -185,9 +231,11 @@ void widen(const io::NpyArray& a, std::vector<std::int64_t>& out) {
 }
 }  // namespace
 
-std::vector<std::int64_t> SystemOutputs::int64s(int rank, const std::string& name, std::vector<std::int64_t>* shape,
-                                                std::string* descr) const {
-  io::NpyArray a = array(rank, name);
+std::vector<std::int64_t> SystemOutputs::int64s(int rank, const std::string& name, Declared declared,
+                                                std::vector<std::int64_t>* shape, std::string* descr) const {
+  LOCKSTEP_CHECK(declared == Declared::kInt64 || declared == Declared::kAnyInteger, "int64s of output '", name,
+                 "' read as a float type");
+  io::NpyArray a = array(rank, name, declared);
   std::vector<std::int64_t> out;
   const std::string& d = a.descr;
   if (const std::size_t n = a.data.size() / std::max<std::size_t>(io::npy_item_size(d), 1); n > kMaxArrayElements) {
@@ -200,31 +248,28 @@ std::vector<std::int64_t> SystemOutputs::int64s(int rank, const std::string& nam
   else if (d == "|u1" || d == "|b1") widen<std::uint8_t>(a, out);
   else if (d == "<u2") widen<std::uint16_t>(a, out);
   else if (d == "<u4") widen<std::uint32_t>(a, out);
-  else if (d == "<u8") {
-    widen<std::uint64_t>(a, out);
-  } else {
-    contract_violation(rank, name, "expected an integer array, got dtype " + d);
-  }
+  else widen<std::uint64_t>(a, out);  // "<u8": array() admitted only integer dtypes
   if (shape) *shape = a.shape;
   if (descr) *descr = d;
   return out;
 }
 
-std::vector<float> SystemOutputs::floats(int rank, const std::string& name, std::vector<std::int64_t>* shape) const {
-  io::NpyArray a = array(rank, name);
+std::vector<float> SystemOutputs::floats(int rank, const std::string& name, Declared declared,
+                                         std::vector<std::int64_t>* shape) const {
+  LOCKSTEP_CHECK(declared == Declared::kFloat32 || declared == Declared::kAnyFloat, "floats of output '", name,
+                 "' read as an integer type");
+  io::NpyArray a = array(rank, name, declared);
   std::vector<float> out;
   if (a.descr == "<f4") {
     out.resize(a.data.size() / 4);
     if (!out.empty()) std::memcpy(out.data(), a.data.data(), a.data.size());
-  } else if (a.descr == "<f8") {
+  } else {  // "<f8" (kAnyFloat), rounded
     out.resize(a.data.size() / 8);
     for (std::size_t i = 0; i < out.size(); ++i) {
       double v;
       std::memcpy(&v, a.data.data() + i * 8, 8);
       out[i] = static_cast<float>(v);
     }
-  } else {
-    contract_violation(rank, name, "expected a float32 array, got dtype " + a.descr);
   }
   if (shape) *shape = a.shape;
   return out;

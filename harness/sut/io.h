@@ -84,9 +84,17 @@ struct RankOutputs {
   std::string dir;
 };
 
+// The element type the contract declares for an output (scenarios/README.md, "Capabilities"):
+// one NumPy dtype, or, where the contract leaves it open, any integer or any float type.
+// Every reader of an output states it, so every declared dtype is checked.
+enum class Declared { kFloat32, kInt64, kAnyInteger, kAnyFloat };
+
+// "float32 ('<f4')" for a NumPy dtype string; the string itself when it is not a known one.
+std::string dtype_name(const std::string& descr);
+
 // Every rank's outputs. Accessors throw DiagnosisError (invariant_violation, blaming the
-// rank) when an output breaks the contract: missing, not an array the helper wrote, wrong
-// element type or shape.
+// rank) when an output breaks the contract: missing, not an array the helper wrote, an
+// element type other than the declared one, or a wrong shape.
 class SystemOutputs {
  public:
   // Reads DIR/rank<r>/done.json for every rank (the launcher has checked they exist), and
@@ -96,12 +104,16 @@ class SystemOutputs {
   bool has(int rank, const std::string& name) const;
   // The system's error message when it rejected the call behind output `name`.
   std::optional<std::string> rejected(int rank, const std::string& name) const;
-  io::NpyArray array(int rank, const std::string& name) const;
-  // An integer (or bool) array as int64, with its NumPy dtype in *descr when given.
-  std::vector<std::int64_t> int64s(int rank, const std::string& name, std::vector<std::int64_t>* shape = nullptr,
-                                   std::string* descr = nullptr) const;
-  // A float32 (or float64, rounded) array.
-  std::vector<float> floats(int rank, const std::string& name, std::vector<std::int64_t>* shape = nullptr) const;
+  // Output `name` of `rank`, whose element type must be `declared`: else invariant_violation
+  // naming the rank, the file and both dtypes.
+  io::NpyArray array(int rank, const std::string& name, Declared declared) const;
+  // An integer array (kInt64 or kAnyInteger; bool counts as an integer) as int64, with its NumPy
+  // dtype in *descr when given.
+  std::vector<std::int64_t> int64s(int rank, const std::string& name, Declared declared,
+                                   std::vector<std::int64_t>* shape = nullptr, std::string* descr = nullptr) const;
+  // A float array (kFloat32, or kAnyFloat: float32, or float64 rounded to float32).
+  std::vector<float> floats(int rank, const std::string& name, Declared declared,
+                            std::vector<std::int64_t>* shape = nullptr) const;
   // Notes, metrics and system identity the ranks reported, merged (rank 0 first); at most
   // kMaxNotes notes (then one saying how many more) and kMaxEntries of the others.
   std::vector<std::string> notes() const;

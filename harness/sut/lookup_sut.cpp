@@ -179,7 +179,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
       }
       std::string descr;
       std::vector<std::int64_t> shape;
-      const I64 got = out.int64s(r, g, &shape, &descr);
+      const I64 got = out.int64s(r, g, Declared::kAnyInteger, &shape, &descr);
       if (shape.size() != 1 || shape[0] != hi - lo) {
         contract_violation(r, g, "expected shape [" + std::to_string(hi - lo) + "] (one result per id of this rank's share), got " +
                                      std::to_string(shape.empty() ? 0 : shape[0]) + " values in " + std::to_string(shape.size()) + " dimensions");

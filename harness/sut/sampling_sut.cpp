@@ -134,7 +134,7 @@ I64 read_edges(const SystemOutputs& out, int r, const std::string& name) {
   if (auto why = out.rejected(r, name)) {
     throw DiagnosisError(Diagnosis{DiagnosisKind::kRankFailure, "rank " + std::to_string(r) + ": sampling raised " + *why, r, -1});
   }
-  I64 rows = out.int64s(r, name, &shape);
+  I64 rows = out.int64s(r, name, Declared::kInt64, &shape);
   if (shape.size() != 2 || shape[1] != 5) contract_violation(r, name, "expected int64 [n, 5] rows (batch, hop, dst, src, eid)");
   return rows;
 }
@@ -258,7 +258,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
   }
   if (p.uniformity_node >= 0) {
     std::vector<std::int64_t> shape;
-    const I64 rows = out.int64s(0, "uniformity", &shape);
+    const I64 rows = out.int64s(0, "uniformity", Declared::kInt64, &shape);
     if (shape.size() != 2 || shape[1] != 3) contract_violation(0, "uniformity", "expected int64 [n, 3] rows (call, src, eid)");
     const std::int64_t v = p.uniformity_node, degree = p.rows.degree(v);
     std::map<std::int64_t, std::int64_t> slot;

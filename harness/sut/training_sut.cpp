@@ -169,7 +169,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
   // largest group of identical replicas is taken as right; a rank outside it is blamed.
   std::vector<std::vector<float>> replicas;
   for (int r = 0; r < ws; ++r) {
-    replicas.push_back(out.floats(r, "params.final", &shape));
+    replicas.push_back(out.floats(r, "params.final", Declared::kFloat32, &shape));
     if (shape.size() != 1 || shape[0] != static_cast<std::int64_t>(want_params.size())) {
       contract_violation(r, "params.final", "expected [" + std::to_string(want_params.size()) + "] (flat parameters, reference/train/sage.h layout)");
     }
@@ -196,7 +196,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
     throw DiagnosisError(Diagnosis{DiagnosisKind::kResultMismatch, os.str(), majority ? r : -1, -1});
   }
   const std::vector<float>& first = replicas[static_cast<std::size_t>(major)];
-  const std::vector<float> loss32 = out.floats(0, "loss", &shape);
+  const std::vector<float> loss32 = out.floats(0, "loss", Declared::kAnyFloat, &shape);
   if (shape.size() != 1 || shape[0] != o.steps) contract_violation(0, "loss", "expected [" + std::to_string(o.steps) + "] (the mean loss of every step)");
   for (std::int64_t t = 0; t < o.steps; ++t) {
     const double got = loss32[static_cast<std::size_t>(t)], want = want_curve[static_cast<std::size_t>(t)];

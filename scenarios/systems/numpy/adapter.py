@@ -7,6 +7,8 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
 
   wrong        rank 1 returns one wrong answer           -> result_mismatch
   crash        rank 1 raises                              -> rank_failure
+  crash_all    every rank raises the same error, once all have got there, rank 0 50 ms
+               after the others                           -> rank_failure blaming rank 0
   hang         rank 1 never finishes                      -> timeout
   nothing      rank 1 exits 0 without writing outputs     -> missing_participant
   accept       lookups accept invalid ids                 -> invariant_violation
@@ -191,6 +193,19 @@ def main():
     out.system(numpy=np.__version__)
     if inp.rank == 1 and bug == "crash":
         raise RuntimeError("injected crash in rank 1")
+    if bug == "crash_all":
+        # A barrier through the ranks' output folders, so that every rank fails within the
+        # judge's settle window; the lowest rank is blamed though it fails last.
+        open(os.path.join(out.directory, "ready"), "w").close()
+        parent = os.path.dirname(out.directory)
+        deadline = time.monotonic() + 30
+        while not all(os.path.exists(os.path.join(parent, "rank%d" % r, "ready")) for r in range(inp.world_size)):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the other ranks never got to the barrier")
+            time.sleep(0.005)
+        if inp.rank == 0:
+            time.sleep(0.05)
+        raise RuntimeError("injected crash in every rank (rank %d)" % inp.rank)
     if inp.rank == 1 and bug == "hang":
         out.progress("hanging on purpose")
         while True:
