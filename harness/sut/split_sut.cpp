@@ -53,9 +53,9 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
       if (!out.has(r, name)) contract_violation(r, name, "missing (every rank writes its ids and its step count)");
     }
     std::vector<std::int64_t> shape;
-    shares[static_cast<std::size_t>(r)] = out.int64s(r, "ids", &shape);
+    shares[static_cast<std::size_t>(r)] = out.int64s(r, "ids", Declared::kInt64, &shape);
     if (shape.size() != 1) contract_violation(r, "ids", "must be one-dimensional (this rank's ids), got " + std::to_string(shape.size()) + " dimensions");
-    const I64 n = out.int64s(r, "steps", &shape);
+    const I64 n = out.int64s(r, "steps", Declared::kInt64, &shape);
     if (n.size() != 1) contract_violation(r, "steps", "must hold one value (the steps this rank will run), got " + std::to_string(n.size()));
     steps[static_cast<std::size_t>(r)] = n[0];
   }
