@@ -45,6 +45,7 @@ Options read_options(const scenario::Scenario& s) {
   o.uniformity_fanout = read_int(c, "uniformity_fanout", 0, 0, 10000);
   c.finish();
   if (!o.in_edges) c.fail("edges_dir", "systems under test sample in-edges (\"in\") in this version, got \"out\"");
+  if (o.num_seeds == 0) c.fail("num_seeds", "a system under test needs seeds to sample (>= 1), got 0");
   s.system->profile.finish();
   return o;
 }
