@@ -8,6 +8,7 @@
 // known defect whose replay explains the outputs (stale gradients, mean instead of sum, the
 // Adagrad state holding sqrt(state) + eps, Adam steps counted per row, gradients divided by
 // the world size).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -29,6 +30,13 @@ namespace {
 using I64 = std::vector<std::int64_t>;
 using F32 = std::vector<float>;
 
+// What a system does with an id outside [0, N) in a pull and its step: reject it (the
+// reference), read and update row 0 in its place (FBGEMM's BoundsCheckMode.WARNING), clamp it
+// to [0, N - 1], or ignore it (zeros pulled, no update).
+enum class BadIds { kReject, kRowZero, kClamp, kIgnore };
+const std::vector<std::string> kBadIdNames = {"reject", "row_zero", "clamp", "ignore"};
+const std::vector<std::string> kBadIdGroups = {"past_end", "negative"};
+
 // How a system applies the updates. The reference's own semantics are the defaults.
 struct Semantics {
   ref::DuplicateReduce reduce = ref::DuplicateReduce::kSum;
@@ -38,6 +46,7 @@ struct Semantics {
   bool adam_dgl = false;       // DGL's Adam formula: bias-corrected m and v, eps added to sqrt(v_hat)
   bool divide_by_ws = false;   // every gradient row divided by float(world size) before the reduction
                                // (TorchRec: torchrec.distributed.comm_ops' GRADIENT_DIVISION, on by default)
+  BadIds bad = BadIds::kReject;  // what the system does with ids outside [0, N)
   bool operator==(const Semantics&) const = default;
 };
 
@@ -45,6 +54,8 @@ struct Semantics {
 struct Options : workloads::EmbeddingSpec {
   Semantics declared;          // [system.profile]
   double tolerance_ulps = 0;   // per step
+  bool int32_ids = false;      // id_dtype = "int32"
+  std::vector<std::string> bad_groups;  // bad_id_groups, fed to rank 0 after the steps
 };
 
 Options read_options(const scenario::Scenario& s) {
@@ -52,6 +63,17 @@ Options read_options(const scenario::Scenario& s) {
   Options o;
   static_cast<workloads::EmbeddingSpec&>(o) = workloads::EmbeddingSpec::read(c);
   o.optimizer.kind = ref::optimizer_from_string(scenario::read_choice(c, "optimizer", "adagrad", {"sgd", "adagrad", "adam"}));
+  o.int32_ids = scenario::read_choice(c, "id_dtype", "int64", {"int64", "int32"}) == "int32";
+  if (o.int32_ids && o.rows > 2147483647) c.fail("id_dtype", "int32 ids need num_embeddings <= 2147483647");
+  o.bad_groups = c.get_string_list("bad_id_groups", {});
+  for (const auto& g : o.bad_groups) {
+    if (std::find(kBadIdGroups.begin(), kBadIdGroups.end(), g) == kBadIdGroups.end()) {
+      c.fail("bad_id_groups", "unknown group \"" + g + "\"; allowed: past_end, negative");
+    }
+  }
+  if (!o.bad_groups.empty() && o.optimizer.kind == ref::OptimizerKind::kAdam) {
+    c.fail("bad_id_groups", "is checked with sgd and adagrad in this version, not adam");
+  }
   c.finish();
   const auto& p = s.system->profile;
   const std::string reduce = p.get_string("reduce", "sum");
@@ -68,6 +90,8 @@ Options read_options(const scenario::Scenario& s) {
     p.fail("gradient_scaling", "unknown value \"" + scaling + "\"; allowed: none, divide_by_world_size");
   }
   o.declared.divide_by_ws = scaling == "divide_by_world_size";
+  const std::string bad = scenario::read_choice(p, "bad_ids", "reject", {"reject", "row_zero", "clamp", "ignore"});
+  o.declared.bad = static_cast<BadIds>(std::find(kBadIdNames.begin(), kBadIdNames.end(), bad) - kBadIdNames.begin());
   o.tolerance_ulps = read_double(p, "tolerance_ulps", 0, 0, 1e6);
   p.finish();
   return o;
@@ -233,10 +257,21 @@ std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const
   return std::nullopt;
 }
 
+std::string bad_rule(BadIds b) {
+  switch (b) {
+    case BadIds::kReject: return "rejected";
+    case BadIds::kRowZero: return "row 0 read and updated in their place (bad_ids = \"row_zero\", FBGEMM's BoundsCheckMode.WARNING)";
+    case BadIds::kClamp: return "clamped to [0, N - 1] (bad_ids = \"clamp\")";
+    case BadIds::kIgnore: return "ignored: zeros pulled, no update (bad_ids = \"ignore\")";
+  }
+  return "";
+}
+
 std::string describe_semantics(const Semantics& s, const Options& o) {
   std::vector<std::string> parts;
   parts.push_back(std::string("duplicate ids ") + (s.reduce == ref::DuplicateReduce::kMean ? "averaged (mean)" : "summed"));
   parts.push_back(s.divide_by_ws ? "gradients divided by the world size" : "gradients not scaled across ranks");
+  if (!o.bad_groups.empty() || s.bad != BadIds::kReject) parts.push_back("ids outside the table " + bad_rule(s.bad));
   if (o.optimizer.kind == ref::OptimizerKind::kAdam) {
     parts.push_back(s.adam_per_row ? "Adam steps counted per row" : "Adam steps counted per step() call");
     parts.push_back(s.adam_dgl ? "DGL's Adam formula (bias-corrected m and v, eps added to sqrt(v_hat))" : "torch.optim.SparseAdam's formula");
@@ -244,6 +279,140 @@ std::string describe_semantics(const Semantics& s, const Options& o) {
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out;
+}
+
+// One group of ids outside [0, N) that rank 0 pulls and steps after the last step, with their
+// gradient rows (a pure function of the seed, the group and the position).
+struct BadGroup {
+  I64 ids;
+  F32 grads;
+};
+
+BadGroup bad_group(const Options& o, std::uint64_t seed, const std::string& g) {
+  const std::int64_t n = o.rows;
+  BadGroup bg;
+  bg.ids = g == "past_end" ? I64{n, n + 1, n + 7, 2 * n} : I64{-1, -2, -n, -(n + 1)};
+  if (o.int32_ids) {
+    for (auto& id : bg.ids) id = std::max<std::int64_t>(std::min<std::int64_t>(id, 2147483647), -2147483647 - 1);
+  }
+  const auto gi = static_cast<std::int64_t>(std::find(kBadIdGroups.begin(), kBadIdGroups.end(), g) - kBadIdGroups.begin());
+  for (std::size_t p = 0; p < bg.ids.size(); ++p) {
+    for (std::int64_t c = 0; c < o.dim; ++c) bg.grads.push_back(ref::embedding_batch_grad(seed, o.steps + gi, static_cast<std::int64_t>(p), c));
+  }
+  return bg;
+}
+
+// The row an id outside [0, N) stands for under `rule`, or -1 when it has none (reject, ignore).
+std::int64_t bad_row(BadIds rule, std::int64_t id, std::int64_t n) {
+  switch (rule) {
+    case BadIds::kRowZero: return 0;
+    case BadIds::kClamp: return std::clamp<std::int64_t>(id, 0, n - 1);
+    default: return -1;
+  }
+}
+
+// The extra step of one bad group under `sem` (not kReject), from table w and state s1/s2
+// (updated in place), step number t (1-based): the rows pulled, and w, s1 after.
+F32 bad_step(const Options& o, const Semantics& sem, const BadGroup& bg, int world_size, std::int64_t t, F32& w, F32& s1, F32& s2) {
+  const auto d = static_cast<std::size_t>(o.dim);
+  F32 pulled(bg.ids.size() * d, 0.f);
+  I64 rows;
+  F32 grads;
+  for (std::size_t i = 0; i < bg.ids.size(); ++i) {
+    const std::int64_t row = bad_row(sem.bad, bg.ids[i], o.rows);
+    if (row < 0) continue;
+    std::copy(w.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(row) * d),
+              w.begin() + static_cast<std::ptrdiff_t>((static_cast<std::size_t>(row) + 1) * d), pulled.begin() + static_cast<std::ptrdiff_t>(i * d));
+    rows.push_back(row);
+    for (std::size_t c = 0; c < d; ++c) {
+      const float g = bg.grads[i * d + c];
+      grads.push_back(sem.divide_by_ws ? g / static_cast<float>(world_size) : g);
+    }
+  }
+  if (!rows.empty()) {
+    const auto red = ref::reduce_duplicates(rows.data(), grads.data(), static_cast<std::int64_t>(rows.size()), o.dim, sem.reduce);
+    for (std::size_t i = 0; i < red.ids.size(); ++i) {
+      const auto row = static_cast<std::size_t>(red.ids[i]);
+      ref::apply_update(o.optimizer, t, o.dim, red.grads.data() + i * d, w.data() + row * d, s1.data() + row * d, s2.data() + row * d);
+    }
+  }
+  return pulled;
+}
+
+// The first row where two tables differ, or -1.
+std::int64_t first_changed_row(const F32& a, const F32& b, std::int64_t dim) {
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], 4) != 0) return static_cast<std::int64_t>(i) / dim;
+  }
+  return -1;
+}
+
+// Judges rank 0's extra steps on ids outside [0, N) (bad_id_groups), after the steps matched:
+// under the declared rule, a rejection (reject) or exactly the rule's pulls and updates; an
+// undeclared acceptance that moved a row is result_mismatch naming the row and the rule whose
+// replay explains it, one that moved nothing invariant_violation.
+void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOutputs& out, const Trajectory& tr, CheckResult& res) {
+  const int ws = out.world_size();
+  F32 w = tr.after.back(), s1 = tr.s1.back(), s2 = tr.s2.back();
+  std::int64_t t = o.steps;
+  auto mismatch = [](const std::string& msg) { throw DiagnosisError(Diagnosis{DiagnosisKind::kResultMismatch, msg, 0, -1}); };
+  for (const auto& g : o.bad_groups) {
+    ++t;
+    const BadGroup bg = bad_group(o, s.seed, g);
+    const std::string ids_text = preview(bg.ids, 4);
+    std::vector<std::int64_t> shape;
+    const F32 table_after = out.floats(0, "bad." + g + ".table", Declared::kFloat32, &shape);
+    if (table_after.size() != w.size()) contract_violation(0, "bad." + g + ".table", "expected float32 [" + std::to_string(o.rows) + ", " + std::to_string(o.dim) + "]");
+    const auto why = out.rejected(0, "bad." + g + ".pulled");
+    if (why) {
+      if (o.declared.bad != BadIds::kReject) {
+        mismatch("bad." + g + ": ids " + ids_text + " were rejected (" + *why + "), where the declared rule has them " + bad_rule(o.declared.bad));
+      }
+      if (const auto row = first_changed_row(w, table_after, o.dim); row >= 0) {
+        mismatch("bad." + g + ": ids " + ids_text + " were rejected (" + *why + ") but row " + std::to_string(row) + " changed");
+      }
+      res.notes.push_back("bad." + g + ": ids " + ids_text + " rejected as required (" + *why + ")");
+      continue;
+    }
+    const F32 pulled = out.floats(0, "bad." + g + ".pulled", Declared::kFloat32, &shape);
+    if (pulled.size() != bg.ids.size() * static_cast<std::size_t>(o.dim)) {
+      contract_violation(0, "bad." + g + ".pulled", "expected float32 [" + std::to_string(bg.ids.size()) + ", " + std::to_string(o.dim) + "]");
+    }
+    auto replay = [&](BadIds rule, F32& w2, F32& s1b, F32& s2b) {
+      Semantics sem = o.declared;
+      sem.bad = rule;
+      const F32 p = bad_step(o, sem, bg, ws, t, w2, s1b, s2b);
+      return p == pulled && first_changed_row(w2, table_after, o.dim) < 0;
+    };
+    if (o.declared.bad != BadIds::kReject) {
+      F32 w2 = w, s1b = s1, s2b = s2;
+      if (!replay(o.declared.bad, w2, s1b, s2b)) {
+        const auto row = first_changed_row(w2, table_after, o.dim);
+        mismatch("bad." + g + ": ids " + ids_text + " were not handled as the declared rule says (" + bad_rule(o.declared.bad) + ")" +
+                 (row >= 0 ? ": row " + std::to_string(row) + " differs" : ": the pulled rows differ"));
+      }
+      w = std::move(w2), s1 = std::move(s1b), s2 = std::move(s2b);
+      continue;
+    }
+    // Accepted without a declared rule.
+    const auto moved = first_changed_row(w, table_after, o.dim);
+    std::string explained;
+    for (BadIds rule : {BadIds::kRowZero, BadIds::kClamp, BadIds::kIgnore}) {
+      F32 w2 = w, s1b = s1, s2b = s2;
+      if (replay(rule, w2, s1b, s2b)) {
+        explained = "; explained by " + bad_rule(rule) + " (if that is the system's documented behaviour, declare it in [system.profile])";
+        break;
+      }
+    }
+    if (moved >= 0) {
+      mismatch("bad." + g + ": ids " + ids_text + " (outside [0, " + std::to_string(o.rows) + ")) were accepted and moved row " +
+               std::to_string(moved) + ", a real row" + explained);
+    }
+    throw DiagnosisError(Diagnosis{DiagnosisKind::kInvariantViolation,
+                                   "bad." + g + ": ids " + ids_text + " (outside [0, " + std::to_string(o.rows) +
+                                       ")) were accepted (no row moved); a pull must reject them" + explained,
+                                   0, -1});
+  }
 }
 
 void write_inputs(const scenario::Scenario& s, InputWriter& w) {
@@ -266,9 +435,26 @@ void write_inputs(const scenario::Scenario& s, InputWriter& w) {
   w.config("profile", {{"reduce", ref::to_string(o.declared.reduce)}, {"adam_steps", o.declared.adam_per_row ? "per_row" : "per_call"},
                        {"adam_form", o.declared.adam_dgl ? "dgl" : "torch"},
                        {"gradient_scaling", o.declared.divide_by_ws ? "divide_by_world_size" : "none"},
+                       {"bad_ids", kBadIdNames[static_cast<std::size_t>(o.declared.bad)]},
                        {"tolerance_ulps", o.tolerance_ulps}});
   w.array("init", initial_table(o, s.seed), {o.rows, o.dim}, "the table's initial values (float32)");
-  w.array("ids", b.ids, {total}, "ids of every step's global batch, concatenated (duplicates occur)");
+  if (o.int32_ids) {
+    w.array("ids", std::vector<std::int32_t>(b.ids.begin(), b.ids.end()), {total}, "int32 ids of every step's global batch, concatenated (duplicates occur)");
+  } else {
+    w.array("ids", b.ids, {total}, "ids of every step's global batch, concatenated (duplicates occur)");
+  }
+  w.config("id_dtype", o.int32_ids ? "int32" : "int64");
+  w.config("bad_id_groups", o.bad_groups);
+  for (const auto& g : o.bad_groups) {
+    const BadGroup bg = bad_group(o, s.seed, g);
+    const auto k = static_cast<std::int64_t>(bg.ids.size());
+    if (o.int32_ids) {
+      w.array("bad." + g + ".ids", std::vector<std::int32_t>(bg.ids.begin(), bg.ids.end()), {k}, "ids outside [0, N) for rank 0's extra step");
+    } else {
+      w.array("bad." + g + ".ids", bg.ids, {k}, "ids outside [0, N) for rank 0's extra step");
+    }
+    w.array("bad." + g + ".grads", bg.grads, {k, o.dim}, "their gradient rows");
+  }
   w.array("grads", b.grads, {total, o.dim}, "d loss / d row for each id of the batch: loss = sum(rows * grads)");
   w.array("step_offsets", b.step_begin, {o.steps + 1}, "step t's global batch is ids[step_offsets[t]:step_offsets[t+1]]");
   w.shares("ids", shares, o.steps);
@@ -395,6 +581,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
     if (!explained) os << "; no known defect explains it";
     throw DiagnosisError(Diagnosis{DiagnosisKind::kResultMismatch, os.str(), m->rank, -1});
   }
+  if (!o.bad_groups.empty()) check_bad_ids(o, s, out, expected, res);
   I64 stream;
   for (const auto& t : obs.table) {
     for (float v : t) {

@@ -23,6 +23,8 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
   floor_split  the split takes chunks of n // world_size ids, one per rank (PyG's multi-GPU
                example): more chunks than ranks when world_size does not divide n, so the last
                ids are on no rank                          -> split_coverage
+  row_zero     embedding ids outside the table read and update row 0 (FBGEMM's
+               BoundsCheckMode.WARNING) without declaring it -> result_mismatch (row 0 moved)
   grad_div     embedding gradients divided by the world size (TorchRec's default) without
                declaring it                                -> result_mismatch (gradients divided)
   own_steps    each rank counts its own batches, ceil(len(mine) / batch_size): ranks with one
@@ -126,20 +128,12 @@ def embedding(inp, out, bug):
     s2 = np.zeros_like(table)
     all_ids, all_grads = inp.array("ids"), inp.array("grads")
     offsets = inp.array("step_offsets")
-    mean = inp.config["profile"]["reduce"] == "mean" or bug == "mean"
-    divide = inp.config["profile"]["gradient_scaling"] == "divide_by_world_size" or bug == "grad_div"
-    stale_ids, stale_grads = [], []
-    for t, ids, _ in inp.steps():
-        out.save("pulled.step%d" % t, table[ids])
-        # Every rank holds the whole table and applies the whole global batch (a replicated toy).
-        ids_t = np.asarray(all_ids[offsets[t]:offsets[t + 1]])
-        grads_t = np.asarray(all_grads[offsets[t]:offsets[t + 1]])
-        if divide:  # each contribution on its own, as a sharded backward divides what it receives
-            grads_t = grads_t / f32(inp.world_size)
-        if bug == "stale":
-            stale_ids.append(ids_t)
-            stale_grads.append(grads_t)
-            ids_t, grads_t = np.concatenate(stale_ids), np.concatenate(stale_grads)
+    profile = inp.config["profile"]
+    mean = profile["reduce"] == "mean" or bug == "mean"
+    divide = profile["gradient_scaling"] == "divide_by_world_size" or bug == "grad_div"
+    bad_rule = "row_zero" if bug == "row_zero" else profile["bad_ids"]
+
+    def apply(ids_t, grads_t, t):
         rows, inverse = np.unique(ids_t, return_inverse=True)
         g = np.zeros((rows.size, table.shape[1]), f32)
         np.add.at(g, inverse, grads_t)                  # in batch order, from +0.0
@@ -161,6 +155,20 @@ def embedding(inp, out, bug):
             w = w + neg_step * (m / (np.sqrt(v) + eps))
             s1[rows], s2[rows] = m, v
         table[rows] = w
+
+    stale_ids, stale_grads = [], []
+    for t, ids, _ in inp.steps():
+        out.save("pulled.step%d" % t, table[ids])
+        # Every rank holds the whole table and applies the whole global batch (a replicated toy).
+        ids_t = np.asarray(all_ids[offsets[t]:offsets[t + 1]]).astype(np.int64)
+        grads_t = np.asarray(all_grads[offsets[t]:offsets[t + 1]])
+        if divide:  # each contribution on its own, as a sharded backward divides what it receives
+            grads_t = grads_t / f32(inp.world_size)
+        if bug == "stale":
+            stale_ids.append(ids_t)
+            stale_grads.append(grads_t)
+            ids_t, grads_t = np.concatenate(stale_ids), np.concatenate(stale_grads)
+        apply(ids_t, grads_t, t)
         if inp.rank == 0:
             out.save("table.step%d" % t, table)
             if kind == "adagrad":
@@ -168,6 +176,30 @@ def embedding(inp, out, bug):
             elif kind == "adam":
                 out.save("state_m.step%d" % t, s1)
                 out.save("state_v.step%d" % t, s2)
+    if inp.rank != 0:
+        return
+    # Ids outside the table: rank 0 pulls and steps them under the profile's rule.
+    n = table.shape[0]
+    for gi, group in enumerate(inp.config["bad_id_groups"]):
+        ids = np.asarray(inp.array("bad.%s.ids" % group)).astype(np.int64)
+        grads = np.asarray(inp.array("bad.%s.grads" % group))
+        if divide:
+            grads = grads / f32(inp.world_size)
+
+        def pull_and_step():
+            bad = (ids < 0) | (ids >= n)
+            if bad_rule == "reject" and bad.any():
+                raise IndexError("embedding id outside [0, %d)" % n)
+            mapped = np.clip(ids, 0, n - 1) if bad_rule == "clamp" else np.where(bad, 0, ids)
+            keep = ~bad if bad_rule == "ignore" else np.ones(ids.size, dtype=bool)
+            pulled = np.zeros((ids.size, table.shape[1]), f32)
+            pulled[keep] = table[mapped[keep]]
+            if keep.any():
+                apply(mapped[keep], grads[keep], len(offsets) - 1 + gi)
+            return pulled
+
+        out.attempt("bad.%s.pulled" % group, pull_and_step)
+        out.save("bad.%s.table" % group, table)
 
 
 def split(inp, out, bug):
