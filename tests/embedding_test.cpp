@@ -107,6 +107,27 @@ TEST(EmbeddingTest, SgdMatchesHandComputedValues) {
   EXPECT_EQ(w[1], -2.5f);   // -2 - 0.5 * 1
 }
 
+TEST(EmbeddingTest, RowwiseAdagradMatchesHandComputedValues) {
+  // One state value per row: the running sum of mean(g^2) over the row.
+  float w[2] = {1.0f, -2.0f}, s = 0.0f;
+  const float g1[2] = {2.0f, -4.0f};
+  apply_rowwise_adagrad(0.5f, 0.0f, 2, g1, w, &s);
+  EXPECT_EQ(s, 10.0f);  // (4 + 16) / 2
+  EXPECT_EQ(w[0], 1.0f - (0.5f / std::sqrt(10.0f)) * 2.0f);
+  EXPECT_NEAR(w[0], 1 - 0.5 * 2 / std::sqrt(10.0), 2e-7);    // 0.68377223
+  EXPECT_NEAR(w[1], -2 + 0.5 * 4 / std::sqrt(10.0), 4e-7);   // -1.36754447
+  const float g2[2] = {3.0f, 0.0f};
+  apply_rowwise_adagrad(0.5f, 0.0f, 2, g2, w, &s);
+  EXPECT_EQ(s, 14.5f);  // 10 + 9 / 2
+  EXPECT_NEAR(w[1], -2 + 0.5 * 4 / std::sqrt(10.0), 4e-7);   // a zero gradient column moves nothing
+  // eps is added to the square root: lr / (sqrt(0 + 1) + 1) = lr / 2.
+  float w1 = 3.0f, s1 = 0.0f;
+  const float g3 = 1.0f;
+  apply_rowwise_adagrad(1.0f, 1.0f, 1, &g3, &w1, &s1);
+  EXPECT_EQ(s1, 1.0f);
+  EXPECT_EQ(w1, 2.5f);
+}
+
 TEST(EmbeddingTest, AdagradMatchesHandComputedValues) {
   OptimizerOptions o;
   o.kind = OptimizerKind::kAdagrad;

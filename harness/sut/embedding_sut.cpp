@@ -55,14 +55,31 @@ struct Options : workloads::EmbeddingSpec {
   Semantics declared;          // [system.profile]
   double tolerance_ulps = 0;   // per step
   bool int32_ids = false;      // id_dtype = "int32"
+  bool rowwise = false;        // optimizer = "rowwise_adagrad": Adagrad with one state value per row
   std::vector<std::string> bad_groups;  // bad_id_groups, fed to rank 0 after the steps
 };
+
+std::string optimizer_name(const Options& o) { return o.rowwise ? "rowwise_adagrad" : ref::to_string(o.optimizer.kind); }
+
+// The optimizer state's columns per row: dim, or 1 for row-wise Adagrad.
+std::int64_t state_cols(const Options& o) { return o.rowwise ? 1 : o.dim; }
+
+// One row's update under o's optimizer (t 1-based): s1 and s2 point at the row's state.
+void update_row(const Options& o, std::int64_t t, const float* g, float* w, float* s1, float* s2) {
+  if (o.rowwise) {
+    ref::apply_rowwise_adagrad(static_cast<float>(o.optimizer.lr), static_cast<float>(o.optimizer.resolved_eps()), o.dim, g, w, s1);
+  } else {
+    ref::apply_update(o.optimizer, t, o.dim, g, w, s1, s2);
+  }
+}
 
 Options read_options(const scenario::Scenario& s) {
   const auto& c = s.workload_config;
   Options o;
   static_cast<workloads::EmbeddingSpec&>(o) = workloads::EmbeddingSpec::read(c);
-  o.optimizer.kind = ref::optimizer_from_string(scenario::read_choice(c, "optimizer", "adagrad", {"sgd", "adagrad", "adam"}));
+  const std::string optimizer = scenario::read_choice(c, "optimizer", "adagrad", {"sgd", "adagrad", "rowwise_adagrad", "adam"});
+  o.rowwise = optimizer == "rowwise_adagrad";
+  o.optimizer.kind = ref::optimizer_from_string(o.rowwise ? "adagrad" : optimizer);
   o.int32_ids = scenario::read_choice(c, "id_dtype", "int64", {"int64", "int32"}) == "int32";
   if (o.int32_ids && o.rows > 2147483647) c.fail("id_dtype", "int32 ids need num_embeddings <= 2147483647");
   o.bad_groups = c.get_string_list("bad_id_groups", {});
@@ -156,7 +173,8 @@ Trajectory simulate(const Options& o, const Batches& b, const F32& init, const S
   Trajectory tr;
   const auto d = static_cast<std::size_t>(o.dim);
   F32 w = init;
-  F32 s1(w.size(), o.optimizer.kind == ref::OptimizerKind::kAdagrad ? static_cast<float>(o.optimizer.initial_accumulator_value) : 0.f);
+  F32 s1(static_cast<std::size_t>(o.rows * state_cols(o)),
+         o.optimizer.kind == ref::OptimizerKind::kAdagrad ? static_cast<float>(o.optimizer.initial_accumulator_value) : 0.f);
   F32 s2(w.size(), 0.f);
   I64 touched(static_cast<std::size_t>(o.rows), 0);
   const float eps = static_cast<float>(o.optimizer.resolved_eps());
@@ -181,9 +199,10 @@ Trajectory simulate(const Options& o, const Batches& b, const F32& init, const S
         if (sem.adam_dgl && o.optimizer.kind == ref::OptimizerKind::kAdam) {
           dgl_adam_update(o.optimizer, tt, o.dim, red.grads.data() + i * d, w.data() + row * d, s1.data() + row * d, s2.data() + row * d);
         } else {
-          ref::apply_update(o.optimizer, tt, o.dim, red.grads.data() + i * d, w.data() + row * d, s1.data() + row * d, s2.data() + row * d);
+          update_row(o, tt, red.grads.data() + i * d, w.data() + row * d, s1.data() + row * static_cast<std::size_t>(state_cols(o)),
+                     s2.data() + row * d);
         }
-        if (sem.sqrt_state && o.optimizer.kind == ref::OptimizerKind::kAdagrad) {
+        if (sem.sqrt_state && o.optimizer.kind == ref::OptimizerKind::kAdagrad && !o.rowwise) {
           for (std::size_t c = 0; c < d; ++c) s1[row * d + c] = std::sqrt(s1[row * d + c]) + eps;
         }
       }
@@ -238,21 +257,21 @@ std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const
         if (!close(want, got[i], tol)) return Mismatch{"pulled", t, static_cast<std::int64_t>(id), static_cast<std::int64_t>(i % d), r, want, got[i]};
       }
     }
-    auto cmp = [&](const char* what, const F32& want, const F32& got) -> std::optional<Mismatch> {
+    auto cmp = [&](const char* what, const F32& want, const F32& got, std::size_t cols) -> std::optional<Mismatch> {
       for (std::size_t i = 0; i < want.size(); ++i) {
-        if (!close(want[i], got[i], tol)) return Mismatch{what, t, static_cast<std::int64_t>(i / d), static_cast<std::int64_t>(i % d), 0, want[i], got[i]};
+        if (!close(want[i], got[i], tol)) return Mismatch{what, t, static_cast<std::int64_t>(i / cols), static_cast<std::int64_t>(i % cols), 0, want[i], got[i]};
       }
       return std::nullopt;
     };
     const bool adam = o.optimizer.kind == ref::OptimizerKind::kAdam;
     const char* s1_name = adam ? "state_m" : "state_sum";
     if (obs.s1[static_cast<std::size_t>(t)]) {
-      if (auto m = cmp(s1_name, tr.s1[static_cast<std::size_t>(t)], *obs.s1[static_cast<std::size_t>(t)])) return m;
+      if (auto m = cmp(s1_name, tr.s1[static_cast<std::size_t>(t)], *obs.s1[static_cast<std::size_t>(t)], static_cast<std::size_t>(state_cols(o)))) return m;
     }
     if (obs.s2[static_cast<std::size_t>(t)]) {
-      if (auto m = cmp("state_v", tr.s2[static_cast<std::size_t>(t)], *obs.s2[static_cast<std::size_t>(t)])) return m;
+      if (auto m = cmp("state_v", tr.s2[static_cast<std::size_t>(t)], *obs.s2[static_cast<std::size_t>(t)], d)) return m;
     }
-    if (auto m = cmp("table", tr.after[static_cast<std::size_t>(t)], obs.table[static_cast<std::size_t>(t)])) return m;
+    if (auto m = cmp("table", tr.after[static_cast<std::size_t>(t)], obs.table[static_cast<std::size_t>(t)], d)) return m;
   }
   return std::nullopt;
 }
@@ -333,7 +352,7 @@ F32 bad_step(const Options& o, const Semantics& sem, const BadGroup& bg, int wor
     const auto red = ref::reduce_duplicates(rows.data(), grads.data(), static_cast<std::int64_t>(rows.size()), o.dim, sem.reduce);
     for (std::size_t i = 0; i < red.ids.size(); ++i) {
       const auto row = static_cast<std::size_t>(red.ids[i]);
-      ref::apply_update(o.optimizer, t, o.dim, red.grads.data() + i * d, w.data() + row * d, s1.data() + row * d, s2.data() + row * d);
+      update_row(o, t, red.grads.data() + i * d, w.data() + row * d, s1.data() + row * static_cast<std::size_t>(state_cols(o)), s2.data() + row * d);
     }
   }
   return pulled;
@@ -429,7 +448,7 @@ void write_inputs(const scenario::Scenario& s, InputWriter& w) {
   w.config("num_embeddings", o.rows);
   w.config("dim", o.dim);
   w.config("steps", o.steps);
-  w.config("optimizer", {{"kind", ref::to_string(o.optimizer.kind)}, {"lr", o.optimizer.lr}, {"eps", o.optimizer.resolved_eps()},
+  w.config("optimizer", {{"kind", optimizer_name(o)}, {"lr", o.optimizer.lr}, {"eps", o.optimizer.resolved_eps()},
                          {"beta1", o.optimizer.beta1}, {"beta2", o.optimizer.beta2},
                          {"initial_accumulator_value", o.optimizer.initial_accumulator_value}});
   w.config("profile", {{"reduce", ref::to_string(o.declared.reduce)}, {"adam_steps", o.declared.adam_per_row ? "per_row" : "per_call"},
@@ -496,7 +515,17 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
     }
     obs.table.push_back(read(0, "table" + step, o.rows));
     const std::string s1 = adam ? "state_m" : "state_sum";
-    obs.s1.push_back((adam || adagrad) && out.has(0, s1 + step) ? std::optional<F32>(read(0, s1 + step, o.rows)) : std::nullopt);
+    std::optional<F32> state;
+    if ((adam || adagrad) && out.has(0, s1 + step)) {
+      if (o.rowwise) {  // one value per row
+        std::vector<std::int64_t> shape;
+        state = out.floats(0, s1 + step, Declared::kFloat32, &shape);
+        if (shape.size() != 1 || shape[0] != o.rows) contract_violation(0, s1 + step, "expected float32 [" + std::to_string(o.rows) + "] (row-wise Adagrad: one value per row)");
+      } else {
+        state = read(0, s1 + step, o.rows);
+      }
+    }
+    obs.s1.push_back(std::move(state));
     obs.s2.push_back(adam && out.has(0, "state_v" + step) ? std::optional<F32>(read(0, "state_v" + step, o.rows)) : std::nullopt);
   }
 
@@ -513,7 +542,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
   const Trajectory expected = simulate(o, b, init, o.declared, ws);
   if (auto m = first_mismatch(o, b, shares, ws, obs, expected, o.tolerance_ulps)) {
     std::ostringstream os;
-    os << "embedding (" << ref::to_string(o.optimizer.kind) << ", " << describe_semantics(o.declared, o) << "): step " << m->step << ", "
+    os << "embedding (" << optimizer_name(o) << ", " << describe_semantics(o.declared, o) << "): step " << m->step << ", "
        << (m->what == "pulled" ? "rows pulled by rank " + std::to_string(m->rank) : m->what + " after the update") << ", row " << m->row
        << ", column " << m->col << ": expected " << describe(m->want) << ", got " << describe(m->got);
     // Which known defect, replayed, explains every output up to here?
@@ -604,7 +633,7 @@ void write_expected(const scenario::Scenario& s, InputWriter& w) {
     w.array("table.step" + std::to_string(t), tr.after[ts], {o.rows, o.dim}, "the table after step t under the declared profile");
     if (o.optimizer.kind != ref::OptimizerKind::kSgd) {
       w.array(std::string(o.optimizer.kind == ref::OptimizerKind::kAdam ? "state_m" : "state_sum") + ".step" + std::to_string(t), tr.s1[ts],
-              {o.rows, o.dim}, "the optimizer state after step t");
+              o.rowwise ? std::vector<std::int64_t>{o.rows} : std::vector<std::int64_t>{o.rows, o.dim}, "the optimizer state after step t");
     }
     if (o.optimizer.kind == ref::OptimizerKind::kAdam) {
       w.array("state_v.step" + std::to_string(t), tr.s2[ts], {o.rows, o.dim}, "Adam's second moment after step t");

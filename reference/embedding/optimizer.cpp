@@ -131,4 +131,13 @@ void apply_update(const OptimizerOptions& opt, std::int64_t t, std::int64_t dim,
   for (std::int64_t c = 0; c < dim; ++c) update_element(r, g[c], w[c], s1 ? s1[c] : unused, s2 ? s2[c] : unused);
 }
 
+void apply_rowwise_adagrad(float lr, float eps, std::int64_t dim, const float* g, float* w, float* state) {
+  float q = 0.0f;
+  for (std::int64_t c = 0; c < dim; ++c) q = q + g[c] * g[c];
+  q = q / static_cast<float>(dim);
+  *state = *state + q;
+  const float m = lr / (std::sqrt(*state) + eps);
+  for (std::int64_t c = 0; c < dim; ++c) w[c] = w[c] - m * g[c];
+}
+
 }  // namespace lockstep::ref

@@ -94,4 +94,13 @@ UpdateRule update_rule(const OptimizerOptions& opt, std::int64_t t);
 void apply_update(const OptimizerOptions& opt, std::int64_t t, std::int64_t dim, const float* g, float* w, float* s1,
                   float* s2);
 
+// Row-wise Adagrad (FBGEMM's and TorchRec's default sparse optimizer,
+// EmbOptimType.EXACT_ROWWISE_ADAGRAD): one f32 state value per row, the running sum of the
+// mean of g^2 over the row. In f32, each operation rounded once, in this order:
+//   q <- ((0 + g_0 * g_0) + g_1 * g_1) + ... + g_{dim-1} * g_{dim-1};  q <- q / float(dim)
+//   s <- s + q;   m <- lr / (sqrt(s) + eps);   w_c <- w_c - m * g_c
+// (lr and eps rounded to f32 once). A host rule for checking systems: DistEmbedding's shard and
+// its kernels do not apply it.
+void apply_rowwise_adagrad(float lr, float eps, std::int64_t dim, const float* g, float* w, float* state);
+
 }  // namespace lockstep::ref

@@ -25,6 +25,7 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
                ids are on no rank                          -> split_coverage
   row_zero     embedding ids outside the table read and update row 0 (FBGEMM's
                BoundsCheckMode.WARNING) without declaring it -> result_mismatch (row 0 moved)
+  rowwise_sum  row-wise Adagrad adds the row's sum of g^2, not its mean -> result_mismatch
   grad_div     embedding gradients divided by the world size (TorchRec's default) without
                declaring it                                -> result_mismatch (gradients divided)
   own_steps    each rank counts its own batches, ceil(len(mine) / batch_size): ranks with one
@@ -124,7 +125,8 @@ def embedding(inp, out, bug):
     opt = inp.config["optimizer"]
     kind, lr, eps = opt["kind"], f32(opt["lr"]), f32(opt["eps"])
     table = np.array(inp.array("init"), dtype=f32)
-    s1 = np.full_like(table, f32(opt["initial_accumulator_value"]) if kind == "adagrad" else f32(0))
+    acc = f32(opt["initial_accumulator_value"]) if kind in ("adagrad", "rowwise_adagrad") else f32(0)
+    s1 = np.full(table.shape[0], acc, f32) if kind == "rowwise_adagrad" else np.full_like(table, acc)
     s2 = np.zeros_like(table)
     all_ids, all_grads = inp.array("ids"), inp.array("grads")
     offsets = inp.array("step_offsets")
@@ -142,6 +144,13 @@ def embedding(inp, out, bug):
         w = table[rows]
         if kind == "sgd":
             w = w - lr * g
+        elif kind == "rowwise_adagrad":
+            q = np.zeros(rows.size, f32)
+            for c in range(g.shape[1]):               # the columns in order, as the reference sums
+                q = q + g[:, c] * g[:, c]
+            s = s1[rows] + (q if bug == "rowwise_sum" else q / f32(g.shape[1]))
+            s1[rows] = s
+            w = w - (lr / (np.sqrt(s) + eps))[:, None] * g
         elif kind == "adagrad":
             s = s1[rows] + g * g
             w = w - lr * (g / (np.sqrt(s) + eps))
@@ -171,7 +180,7 @@ def embedding(inp, out, bug):
         apply(ids_t, grads_t, t)
         if inp.rank == 0:
             out.save("table.step%d" % t, table)
-            if kind == "adagrad":
+            if kind in ("adagrad", "rowwise_adagrad"):
                 out.save("state_sum.step%d" % t, s1)
             elif kind == "adam":
                 out.save("state_m.step%d" % t, s1)
