@@ -243,6 +243,52 @@ world_size = [2, 1]
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// A dtype cast on either side of a send/recv pair is a collective_mismatch naming both sides.
+// On the receiving side a narrower buffer than the peer sends fails the engine's transport
+// thread, which also carries the rank's own send: the mismatch must still be named, not end as
+// a timeout naming no collective.
+
+struct P2pCastCase {
+  const char* label;
+  const char* op;     // the side that casts: "send" (rank 1) or "recv" (rank 2)
+  const char* dtype;  // what it casts to
+  std::vector<std::string> message_parts;
+};
+
+class P2pCastTest : public ::testing::TestWithParam<P2pCastCase> {};
+
+TEST_P(P2pCastTest, IsACollectiveMismatchNamingBothSides) {
+  const P2pCastCase& c = GetParam();
+  TempDir dir("lockstep_launcher");
+  // Ring of 3: rank r sends to r + 1 and receives from r - 1; rank 1 sends to rank 2.
+  std::ostringstream toml;
+  toml << "name = \"test.p2p_cast_" << c.label << "\"\n[run]\nworld_size = 3\ntimeout_s = 20\n[workload]\n"
+       << "kind = \"collectives\"\nsteps = 3\ncount = 64\nops = [\"send_recv\", \"all_reduce\"]\n[[inject]]\n"
+       << "kind = \"dtype_mismatch\"\nrank = " << (std::string(c.op) == "send" ? 1 : 2) << "\nstep = 1\nop = \"" << c.op
+       << "\"\ndtype = \"" << c.dtype << "\"\n[expect]\noutcome = \"collective_mismatch\"\nstep = 1\n";
+  const std::string file = dir.write("p2p.toml", toml.str());
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
+  ASSERT_TRUE(r.diagnosis.has_value()) << describe(r);
+  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kCollectiveMismatch) << describe(r);
+  EXPECT_EQ(r.diagnosis->step, 1);
+  EXPECT_CONTAINS(r.diagnosis->message, "p2p #");
+  for (const auto& part : c.message_parts) EXPECT_CONTAINS(r.diagnosis->message, part);
+  EXPECT_LT(seconds, 15.0) << "the mismatch took as long as a timeout";
+  EXPECT_TRUE(processes_mentioning(dir.path()).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sides, P2pCastTest,
+    ::testing::Values(P2pCastCase{"send_f16", "send", "f16", {"rank 1 send f16[64]", "rank 2 recv f32[64]"}},
+                      // The receive buffer is half what arrives: the engine fails on rank 2.
+                      P2pCastCase{"recv_f16", "recv", "f16", {"rank 1 send f32[64]", "rank 2 recv f16[64]"}},
+                      P2pCastCase{"recv_f64", "recv", "f64", {"rank 1 send f32[64]", "rank 2 recv f64[64]"}}),
+    [](const ::testing::TestParamInfo<P2pCastCase>& info) { return std::string(info.param.label); });
+
 // Combinations an injector cannot honour are refused when the file is loaded.
 TEST(InjectionValidationTest, ImpossibleTargetsAreRefusedAtLoad) {
   TempDir dir("lockstep_launcher");
