@@ -168,7 +168,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<UnchangedCase>& info) { return std::string(info.param.label); });
 
 // The premise of the two embedding cases above, from the reference: step 0's two ids differ.
-TEST(FiredButUnchangedTest, EmbeddingCasesHaveNoDuplicateIds) {
+TEST(InjectionChangeTest, EmbeddingCasesHaveNoDuplicateIds) {
   const auto ids = embedding_step0_ids(/*seed=*/0, /*batch=*/2, /*rows=*/1009, /*hot_rows=*/1009);
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_NE(ids[0], ids[1]);
@@ -176,7 +176,7 @@ TEST(FiredButUnchangedTest, EmbeddingCasesHaveNoDuplicateIds) {
 
 // The bug scenarios of the three injections still find their bug: the injection changed
 // something, and the verdict is the expected diagnosis.
-TEST(FiredButUnchangedTest, BugScenariosStillPass) {
+TEST(InjectionChangeTest, BugScenariosStillPass) {
   for (const char* path : {"scenarios/embedding/bug_mean_instead_of_sum.toml", "scenarios/embedding/bug_lost_update.toml",
                            "scenarios/partition/bug_minus_one_local.toml"}) {
     TempDir dir("lockstep_launcher");
@@ -268,16 +268,13 @@ TEST_P(P2pCastTest, IsACollectiveMismatchNamingBothSides) {
        << "kind = \"dtype_mismatch\"\nrank = " << (std::string(c.op) == "send" ? 1 : 2) << "\nstep = 1\nop = \"" << c.op
        << "\"\ndtype = \"" << c.dtype << "\"\n[expect]\noutcome = \"collective_mismatch\"\nstep = 1\n";
   const std::string file = dir.write("p2p.toml", toml.str());
-  const auto t0 = std::chrono::steady_clock::now();
   const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
   ASSERT_TRUE(r.diagnosis.has_value()) << describe(r);
-  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kCollectiveMismatch) << describe(r);
+  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kCollectiveMismatch) << describe(r);  // not a timeout
   EXPECT_EQ(r.diagnosis->step, 1);
   EXPECT_CONTAINS(r.diagnosis->message, "p2p #");
   for (const auto& part : c.message_parts) EXPECT_CONTAINS(r.diagnosis->message, part);
-  EXPECT_LT(seconds, 15.0) << "the mismatch took as long as a timeout";
   EXPECT_TRUE(processes_mentioning(dir.path()).empty());
 }
 
