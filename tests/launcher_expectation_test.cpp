@@ -286,6 +286,38 @@ INSTANTIATE_TEST_SUITE_P(
                       P2pCastCase{"recv_f64", "recv", "f64", {"rank 1 send f32[64]", "rank 2 recv f64[64]"}}),
     [](const ::testing::TestParamInfo<P2pCastCase>& info) { return std::string(info.param.label); });
 
+// The receive's check runs on a thread of its own; when the sender dies before sending, the
+// receiver's failure still reaches the caller (a communication error), and the run blames the
+// sender, with no rank left waiting.
+TEST(P2pFailureTest, SenderCrashBeforeSendIsItsRankFailure) {
+  TempDir dir("lockstep_launcher");
+  const std::string file = dir.write("crash.toml", R"(name = "test.p2p_crash"
+[run]
+world_size = 3
+timeout_s = 20
+[workload]
+kind = "collectives"
+steps = 3
+count = 64
+ops = ["send_recv", "all_reduce"]
+[[inject]]
+kind = "crash"
+rank = 1
+step = 1
+op = "send"
+exit_code = 9
+[expect]
+outcome = "rank_failure"
+rank = 1
+)");
+  const auto r = run_scenario(lockstep::validate::load_file(file).at(0), options_for(dir));
+  EXPECT_EQ(r.status, report::Status::kPass) << describe(r);
+  ASSERT_TRUE(r.diagnosis.has_value()) << describe(r);
+  EXPECT_EQ(r.diagnosis->kind, DiagnosisKind::kRankFailure);
+  EXPECT_CONTAINS(r.diagnosis->message, "rank 1 exited with code 9");
+  EXPECT_TRUE(processes_mentioning(dir.path()).empty());
+}
+
 // Combinations an injector cannot honour are refused when the file is loaded.
 TEST(InjectionValidationTest, ImpossibleTargetsAreRefusedAtLoad) {
   TempDir dir("lockstep_launcher");

@@ -205,7 +205,12 @@ class VerifiedRecv final : public Pending {
     state_->control = std::move(control);
     if (!on_async) return;
     checker_ = std::thread([state = state_, on_async] {
-      state->verify();
+      try {
+        state->verify();
+      } catch (...) {  // the control receive failed (a peer died): wait() rethrows it
+        state->failure = std::current_exception();
+        return;
+      }
       if (state->mismatch) {
         hold_engine_failures();
         on_async(*state->mismatch);
@@ -215,6 +220,7 @@ class VerifiedRecv final : public Pending {
   void wait() override {
     if (checker_.joinable()) checker_.join();
     else state_->verify();
+    if (state_->failure) std::rethrow_exception(state_->failure);
     if (state_->mismatch) {
       hold_engine_failures();
       throw DiagnosisError(*state_->mismatch);
@@ -231,6 +237,7 @@ class VerifiedRecv final : public Pending {
     int rank = 0;
     std::vector<std::int64_t> record;  // written by the control receive
     std::optional<Diagnosis> mismatch;
+    std::exception_ptr failure;  // what the checker's control receive threw
     void verify() {
       control->wait();
       mismatch = check_p2p(record, call, rank);
