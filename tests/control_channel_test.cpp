@@ -30,9 +30,10 @@ TEST(ControlChannelTest, CommScenariosMeetTheirExpectationsThroughTheControlGrou
   const std::string comm = std::string(LOCKSTEP_SOURCE_DIR) + "/scenarios/comm/";
   std::string args = "run";
   // clean_mix runs at world sizes 2, 3 and 4: every op, f32, bf16 and i64; the others inject
-  // a dtype, an all_to_all split and a count mismatch, and a skipped collective.
+  // a dtype, an all_to_all split and a count mismatch, a skipped collective, and a cast of a
+  // receive buffer.
   for (const char* f : {"clean_mix.toml", "dtype_mismatch.toml", "split_mismatch.toml", "count_mismatch_all_to_all.toml",
-                        "skip_collective.toml"}) {
+                        "skip_collective.toml", "recv_dtype_mismatch.toml"}) {
     args += " " + test::quote(comm + f);
   }
   args += " --report-dir " + test::quote(dir / "report");
@@ -42,10 +43,11 @@ TEST(ControlChannelTest, CommScenariosMeetTheirExpectationsThroughTheControlGrou
     r = test::run_cli(LOCKSTEP_BINARY, args, dir.path());
   }
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_CONTAINS(r.out, "7 passed, 0 failed, 0 skipped, 0 errors");
+  EXPECT_CONTAINS(r.out, "8 passed, 0 failed, 0 skipped, 0 errors");
   const std::string results = test::read_file(dir / "report/results.json");
   EXPECT_CONTAINS(results, "dtype differs");
   EXPECT_CONTAINS(results, "all_to_all split sizes disagree");
+  EXPECT_CONTAINS(results, "rank 1 send f32[64] tag=1, rank 2 recv f16[64] tag=1");
 }
 
 class ScopedChannel {

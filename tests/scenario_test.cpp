@@ -256,6 +256,56 @@ world_size = [2,
   EXPECT_CONTAINS(message, path + ":8: matrix.world_size: must be in [1, 64], got 0");
 }
 
+// A [run] value that a [matrix] dimension overrides in every variant is never used, but it is
+// still the file's value: it is checked by its own rule (type and range) all the same.
+TEST_F(ScenarioTest, RunKeyOverriddenByMatrixIsStillValidated) {
+  struct Case {
+    const char* run;       // the [run] key (line 5 of the file)
+    const char* matrix;    // the [matrix] line
+    const char* expected;  // the message after "file:4: "
+  };
+  const std::vector<Case> cases = {
+      {"world_size = nan", "world_size = [1, 2]", "run.world_size: expected an integer, got float nan"},
+      {"world_size = 0", "world_size = [1, 2]", "run.world_size: must be in [1, 64], got 0"},
+      {"world_size = \"two\"", "world_size = [2]", "run.world_size: expected an integer, got string \"two\""},
+      {"backend = \"mpi\"", "backend = [\"gloo\"]", "run.backend: unknown value \"mpi\"; allowed: gloo, nccl"},
+      {"device = \"tpu\"", "device = [\"cpu\"]", "run.device: unknown value \"tpu\"; allowed: cpu, cuda"},
+      {"verify = \"yes\"", "verify = [\"off\"]", "run.verify: unknown value \"yes\"; allowed: off, record, verify"},
+      {"timeout_s = -1", "timeout_s = [5]", "run.timeout_s: must be in (0, 3600] seconds, got -1"},
+      {"timeout_s = inf", "timeout_s = [5]", "run.timeout_s: must be a finite number, got inf"},
+      {"startup_timeout_s = 0", "startup_timeout_s = [5]", "run.startup_timeout_s: must be in (0, 3600] seconds, got 0"},
+      {"deadline_s = 90000.5", "deadline_s = [4000]", "run.deadline_s: must be in (0, 86400] seconds, got 90000.5"},
+      {"seed = -3", "seed = [1, 2]", "run.seed: must be >= 0, got -3"},
+      {"ranks_per_node = 65", "ranks_per_node = [1]", "run.ranks_per_node: must be in [1, 64], got 65"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = write("overridden.toml", std::string(R"(name = "comm.overridden"
+[workload]
+kind = "collectives"
+[run]
+)") + c.run + "\n[matrix]\n" + c.matrix + "\n");
+    EXPECT_EQ(input_error([&] { parse_only(path); }), path + ":5: " + c.expected) << c.run;
+    EXPECT_EQ(input_error([&] { load_file(path); }), path + ":5: " + c.expected) << c.run;
+  }
+  // The rules between keys apply to each variant's own values: a deadline below the default
+  // startup_timeout_s + timeout_s is fine when every variant lowers them.
+  const std::string ok = write("between.toml", R"(name = "comm.between"
+[workload]
+kind = "collectives"
+[run]
+deadline_s = 100
+backend = "nccl"
+[matrix]
+startup_timeout_s = [10]
+timeout_s = [20, 30]
+device = ["cuda"]
+)");
+  const auto variants = parse_only(ok);
+  ASSERT_EQ(variants.size(), 2u);
+  EXPECT_EQ(variants[0].deadline_s, 100.0);
+  EXPECT_EQ(variants[1].timeout_s, 30.0);
+}
+
 TEST_F(ScenarioTest, MatrixUnknownKeyAndDuplicateValue) {
   std::string unknown = write("unknown_matrix.toml", std::string(kMinimal) + R"([matrix]
 world_size = [1]

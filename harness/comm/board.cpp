@@ -56,7 +56,9 @@ void set_activity(const std::string& what) {
 }
 
 void mark_fired(std::size_t index) {
-  if (g_own_slot && index < 64) g_own_slot->fired.fetch_or(std::uint64_t{1} << index);
+  if (!g_own_slot || index >= 64) return;
+  g_own_slot->fired.fetch_or(std::uint64_t{1} << index);
+  g_own_slot->changed.fetch_or(std::uint64_t{1} << index);
 }
 
 namespace {
@@ -72,6 +74,13 @@ void mark_fired(std::string_view kind) {
   const auto& kinds = injection_kinds();
   for (std::size_t i = 0; i < kinds.size(); ++i) {
     if (kinds[i] == kind) mark_fired(i);
+  }
+}
+
+void mark_fired_unchanged(std::string_view kind) {
+  const auto& kinds = injection_kinds();
+  for (std::size_t i = 0; i < kinds.size() && i < 64; ++i) {
+    if (kinds[i] == kind && g_own_slot) g_own_slot->fired.fetch_or(std::uint64_t{1} << i);
   }
 }
 
@@ -175,6 +184,7 @@ SlotView Board::view(int rank) const {
   v.last_phase = load_phase(s.last_phase);
   v.activity = load_phase(s.activity);
   v.fired = s.fired.load();
+  v.changed = s.changed.load();
   v.max_step = s.max_step.load();
   return v;
 }

@@ -60,6 +60,7 @@ struct alignas(64) BoardSlot {
   std::atomic<std::uint64_t> last_phase[3]{};
   std::atomic<std::uint64_t> activity[3]{};  // what a starting rank does, e.g. "building graph"
   std::atomic<std::uint64_t> fired{0};       // bit i: the scenario's [[inject]] #i fired here
+  std::atomic<std::uint64_t> changed{0};     // bit i: ... and changed what this rank does
   std::atomic<std::int64_t> max_step{-1};    // the highest step a collective was issued from
   static constexpr int kFlightRing = 16;     // the flight recorder: the last 16 collectives
   FlightRecord flight[kFlightRing];          // collective seq s is in flight[s % kFlightRing]
@@ -78,7 +79,7 @@ struct SlotView {
   Op op = Op::kBarrier, last_op = Op::kBarrier;
   RankState state = RankState::kStarting;
   std::string phase, last_phase, activity;
-  std::uint64_t fired = 0;
+  std::uint64_t fired = 0, changed = 0;
   std::int64_t max_step = -1;
 
   bool in_collective() const { return issued > completed; }
@@ -144,13 +145,20 @@ void set_own_slot(BoardSlot* slot);
 // Publishes what this rank is doing before its first collective (24 characters at most), so
 // that a start-up that takes too long is reported with it.
 void set_activity(const std::string& what);
-// Records that the scenario's [[inject]] number `index` fired on this rank; the launcher
-// reports an injection that fired on no rank as an error. Safe to call just before a crash.
+// Records that the scenario's [[inject]] number `index` fired on this rank and changed what it
+// does; the launcher reports an injection that fired on no rank as an error. Safe to call just
+// before a crash.
 void mark_fired(std::size_t index);
-// The scenario's [[inject]] kinds, in order, for the overload below (set by the rank's main).
+// The scenario's [[inject]] kinds, in order, for the overloads below (set by the rank's main).
 void set_injection_kinds(std::vector<std::string> kinds);
-// Records that every [[inject]] of `kind` fired: what a workload calls where its injected bug
-// changes what it does.
+// Records that every [[inject]] of `kind` fired and changed what the rank does: what a workload
+// calls where its injected bug makes it compute something else.
 void mark_fired(std::string_view kind);
+// Records that every [[inject]] of `kind` fired (the workload took the bug's path) without
+// changing anything yet: a workload whose bug changes the result only with some data (duplicate
+// ids, a peer's rows) calls this where it takes the path and mark_fired where the data makes a
+// difference. The launcher reports an injection that fired but changed nothing on any rank as
+// an error: it tested nothing.
+void mark_fired_unchanged(std::string_view kind);
 
 }  // namespace lockstep::comm

@@ -179,19 +179,51 @@ class VerifiedPending final : public Pending {
   int ws_;
 };
 
+// A receive: the sender's record arrives on the control group, and is compared with the
+// receiver's own call before the data is released. The comparison runs as soon as the record
+// arrives, on a thread of its own, not only when the caller waits: a receive buffer smaller
+// than what the peer sends (a cast to a narrower dtype) fails the engine's transport thread,
+// which is parked (install_engine_failure_handler), and every other call of this rank on that
+// engine (a send the caller waits for first) then never completes. A mismatch found there
+// goes to `on_async` (which ends the process) so that it is still named.
 class VerifiedRecv final : public Pending {
  public:
   VerifiedRecv(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> data, Call call,
                int rank, int ws)
-      : guard_(std::move(guard)), data_(std::move(data)), call_(std::move(call)), rank_(rank),
-        record_(fingerprint_words(ws)) {}
-  std::vector<std::int64_t>& record() { return record_; }
-  void set_control(std::unique_ptr<Pending> control) { control_ = std::move(control); }
+      : guard_(std::move(guard)), data_(std::move(data)), state_(std::make_shared<State>()) {
+    state_->call = std::move(call);
+    state_->rank = rank;
+    state_->record.resize(fingerprint_words(ws));
+  }
+  ~VerifiedRecv() override {
+    // A receive dropped without wait() (the rank is failing): the checker may still be waiting
+    // for a record that never comes; it owns what it uses.
+    if (checker_.joinable()) checker_.detach();
+  }
+  std::vector<std::int64_t>& record() { return state_->record; }
+  void set_control(std::unique_ptr<Pending> control, const std::function<void(const Diagnosis&)>& on_async) {
+    state_->control = std::move(control);
+    if (!on_async) return;
+    checker_ = std::thread([state = state_, on_async] {
+      try {
+        state->verify();
+      } catch (...) {  // the control receive failed (a peer died): wait() rethrows it
+        state->failure = std::current_exception();
+        return;
+      }
+      if (state->mismatch) {
+        hold_engine_failures();
+        on_async(*state->mismatch);
+      }
+    });
+  }
   void wait() override {
-    control_->wait();
-    if (auto d = check_p2p(record_, call_, rank_)) {
+    if (checker_.joinable()) checker_.join();
+    else state_->verify();
+    if (state_->failure) std::rethrow_exception(state_->failure);
+    if (state_->mismatch) {
       hold_engine_failures();
-      throw DiagnosisError(*d);
+      throw DiagnosisError(*state_->mismatch);
     }
     abort_if_engine_failed();
     guard_.reset();
@@ -199,12 +231,22 @@ class VerifiedRecv final : public Pending {
   }
 
  private:
+  struct State {
+    std::unique_ptr<Pending> control;
+    Call call;
+    int rank = 0;
+    std::vector<std::int64_t> record;  // written by the control receive
+    std::optional<Diagnosis> mismatch;
+    std::exception_ptr failure;  // what the checker's control receive threw
+    void verify() {
+      control->wait();
+      mismatch = check_p2p(record, call, rank);
+    }
+  };
   std::unique_ptr<PendingGuard> guard_;
-  std::unique_ptr<Pending> control_;
   std::unique_ptr<Pending> data_;
-  Call call_;
-  int rank_;
-  std::vector<std::int64_t> record_;
+  std::shared_ptr<State> state_;
+  std::thread checker_;
 };
 
 class BothPending final : public Pending {
@@ -587,7 +629,7 @@ std::unique_ptr<Pending> Verifier::start(Call& call) {
     c.in = c.out = i64_view(pending->record());
     c.root = call.root;
     c.tag = call.tag;
-    pending->set_control(control_->start(c));
+    pending->set_control(control_->start(c), on_async_diagnosis_);
     return pending;
   }
   std::vector<std::int64_t> rec = encode_fingerprint(call, ws);

@@ -93,16 +93,34 @@ void add_flight_records(const comm::Board& board, const std::string& dir, const 
   }
 }
 
-// "" when every [[inject]] fired on some rank; else an error naming the first that did not. An
-// injection that never fired tested nothing, whatever the outcome.
+// "" when every [[inject]] fired and changed what some rank does; else an error naming the first
+// that did not. An injection that never fired, or fired but changed nothing (the workload took
+// the bug's path, but this run's data made no difference: no duplicate ids, no peer's rows),
+// tested nothing, whatever the outcome.
 std::string unfired_injections(const scenario::Scenario& s, const comm::Board& board, const std::optional<Diagnosis>& d,
                                bool slowdown_off) {
-  std::uint64_t fired = 0;
-  for (int r = 0; r < board.world_size(); ++r) fired |= board.view(r).fired;
+  std::uint64_t fired = 0, changed = 0;
+  for (int r = 0; r < board.world_size(); ++r) {
+    const auto v = board.view(r);
+    fired |= v.fired;
+    changed |= v.changed;
+  }
   for (const auto& inj : s.injections) {
-    if (fired & (std::uint64_t{1} << inj.index)) continue;
+    const std::uint64_t bit = std::uint64_t{1} << inj.index;
+    if (changed & bit) continue;
     if (slowdown_off && inj.kind == "slowdown") continue;
     std::ostringstream os;
+    if (fired & bit) {
+      std::string ranks;
+      for (int r = 0; r < board.world_size(); ++r) {
+        if (board.view(r).fired & bit) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+      }
+      os << "injection " << inj.label() << " fired on rank" << (ranks.find(',') == std::string::npos ? " " : "s ") << ranks
+         << " but changed nothing: none of this run's data was data it changes (see what " << inj.kind
+         << " needs in scenarios/README.md); an injection that changes nothing tests nothing";
+      if (d) os << "; the run ended with " << to_string(d->kind) << ": " << d->message;
+      return os.str();
+    }
     os << "injection " << inj.label() << " never fired: ";
     if (inj.fault) {
       const comm::Fault& f = *inj.fault;

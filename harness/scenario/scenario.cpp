@@ -142,34 +142,65 @@ FileLevel read_file_level(const Config& root) {
   return out;
 }
 
-void read_run(const Config& run, Scenario& s) {
-  std::int64_t world_size = run.get_int("world_size", 1);
-  if (world_size < 1 || world_size > kMaxWorldSize) {
-    run.fail("world_size", "must be in [1, " + std::to_string(kMaxWorldSize) + "], got " +
-                               std::to_string(world_size));
+// The rule of each [run] key on its own (its type and range), whatever the other keys are.
+// Each reads `key` from `run` (the fallback when absent) and throws InputError naming file:line.
+std::int64_t run_world_size(const Config& run) { return read_int(run, "world_size", 1, 1, kMaxWorldSize); }
+Backend run_backend(const Config& run) {
+  return read_enum<Backend>(run, "backend", "gloo", {{"gloo", Backend::kGloo}, {"nccl", Backend::kNccl}});
+}
+Device run_device(const Config& run) {
+  return read_enum<Device>(run, "device", "cpu", {{"cpu", Device::kCpu}, {"cuda", Device::kCuda}});
+}
+VerifyMode run_verify(const Config& run) {
+  return read_enum<VerifyMode>(run, "verify", "verify",
+                               {{"off", VerifyMode::kOff}, {"record", VerifyMode::kRecord}, {"verify", VerifyMode::kVerify}});
+}
+// timeout_s and startup_timeout_s: (0, 3600] seconds.
+double run_timeout(const Config& run, const std::string& key, double fallback) {
+  const double v = run.get_double(key, fallback);
+  if (!(v > 0.0 && v <= kMaxTimeoutS)) {
+    run.fail(key, "must be in (0, " + internal::format_double(kMaxTimeoutS) + "] seconds, got " + internal::format_double(v));
   }
+  return v;
+}
+std::int64_t run_seed(const Config& run) { return read_int(run, "seed", 0, 0); }
+std::int64_t run_ranks_per_node(const Config& run, std::int64_t fallback) {
+  return read_int(run, "ranks_per_node", fallback, 1, kMaxWorldSize);
+}
+
+// Checks every key that [run] itself sets by its own rule (run_*), so that a value a [matrix]
+// dimension overrides in every variant is still a valid value. deadline_s alone must be in
+// (0, 86400]; the rules between keys (deadline_s >= startup_timeout_s + timeout_s, nccl needs
+// cuda) apply to each variant's values, in read_run.
+void check_run_keys(const Config& run) {
+  if (run.has("world_size")) run_world_size(run);
+  if (run.has("backend")) run_backend(run);
+  if (run.has("device")) run_device(run);
+  if (run.has("verify")) run_verify(run);
+  if (run.has("timeout_s")) run_timeout(run, "timeout_s", 60.0);
+  if (run.has("startup_timeout_s")) run_timeout(run, "startup_timeout_s", 120.0);
+  if (run.has("deadline_s")) {
+    const double v = run.get_double("deadline_s");
+    if (!(v > 0.0 && v <= kMaxDeadlineS)) {
+      run.fail("deadline_s", "must be in (0, " + internal::format_double(kMaxDeadlineS) + "] seconds, got " +
+                                 internal::format_double(v));
+    }
+  }
+  if (run.has("seed")) run_seed(run);
+  if (run.has("ranks_per_node")) run_ranks_per_node(run, 1);
+}
+
+void read_run(const Config& run, Scenario& s) {
+  const std::int64_t world_size = run_world_size(run);
   s.world_size = static_cast<int>(world_size);
-  s.backend = read_enum<Backend>(run, "backend", "gloo",
-                                 {{"gloo", Backend::kGloo}, {"nccl", Backend::kNccl}});
-  s.device =
-      read_enum<Device>(run, "device", "cpu", {{"cpu", Device::kCpu}, {"cuda", Device::kCuda}});
+  s.backend = run_backend(run);
+  s.device = run_device(run);
   // NCCL is the backend on CUDA, Gloo on the CPU, unless the scenario names one (Gloo with
   // device "cuda": GPU compute with host exchanges, for the workloads that have it).
   if (s.device == Device::kCuda && !run.has("backend")) s.backend = Backend::kNccl;
-  s.verify = read_enum<VerifyMode>(run, "verify", "verify",
-                                   {{"off", VerifyMode::kOff},
-                                    {"record", VerifyMode::kRecord},
-                                    {"verify", VerifyMode::kVerify}});
-  s.timeout_s = run.get_double("timeout_s", 60.0);
-  if (!(s.timeout_s > 0.0 && s.timeout_s <= kMaxTimeoutS)) {
-    run.fail("timeout_s", "must be in (0, " + internal::format_double(kMaxTimeoutS) +
-                              "] seconds, got " + internal::format_double(s.timeout_s));
-  }
-  s.startup_timeout_s = run.get_double("startup_timeout_s", s.startup_timeout_s);
-  if (!(s.startup_timeout_s > 0.0 && s.startup_timeout_s <= kMaxTimeoutS)) {
-    run.fail("startup_timeout_s", "must be in (0, " + internal::format_double(kMaxTimeoutS) +
-                                      "] seconds, got " + internal::format_double(s.startup_timeout_s));
-  }
+  s.verify = run_verify(run);
+  s.timeout_s = run_timeout(run, "timeout_s", 60.0);
+  s.startup_timeout_s = run_timeout(run, "startup_timeout_s", s.startup_timeout_s);
   const double least = s.startup_timeout_s + s.timeout_s;
   s.deadline_s = run.get_double("deadline_s", std::max(s.deadline_s, least + s.timeout_s));
   if (!(s.deadline_s >= least && s.deadline_s <= kMaxDeadlineS)) {
@@ -177,14 +208,8 @@ void read_run(const Config& run, Scenario& s) {
                                internal::format_double(least) + ", " + internal::format_double(kMaxDeadlineS) +
                                "] seconds, got " + internal::format_double(s.deadline_s));
   }
-  std::int64_t seed = run.get_int("seed", 0);
-  if (seed < 0) run.fail("seed", "must be >= 0, got " + std::to_string(seed));
-  s.seed = static_cast<std::uint64_t>(seed);
-  std::int64_t ranks_per_node = run.get_int("ranks_per_node", world_size);
-  if (ranks_per_node < 1 || ranks_per_node > kMaxWorldSize) {
-    run.fail("ranks_per_node", "must be in [1, " + std::to_string(kMaxWorldSize) + "], got " +
-                                   std::to_string(ranks_per_node));
-  }
+  s.seed = static_cast<std::uint64_t>(run_seed(run));
+  const std::int64_t ranks_per_node = run_ranks_per_node(run, world_size);
   s.ranks_per_node = static_cast<int>(std::min(ranks_per_node, world_size));
   if (s.backend == Backend::kNccl && s.device != Device::kCuda) {
     run.fail("backend", "backend \"nccl\" requires device \"cuda\", got device \"" +
@@ -347,6 +372,9 @@ std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
   FileLevel file_level = read_file_level(root);
   root.finish();
   Matrix matrix = read_matrix(root);
+  // Before any variant: a [run] value that a [matrix] dimension overrides in every variant is
+  // never read by read_run, but it is still the file's value and must be valid.
+  check_run_keys(root.get_table("run"));
 
   std::size_t count = 1;
   for (const auto& dim : matrix.dimensions) count *= dim.values.size();

@@ -125,12 +125,14 @@ class Embedding final : public Workload {
       eo.dim = d;
       eo.storage = t.storage;
       eo.reduce = o_.mean_instead_of_sum ? ref::DuplicateReduce::kMean : o_.reduce;
-      if (o_.mean_instead_of_sum) comm::mark_fired("mean_instead_of_sum");
+      // The two bugs change a row's update only where it has duplicate gradients in a step
+      // (mean) or gradients from two ranks (lost_update): marked as changing when step() met one.
+      if (o_.mean_instead_of_sum) comm::mark_fired_unchanged("mean_instead_of_sum");
       eo.optimizer = t.optimizer;
       eo.seed = t.seed;
       eo.init_scale = o_.init_scale;
       eo.lost_update_bug = o_.lost_update;
-      if (o_.lost_update) comm::mark_fired("lost_update");
+      if (o_.lost_update) comm::mark_fired_unchanged("lost_update");
       if (o_.shard_on_cuda) eo.device = ref::Device{ref::DeviceKind::kCuda, device_index(ctx)};
       embs.push_back(std::make_unique<ref::DistEmbedding>(book, eo, transport));
     }
@@ -177,6 +179,9 @@ class Embedding final : public Workload {
         // The injected bug: a rank with no ids this step does not call step().
         if (!(o_.skip_empty_step && mine.empty())) embs[static_cast<std::size_t>(t)]->step();
         else comm::mark_fired("skip_empty_step");
+        const auto& e = *embs[static_cast<std::size_t>(t)];
+        if (o_.mean_instead_of_sum && e.reduced_duplicate_rows() > 0) comm::mark_fired("mean_instead_of_sum");
+        if (o_.lost_update && e.multi_source_rows() > 0) comm::mark_fired("lost_update");
         const auto shard = embs[static_cast<std::size_t>(t)]->shard().to_f32();
         std::copy(shard.begin(), shard.end(), mine_buf.begin() + t * per_table + max_chunk * d);
       }
@@ -429,6 +434,22 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   o.skip_empty_step = has_switch_injection(s, "skip_empty_step");
   o.lost_update = has_switch_injection(s, "lost_update");
   o.global_rank_device = has_switch_injection(s, "global_rank_device");
+  // Refused when the settings leave a bug nothing to change (it would fire and test nothing).
+  const bool one_id_per_step = std::all_of(o.batch_sizes.begin(), o.batch_sizes.end(), [](std::int64_t b) { return b <= 1; });
+  if (o.mean_instead_of_sum && o.reduce == ref::DuplicateReduce::kMean) {
+    refuse_injection(s, "mean_instead_of_sum", "the table already averages duplicates (workload.reduce = \"mean\")");
+  }
+  if (o.mean_instead_of_sum && one_id_per_step) {
+    refuse_injection(s, "mean_instead_of_sum",
+                     "every batch has at most one id (workload.batch_sizes), so no row ever has duplicate gradients to average");
+  }
+  if (o.lost_update && s.world_size == 1) {
+    refuse_injection(s, "lost_update", "with run.world_size = 1 every row's gradients come from one rank; it needs two ranks pushing the same row");
+  }
+  if (o.lost_update && one_id_per_step) {
+    refuse_injection(s, "lost_update",
+                     "every batch has at most one id (workload.batch_sizes), so no row ever has gradients from two ranks in one step");
+  }
   return std::make_unique<Embedding>(std::move(o));
 }
 

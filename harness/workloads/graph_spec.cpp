@@ -1,5 +1,7 @@
 #include "harness/comm/board.h"
 #include "harness/workloads/graph_spec.h"
+#include <stdexcept>
+#include <string>
 
 namespace lockstep::workloads {
 
@@ -49,6 +51,13 @@ bool has_switch_injection(const scenario::Scenario& s, std::string_view kind) {
     found = true;
   }
   return found;
+}
+
+void refuse_injection(const scenario::Scenario& s, std::string_view kind, const std::string& why) {
+  for (const auto& inj : s.injections) {
+    if (inj.kind == kind) inj.config.fail("kind", std::string(kind) + " cannot change anything here: " + why);
+  }
+  throw std::logic_error("refuse_injection: no [[inject]] of kind " + std::string(kind));
 }
 
 ref::CsrGraph build_graph(const GraphSpec& g) {

@@ -25,6 +25,10 @@ GraphSpec read_graph_spec(const scenario::Config& c, std::uint64_t default_seed)
 ref::PartitionMethod read_partition_method(const scenario::Config& c);
 // True when `s` has an [[inject]] of `kind`, a switch with no keys of its own (validated).
 bool has_switch_injection(const scenario::Scenario& s, std::string_view kind);
+// Refuses the first [[inject]] of `kind` in `s` as one that cannot change anything with the
+// scenario's settings (it would fire and test nothing): throws InputError naming its file:line,
+// "inject.kind: <kind> cannot change anything here: <why>".
+[[noreturn]] void refuse_injection(const scenario::Scenario& s, std::string_view kind, const std::string& why);
 
 // Builds the graph; a pure function of the spec.
 ref::CsrGraph build_graph(const GraphSpec& spec);

@@ -172,7 +172,7 @@ class Lookup final : public Workload {
       const std::int64_t orig = o_.range_book ? p.orig_id[static_cast<std::size_t>(b)] : b;
       table[part].push_back(feature(orig));  // ascending book ids == ascending local ids
     }
-    if (o_.minus_one_bug) comm::mark_fired("minus_one_local");
+    if (o_.minus_one_bug) comm::mark_fired_unchanged("minus_one_local");  // mark_fired where an id is not local
     std::vector<std::int64_t> fetched = o_.minus_one_bug ? fetch_local_only(ctx, g, p, got_part, got_local, book_q, table)
                                                          : fetch(ctx, got_part, got_local, table, parts);
     for (std::size_t k = 0; k < orig_q.size(); ++k) {
@@ -270,11 +270,14 @@ class Lookup final : public Workload {
     (void)local;
     (void)table;
     std::vector<std::int64_t> out;
+    bool nonlocal = false;  // an id neither owned nor halo here: the bug reads the last row instead
     for (std::int64_t b : book_q) {
       auto it = row_of.find(b);
       const std::int64_t row = it == row_of.end() ? -1 : it->second;
+      nonlocal = nonlocal || row < 0;
       out.push_back(rows.empty() ? 0 : rows[static_cast<std::size_t>(row < 0 ? static_cast<std::int64_t>(rows.size()) + row : row)]);
     }
+    if (nonlocal) comm::mark_fired("minus_one_local");
     return out;
   }
 
@@ -302,6 +305,15 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   c.finish();
   o.host_only_bug = has_switch_injection(s, "host_only_lookup");
   o.minus_one_bug = has_switch_injection(s, "minus_one_local");
+  // Refused when no query can be non-local (it would fire and test nothing).
+  const std::int64_t parts = o.num_parts > 0 ? o.num_parts : s.world_size;
+  if (o.minus_one_bug && parts == 1) {
+    refuse_injection(s, "minus_one_local",
+                     std::string("the graph has one partition (") +
+                         (o.num_parts > 0 ? "workload.num_parts = 1" : "run.world_size = 1, and num_parts defaults to it") +
+                         "), so every id is local; it needs an id owned by another part");
+  }
+  if (o.minus_one_bug && o.queries == 0) refuse_injection(s, "minus_one_local", "workload.queries = 0: nothing is looked up");
   return std::make_unique<Lookup>(std::move(o));
 }
 

@@ -268,6 +268,7 @@ void DistEmbedding::step() {
   if (!opts_.lost_update_bug) {
     const auto n = static_cast<std::int64_t>(in_ids.size());
     const auto groups = group_duplicates(in_ids.data(), n);
+    for (std::size_t k = 0; k + 1 < groups.ptr.size(); ++k) reduced_duplicate_rows_ += groups.ptr[k + 1] - groups.ptr[k] > 1;
     shard_.update_rows(local_of(groups.ids), groups, in_grads.data(), n, opts_.reduce, t_);
     return;
   }
@@ -276,6 +277,7 @@ void DistEmbedding::step() {
   for (int r = 0; r < ws; ++r) {
     const auto cnt = static_cast<std::size_t>(recv_counts[static_cast<std::size_t>(r)]);
     const auto red = reduce_duplicates(in_ids.data() + at, in_grads.data() + at * d, static_cast<std::int64_t>(cnt), dim, opts_.reduce);
+    for (auto c : red.counts) reduced_duplicate_rows_ += c > 1;
     for (std::size_t k = 0; k < red.ids.size(); ++k) groups[red.ids[k]].emplace_back(red.grads.begin() + static_cast<std::ptrdiff_t>(k * d), red.grads.begin() + static_cast<std::ptrdiff_t>((k + 1) * d));
     at += cnt;
   }
@@ -284,8 +286,12 @@ void DistEmbedding::step() {
   const auto local = local_of(keys);
   std::size_t k = 0;
   for (const auto& [id, g] : groups) {
-    if (g.size() == 1) shard_.update_row(local[k], g[0].data(), t_);
-    else shard_.update_row_racy(local[k], g, t_);
+    if (g.size() == 1) {
+      shard_.update_row(local[k], g[0].data(), t_);
+    } else {
+      shard_.update_row_racy(local[k], g, t_);
+      ++multi_source_rows_;
+    }
     ++k;
   }
 }

@@ -124,6 +124,13 @@ class DistEmbedding {
   const PartitionBook& book() const { return *book_; }
   // Bytes of row data this rank received from pull() so far (local rows included).
   std::int64_t pulled_bytes() const { return pulled_bytes_; }
+  // Row updates of this rank's shard so far whose gradient was reduced from two or more
+  // gradient rows of one step (duplicate ids): the updates where the duplicate reduction
+  // (sum or mean) makes a difference.
+  std::int64_t reduced_duplicate_rows() const { return reduced_duplicate_rows_; }
+  // With lost_update_bug, the row updates of this rank's shard so far with gradients from two
+  // or more ranks in one step: those applied racily (update_row_racy). 0 without the bug.
+  std::int64_t multi_source_rows() const { return multi_source_rows_; }
 
  private:
   std::shared_ptr<const PartitionBook> book_;
@@ -134,6 +141,7 @@ class DistEmbedding {
   std::vector<std::int64_t> pending_ids_;
   std::vector<float> pending_grads_;
   std::int64_t pulled_bytes_ = 0;
+  std::int64_t reduced_duplicate_rows_ = 0, multi_source_rows_ = 0;
   IdArray parts_, locals_;  // reused lookup outputs
 
   EmbeddingRows pull_on_device(IdSpan ids);  // pull() for a shard on a CUDA device
