@@ -144,7 +144,7 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     if (std::error_code ec; !fs::is_regular_file(script, ec)) throw InputError("torchrun: no such script: " + script);
     // One node on this machine's loopback is a local run; other nodes must reach this one's ranks.
     std::string not_local;
-    if (n_nodes > 1) not_local = "a multi-node run (--nnodes " + a->nnodes + "): its ranks reach the other nodes' over the network";
+    if (n_nodes > 1) not_local = "a multi-node run (--nnodes " + a->nnodes + "): its ranks reach the other nodes over the network";
     else if (!env::is_loopback(a->master_addr)) not_local = "--master-addr " + a->master_addr + " is not this machine's loopback";
     contain(a->no_contain, not_local);
 
