@@ -167,7 +167,7 @@ void run_init(const Relay& relay, int report_fd, int holder_alive_fd) {
 }
 
 // The holder: a child of the command's process that makes the namespaces and holds pid 1. Returns
-// only in the worker; `how` gets the namespaces made.
+// only in the worker; `namespaces` gets the namespaces made.
 void run_holder(const Relay& relay, pid_t command, int report_fd, std::vector<std::string>& namespaces) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != command) _exit(1);
