@@ -33,6 +33,7 @@ void add_catalog(CLI::App& app, int& exit_code) {
     std::string catalog = "scenarios/catalog.toml";
     std::string report_dir;
     int max_ranks = 16;
+    bool no_contain = false;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--catalog", a->catalog, "the catalog file; its scenarios are looked up in the folder it is in")
@@ -45,7 +46,9 @@ void add_catalog(CLI::App& app, int& exit_code) {
   cmd->add_option_function<std::string>(
       "--python", [](const std::string& p) { ::setenv(env::kPython, p.c_str(), 1); },
       "systems under test and programs: the Python interpreter that replaces {python} in their command");
+  add_no_contain_flag(cmd, a->no_contain);
   cmd->callback([a, &exit_code] {
+    contain(a->no_contain);
     const auto cat = scenario::load_catalog(a->catalog);
     const std::string dir = fs::path(a->catalog).parent_path().empty() ? "." : fs::path(a->catalog).parent_path().string();
     const auto all = lockstep::validate::load_paths({dir});

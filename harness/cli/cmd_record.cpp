@@ -29,6 +29,7 @@ void add_record(CLI::App& app, int& exit_code) {
     std::string filter;
     int max_ranks = 16;
     bool no_skip = false;
+    bool no_contain = false;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("paths", a->paths, "scenario files or directories (searched for *.toml)")->required();
@@ -53,7 +54,9 @@ void add_record(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-skip", a->no_skip,
                 "count a skipped scenario as a failure (exit 1; its reason says it was skipped); it is\n"
                 "recorded as failed");
+  add_no_contain_flag(cmd, a->no_contain);
   cmd->callback([a, &exit_code] {
+    contain(a->no_contain);
     const auto scenarios = launch::filter_scenarios(lockstep::validate::load_paths(a->paths), a->filter);
     baseline::Store store(a->baseline, baseline::Access::kCreate);
     const auto env = baseline::detect_environment(a->env);

@@ -36,6 +36,7 @@ void add_run(CLI::App& app, int& exit_code) {
     std::string reference;
     int ab_runs = 5;
     double ab_tolerance = 0.05;
+    bool no_contain = false;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("paths", a->paths, "scenario files or directories (searched for *.toml)")->required();
@@ -87,7 +88,9 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--alpha", a->rule.alpha, "with --baseline: significance level of the one-sided Mann-Whitney test")
       ->capture_default_str()
       ->check(CLI::Range(1e-9, 0.5) & finite());
+  add_no_contain_flag(cmd, a->no_contain);
   cmd->callback([a, &exit_code] {
+    contain(a->no_contain);
     if (!a->slowdown.empty()) perf::parse_slowdown_flag(a->slowdown, "--slowdown");
     if (!a->reference.empty()) {
       if (!a->baseline.empty()) throw InputError("--reference and --baseline: give one (an A/B run or a check against records)");

@@ -81,6 +81,7 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     bool standalone = false;
     std::string report_dir;
     double timeout_s = 600;
+    bool no_contain = false;
   };
   auto a = std::make_shared<Args>();
   cmd->prefix_command();  // the first argument that is not one of these options is the script
@@ -118,13 +119,14 @@ void add_torchrun(CLI::App& app, int& exit_code) {
                   "rank has started, is a timeout (run.timeout_s); start-up has its own bound, 120 s")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 3600.0) & finite());
+  add_no_contain_flag(cmd, a->no_contain);
   cmd->callback([cmd, a, addr, port, &exit_code] {
     const std::vector<std::string> rest = cmd->remaining();
     if (rest.empty()) throw InputError("torchrun: no training script given (lockstep torchrun [options] train.py [args])");
     if (rest.front().size() > 1 && rest.front()[0] == '-') {
       throw InputError("torchrun: unsupported option '" + rest.front() +
                        "' (lockstep torchrun takes torchrun's --nproc-per-node, --nnodes, --node-rank, --master-addr, "
-                       "--master-port and --standalone, and lockstep's --python, --report-dir and --timeout-s, before the script)");
+                       "--master-port and --standalone, and lockstep's --python, --report-dir, --timeout-s and --no-contain, before the script)");
     }
     const std::string script = rest.front();
     const int n_nodes = parse_nnodes(a->nnodes);
@@ -140,6 +142,11 @@ void add_torchrun(CLI::App& app, int& exit_code) {
                        std::to_string(a->nproc_per_node * n_nodes));
     }
     if (std::error_code ec; !fs::is_regular_file(script, ec)) throw InputError("torchrun: no such script: " + script);
+    // One node on this machine's loopback is a local run; other nodes must reach this one's ranks.
+    std::string not_local;
+    if (n_nodes > 1) not_local = "a multi-node run (--nnodes " + a->nnodes + "): its ranks reach the other nodes over the network";
+    else if (!env::is_loopback(a->master_addr)) not_local = "--master-addr " + a->master_addr + " is not this machine's loopback";
+    contain(a->no_contain, not_local);
 
     // The scenario a file with [workload] kind = "program" would give, expecting pass.
     scenario::Scenario s;

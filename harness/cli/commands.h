@@ -35,6 +35,11 @@ void link_latest(const std::string& dir);
 // SIGINT/SIGTERM end the run cleanly (launch/cancel.h); this is the exit code that says so
 // (128 + the signal, as a shell reports it), or `code` when the run was not cancelled.
 int exit_code_after(int code);
+// `--no-contain`, with its help, on a command that runs scenarios locally (launch/contain.h).
+void add_no_contain_flag(CLI::App* cmd, bool& no_contain);
+// Contains the rest of the command's run (launch::contain_run) unless `no_contain`; `not_local`
+// says why a run must reach other hosts ("" when it is local). Call it first in the callback.
+void contain(bool no_contain, const std::string& not_local = "");
 // A CLI11 check that refuses NaN and infinity.
 const CLI::Validator& finite();
 

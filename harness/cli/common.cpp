@@ -14,6 +14,7 @@
 #include "harness/cli/commands.h"
 #include "harness/core/error.h"
 #include "harness/launch/cancel.h"
+#include "harness/launch/contain.h"
 
 namespace lockstep::cli {
 namespace fs = std::filesystem;
@@ -31,7 +32,7 @@ std::string fresh_report_dir() {
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
   std::ostringstream os;
-  os << kReportRoot << "/run-" << stamp << '.' << (ms < 100 ? (ms < 10 ? "00" : "0") : "") << ms << '-' << getpid();
+  os << kReportRoot << "/run-" << stamp << '.' << (ms < 100 ? (ms < 10 ? "00" : "0") : "") << ms << '-' << launch::host_pid();
   return os.str();
 }
 
@@ -40,7 +41,7 @@ void prepare_report_dir(const std::string& dir, const std::string& option) {
   fs::create_directories(dir, ec);
   if (ec) throw InputError(option + " " + dir + ": cannot create it: " + ec.message());
   if (!fs::is_directory(dir)) throw InputError(option + " " + dir + ": not a directory");
-  const fs::path probe = fs::path(dir) / (".lockstep-write-probe-" + std::to_string(getpid()));
+  const fs::path probe = fs::path(dir) / (".lockstep-write-probe-" + std::to_string(launch::host_pid()));
   {
     std::ofstream out(probe);
     out << "probe\n";
@@ -59,11 +60,28 @@ void link_latest(const std::string& dir) {
   // this run's in a script that still reads it.
   for (const char* old : {"results.json", "junit.xml"}) fs::remove(fs::path(kReportRoot) / old, ec);
   const fs::path target = fs::path(dir).filename();
-  const fs::path tmp = fs::path(kReportRoot) / (".latest-" + std::to_string(getpid()));
+  const fs::path tmp = fs::path(kReportRoot) / (".latest-" + std::to_string(launch::host_pid()));
   fs::remove(tmp, ec);
   fs::create_directory_symlink(target, tmp, ec);
   if (!ec) fs::rename(tmp, fs::path(kReportRoot) / "latest", ec);  // atomic: readers see the old or the new
   if (ec) fs::remove(tmp, ec);
+}
+
+void add_no_contain_flag(CLI::App* cmd, bool& no_contain) {
+  cmd->add_flag("--no-contain", no_contain,
+                "run the ranks in this machine's network and PID namespaces, as before containment (also\n"
+                "LOCKSTEP_CONTAIN=off). By default a local run gets its own network namespace (loopback only: none\n"
+                "of its ports is reachable from outside) and PID namespace (everything it started dies with it,\n"
+                "even after kill -9 of lockstep), where root or unprivileged user namespaces allow it;\n"
+                "results.json's \"containment\" says whether it was and why not. LOCKSTEP_CONTAIN=require refuses\n"
+                "(exit 2) a run that cannot be contained");
+}
+
+void contain(bool no_contain, const std::string& not_local) {
+  launch::ContainRequest request;
+  request.opted_out = no_contain;
+  request.not_local = not_local;
+  launch::contain_run(request);
 }
 
 int exit_code_after(int code) { return launch::cancelled() ? 128 + launch::cancel_signal() : code; }

@@ -10,6 +10,10 @@ namespace lockstep::env {
 // Set by the user.
 inline constexpr const char* kPython = "LOCKSTEP_PYTHON";                // the interpreter of {python}; `--python`
 inline constexpr const char* kVerifyChannel = "LOCKSTEP_VERIFY_CHANNEL";  // auto | control: how ranks compare call records
+// auto (default): contain each local run in its own namespaces where the machine allows it; off:
+// never (as `--no-contain`); require: refuse (exit 2) a local run whose namespaces cannot be
+// made here (harness/launch/contain.h).
+inline constexpr const char* kContain = "LOCKSTEP_CONTAIN";
 
 // Set by the launcher for each of lockstep's own ranks (`lockstep rank`).
 inline constexpr const char* kStoreHosted = "LOCKSTEP_STORE_HOSTED";  // 1: the launcher hosts the store, rank 0 does not

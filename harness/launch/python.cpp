@@ -19,6 +19,7 @@
 
 #include "harness/core/env.h"
 #include "harness/core/error.h"
+#include "harness/launch/contain.h"
 #include "harness/launch/processes.h"
 #include "harness/launch/watch.h"
 #include "harness/rank/runtime.h"
@@ -191,7 +192,7 @@ void remember_success(const std::string& key, const std::string& output) {
   if (n == 0) return;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  const fs::path tmp = dir / (key_name(key) + ".tmp-" + std::to_string(::getpid()));
+  const fs::path tmp = dir / (key_name(key) + ".tmp-" + std::to_string(host_pid()));
   {
     std::ofstream out(tmp);
     out << entry.str();

@@ -14,6 +14,7 @@
 
 #include "harness/core/error.h"
 #include "harness/launch/cancel.h"
+#include "harness/launch/contain.h"
 #include "harness/launch/verdict.h"
 
 #include "harness/comm/engines.h"
@@ -105,6 +106,7 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
   run.lockstep_version = std::string(LOCKSTEP_VERSION) + "+" + LOCKSTEP_GIT_REV;
   run.torch_version = comm::torch_version();
   run.started_at = utc_now();
+  run.containment = containment();
   const auto t0 = std::chrono::steady_clock::now();
   std::filesystem::create_directories(options.report_dir);
   // A report left by an earlier run in this folder must not pass for this run's, whatever
@@ -186,6 +188,7 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
       << " in "
       << std::fixed << std::setprecision(1) << run.duration_s << " s; report: " << options.report_dir << '\n';
   if (all_skipped(run)) out << "every selected scenario was skipped: nothing was checked\n";
+  if (!run.containment.contained) out << "not contained: " << run.containment.reason << '\n';
   return run;
 }
 

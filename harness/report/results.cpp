@@ -191,6 +191,8 @@ void write_results_json(const RunSummary& run, const std::string& path) {
   root["summary"] = {{"total", c.total}, {"pass", c.pass},   {"fail", c.fail},
                      {"skip", c.skip},   {"error", c.error}, {"cancelled", c.cancelled}};
   if (!run.cancelled_by.empty()) root["cancelled_by"] = run.cancelled_by;
+  root["containment"] = {{"contained", run.containment.contained}, {"namespaces", run.containment.namespaces}};
+  if (!run.containment.contained) root["containment"]["reason"] = run.containment.reason;
   Json scenarios = Json::array();
   for (const auto& r : run.results) {
     Json s;

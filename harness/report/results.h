@@ -64,6 +64,14 @@ struct ScenarioResult {
   std::vector<std::string> notes;
 };
 
+// Whether a run's processes ran in their own network, PID and mount namespaces
+// (harness/launch/contain.h), and if not, why.
+struct Containment {
+  bool contained = false;
+  std::vector<std::string> namespaces;  // "network", "pid", "mount", and "user" when unprivileged
+  std::string reason;                   // why not ("" when contained)
+};
+
 struct RunSummary {
   std::string lockstep_version;
   std::string torch_version;
@@ -71,11 +79,13 @@ struct RunSummary {
   double duration_s = 0;
   std::vector<ScenarioResult> results;
   std::string cancelled_by;  // "SIGINT" / "SIGTERM" when the run was interrupted, else ""
+  Containment containment;
 };
 
 // 2: status "cancelled", summary.cancelled (always), cancelled_by, per-scenario startup_s.
 // 3: per-scenario perf (cost per rank and phase, counters) and samples.
-inline constexpr int kResultsSchemaVersion = 3;
+// 4: containment (contained, namespaces, reason).
+inline constexpr int kResultsSchemaVersion = 4;
 
 // Writes DIR/results.json. Throws lockstep::Error if the file cannot be written.
 void write_results_json(const RunSummary& run, const std::string& path);
