@@ -116,6 +116,22 @@ TEST(HostileOutputsTest, SymlinkDoneJsonToAFileOutsideIsRefused) {
   expect_refused(r, "done.json", "symlink");
 }
 
+TEST(HostileOutputsTest, OutputsFolderReplacedBySymlinkIsRefused) {
+  TempDir dir("hostile");
+  // Once rank 0 has finished, rank 1 moves the whole outputs folder outside the run and leaves
+  // a symlink to it in its place: every file under it is a regular file.
+  const std::string outside = dir / "outside";
+  const HostileRun r = run_adapter(
+      dir, adapter("    import time\n    P = os.path.dirname(D)\n"
+                   "    while not os.path.exists(os.path.join(P, 'rank0', 'done.json')): time.sleep(0.05)\n"
+                   "    os.rename(P, '" + outside + "')\n    os.symlink('" + outside + "', P)"));
+  ASSERT_TRUE(r.result.diagnosis.has_value()) << r.result.reason;
+  const std::string& msg = r.result.diagnosis->message;
+  EXPECT_EQ(r.result.diagnosis->kind, DiagnosisKind::kInvariantViolation) << msg;
+  EXPECT_CONTAINS(msg, "sut/outputs was replaced by a symlink to " + outside);
+  EXPECT_LT(r.seconds, kTimeoutS + 5) << msg;
+}
+
 TEST(HostileOutputsTest, HardLinkToAFileOutsideIsRefused) {
   TempDir dir("hostile");
   const std::string outside = dir / "outside.npy";

@@ -1,8 +1,10 @@
 #include "harness/sut/io.h"
 
-#include <filesystem>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_set>
@@ -112,6 +114,19 @@ io::NpyArray read_output_npy(const std::string& dir, const std::string& file) {
 }
 
 SystemOutputs::SystemOutputs(std::string dir, int world_size) {
+  // The system can write beside its outputs as well as in them: the outputs folder and the one
+  // that holds it must still be lockstep's own folders, not symlinks to others' files.
+  for (const std::string& folder : {dir, fs::path(dir).parent_path().string()}) {
+    struct stat st {};
+    if (::lstat(folder.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
+    std::error_code ec;
+    const auto target = fs::read_symlink(folder, ec);
+    throw DiagnosisError(Diagnosis{DiagnosisKind::kInvariantViolation,
+                                   "the outputs folder " + folder + " was replaced by " +
+                                       (S_ISLNK(st.st_mode) ? "a symlink" + (ec ? std::string() : " to " + target.string()) : std::string("something that is not a folder")) +
+                                       " while the system ran: outputs are never read through symlinks (see scenarios/README.md, Systems under test)",
+                                   -1, -1});
+  }
   for (int r = 0; r < world_size; ++r) {
     RankOutputs ro;
     ro.rank = r;
