@@ -157,7 +157,11 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
       const auto system = outs.system();
       for (const auto& [k, v] : system) ident += (ident.empty() ? "" : ", ") + k + " " + v;
       out.system = ident;
+      // A cancel that arrives while the outputs are read is honoured between reads (each read is
+      // bounded: harness/sut/io.h's limits).
+      if (cancelled()) throw Cancelled();
       sut::CheckResult res = cap->check(s, outs);
+      if (cancelled()) throw Cancelled();
       out.digest = res.digest;
       for (int run = 1; run < sys.runs; ++run) {
         const std::string other_dir = outputs + "/run" + std::to_string(run);
@@ -167,6 +171,7 @@ SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& optio
         sut::CheckResult other;
         try {
           other = cap->check(s, sut::SystemOutputs(other_dir, ws));
+          if (cancelled()) throw Cancelled();
         } catch (DiagnosisError& e) {
           Diagnosis d = e.diagnosis();
           d.message = "run " + std::to_string(run) + " (a fresh process): " + d.message;
