@@ -45,7 +45,6 @@ Options read_options(const scenario::Scenario& s) {
   o.uniformity_fanout = read_int(c, "uniformity_fanout", 0, 0, 10000);
   c.finish();
   if (!o.in_edges) c.fail("edges_dir", "systems under test sample in-edges (\"in\") in this version, got \"out\"");
-  if (o.num_seeds == 0) c.fail("num_seeds", "a system under test needs seeds to sample (>= 1), got 0");
   s.system->profile.finish();
   return o;
 }
@@ -125,7 +124,8 @@ void write_inputs(const scenario::Scenario& s, InputWriter& w) {
   w.array("in_src", p.rows.indices, {e}, "per CSR position: the in-neighbor (the edge's source)");
   w.array("in_eids", p.rows.edge_ids, {e}, "per CSR position: the edge id");
   w.array("seeds", p.seeds, {static_cast<std::int64_t>(p.seeds.size())}, "seed nodes of every global batch, concatenated");
-  w.shares("seeds", p.shares, p.num_batches);
+  // No seeds, no batches: nothing to split (the helper's batches() is then empty).
+  if (p.num_batches > 0) w.shares("seeds", p.shares, p.num_batches);
 }
 
 // One rank's output rows (batch, hop, dst, src, eid), read and shape-checked.

@@ -90,6 +90,8 @@ class Inputs:
     def batches(self):
         """sampling: [(batch, seeds)] for this rank, every batch (seeds may be empty)."""
         count = int(self.config["num_batches"])
+        if count == 0:  # num_seeds = 0: no batch, and no shares.seeds
+            return []
         offsets = np.asarray(self.array("shares.seeds"))
         seeds = self.array("seeds")
         return [(b, np.array(seeds[offsets[b, self.rank]:offsets[b, self.rank + 1]]))
