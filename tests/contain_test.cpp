@@ -271,8 +271,8 @@ TEST(ContainTest, NoContainRunsInThisMachinesNamespacesAndSaysSo) {
   ASSERT_FALSE(v.pid.empty()) << read_file(dir / "out") << read_file(dir / "err");
   EXPECT_FALSE(v.own_net);
   EXPECT_FALSE(v.own_pid);
-  const auto host = tcp_inodes("/proc/self/net");
-  for (const auto& inode : v.sockets) EXPECT_EQ(host.count(inode), 1u) << "socket inode " << inode;
+  // (Its sockets were this machine's table while it ran; they are closed by now, so they are not
+  // looked up here: own_net above is the check.)
   const auto j = results(dir / "report");
   EXPECT_EQ(j["containment"]["contained"], false);
   EXPECT_EQ(j["containment"]["reason"], "--no-contain");
@@ -386,6 +386,13 @@ TEST(ContainTest, AnUnprivilegedUserIsContainedThroughAUserNamespace) {
   if (code == 125) GTEST_SKIP() << "uid 65534 cannot run " << LOCKSTEP_BINARY;
   ASSERT_EQ(code, 0) << read_file(dir / "out") << read_file(dir / "err");
   const auto j = results(dir / "report");
+  if (LOCKSTEP_TORCH_VERSION_MAJOR >= 2) {
+    // Not yet with LibTorch 2.x (harness/launch/contain.cpp): the run falls back and says why.
+    EXPECT_EQ(j["containment"]["contained"], false) << j["containment"].dump();
+    EXPECT_CONTAINS(j["containment"].value("reason", ""), "an unprivileged run (a user namespace) is not contained with LibTorch");
+    EXPECT_EQ(j["scenarios"][0]["status"], "pass");
+    return;
+  }
   if (!j["containment"]["contained"].get<bool>()) {
     const std::string reason = j["containment"].value("reason", "");
     ASSERT_NE(reason.find("namespaces unavailable: "), std::string::npos) << reason;
