@@ -21,7 +21,6 @@
 
 #include "harness/core/env.h"
 #include "harness/core/error.h"
-#include "lockstep/config.h"
 
 namespace lockstep::launch {
 namespace {
@@ -180,14 +179,6 @@ void run_holder(const Relay& relay, pid_t command, int report_fd, std::vector<st
   std::string root_error;
   if (geteuid() != 0 || unshare(kFlags) != 0) {
     if (geteuid() == 0) root_error = errno_text("unshare(network, pid, mount) as root", errno) + "; ";
-#if LOCKSTEP_TORCH_VERSION_MAJOR >= 2
-    // Measured on the LibTorch 2.15 line: as an unprivileged user in the user namespace, the
-    // launcher's TCPStore fails to listen ("Address already in use") and the process aborts.
-    // Until that is understood, such a run falls back to running uncontained.
-    send(report_fd, 'E', 0, root_error + "an unprivileged run (a user namespace) is not contained with LibTorch " LOCKSTEP_TORCH_VERSION
-                                          " yet: its TCPStore cannot listen there");
-    _exit(1);
-#endif
     const uid_t uid = geteuid();
     const gid_t gid = getegid();
     if (unshare(kFlags | CLONE_NEWUSER) != 0) {
