@@ -42,6 +42,12 @@ ref::PartitionMethod read_partition_method(const scenario::Config& c) {
   return *m;
 }
 
+BookKind read_book_kind(const scenario::Config& c) {
+  const std::string book = c.get_string("book", "range");
+  if (book != "range" && book != "map") c.fail("book", "must be 'range' or 'map', got '" + book + "'");
+  return book == "range" ? BookKind::kRange : BookKind::kMap;
+}
+
 bool has_switch_injection(const scenario::Scenario& s, std::string_view kind) {
   bool found = false;
   for (const auto& inj : s.injections) {

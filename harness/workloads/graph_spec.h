@@ -23,6 +23,12 @@ struct GraphSpec {
 GraphSpec read_graph_spec(const scenario::Config& c, std::uint64_t default_seed);
 // Reads `partition` ("range" by default; range, hash, random, metis).
 ref::PartitionMethod read_partition_method(const scenario::Config& c);
+// The partition book a lookup goes through: DGL's range book, or any node -> part map
+// (reference/partition/book.h).
+enum class BookKind { kRange, kMap };
+// Reads `book` ("range" by default; range, map). Shared by the graph_lookup workload and the
+// system-under-test capability lookup.
+BookKind read_book_kind(const scenario::Config& c);
 // True when `s` has an [[inject]] of `kind`, a switch with no keys of its own (validated).
 bool has_switch_injection(const scenario::Scenario& s, std::string_view kind);
 // Refuses the first [[inject]] of `kind` in `s` as one that cannot change anything with the

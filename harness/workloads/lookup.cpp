@@ -294,9 +294,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
     o.num_parts = c.get_int("num_parts", o.num_parts);
     if (o.num_parts < 1 || o.num_parts > 1024) c.fail("num_parts", "must be in 1..1024, got " + std::to_string(o.num_parts));
   }
-  const std::string book = c.get_string("book", "range");
-  if (book != "range" && book != "map") c.fail("book", "must be 'range' or 'map', got '" + book + "'");
-  o.range_book = book == "range";
+  o.range_book = read_book_kind(c) == BookKind::kRange;
   const std::string dtype = c.get_string("id_dtype", "int64");
   if (dtype != "int32" && dtype != "int64") c.fail("id_dtype", "must be 'int32' or 'int64', got '" + dtype + "'");
   o.id_type = dtype == "int32" ? ref::IdType::kI32 : ref::IdType::kI64;
