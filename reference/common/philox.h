@@ -122,6 +122,7 @@ inline constexpr std::uint32_t kTrainInit = 22;       // key = seed, c0 = parame
 inline constexpr std::uint32_t kTrainSplit = 23;      // key = seed, c0 = node id, sub = 0
 inline constexpr std::uint32_t kTrainOrder = 24;      // key = seed, c0 = node id, sub = epoch
 inline constexpr std::uint32_t kSutQueries = 30;    // key = seed, c0 = query index, sub = query group
+inline constexpr std::uint32_t kSutBook = 31;       // key = seed, c0 = node id (a shuffle's swap), sub = 0
 }  // namespace streams
 
 // Returns stream << 32 | sub, the c1 word for `stream`.

@@ -160,6 +160,52 @@ class Outputs:
         self.save(name, value)
         return value
 
+    def attempt_each(self, names, fn, *args):
+        """Per-id judgement for a system that rejects a call by raising: calls ``fn(*args)`` on
+        the whole share, and when that raises, calls it again once per id (each arg sliced to
+        row i), so that one rejected id does not hide the answers beside it. ``names`` is an
+        output name or a list of them, one per array ``fn`` returns (a tuple when several). Saves
+        the answers (zeros where an id was rejected) and, when some id was rejected,
+        ``<names[0]>.answered`` (int8, 1 = answered, 0 = rejected). When every id is rejected the
+        call is recorded as a rejection, as ``attempt`` does. Returns the answers, or None."""
+        names = [names] if isinstance(names, str) else list(names)
+
+        def call(*a):
+            value = fn(*a)
+            value = tuple(value) if isinstance(value, (tuple, list)) and len(names) > 1 else (value,)
+            if len(value) != len(names):
+                raise ContractError("fn returned %d arrays for outputs %s" % (len(value), names))
+            return [np.asarray(v.detach().cpu() if hasattr(v, "detach") else v) for v in value]
+
+        try:
+            whole = call(*args)
+        except Exception as e:  # the system's own error: now judge each id on its own
+            count = len(args[0])
+            rows, first = [None] * count, None
+            for i in range(count):
+                try:
+                    rows[i] = call(*[a[i:i + 1] for a in args])
+                except Exception as each:
+                    first = first or each
+            answered = np.array([r is not None for r in rows], dtype=np.int8)
+            if not answered.any():
+                message = str(first or e).strip()
+                for name in names:
+                    self._rejected[name] = "%s: %s" % (type(first or e).__name__, message.splitlines()[0] if message else "")
+                return None
+            sample = next(r for r in rows if r is not None)
+            whole = []
+            for k, name in enumerate(names):
+                array = np.zeros((count,) + sample[k].shape[1:], dtype=sample[k].dtype)
+                for i, r in enumerate(rows):
+                    if r is not None:
+                        array[i] = r[k][0]
+                whole.append(array)
+            self.save(names[0] + ".answered", answered)
+        for name, array in zip(names, whole):
+            self.save(name, array)
+        return whole[0] if len(names) == 1 else tuple(whole)
+
     def note(self, text):
         """A remark shown in the report (e.g. a semantic the adapter had to choose)."""
         self._notes.append(str(text))

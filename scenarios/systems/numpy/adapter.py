@@ -12,6 +12,13 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
   hang         rank 1 never finishes                      -> timeout
   nothing      rank 1 exits 0 without writing outputs     -> missing_participant
   accept       lookups accept invalid ids                 -> invariant_violation
+  not_owned_last_row  a partition's store maps a global id it does not hold to row -1, its last
+               row, and raises IndexError for ids past its largest (PyG's LocalFeatureStore);
+               judged per id (out.attempt_each)            -> invariant_violation naming the id
+  mask_ignored lookups leave out their validity mask, so the placeholder answers of rejected
+               ids read as answers                         -> invariant_violation
+  reject_share a lookup raises for the whole share when one id is bad, so valid ids beside it
+               go unanswered                               -> result_mismatch
   unseeded     sampling ignores the seed                  -> nondeterminism
   per_process  sampling mixes the process id into the seed: repeats in one process
                agree, fresh processes do not (as DGL with 2 threads) -> nondeterminism
@@ -42,21 +49,50 @@ import lockstep_sut
 
 
 def lookup(inp, out, bug):
-    offsets = np.asarray(inp.array("part_offsets"))
     n = int(inp.config["num_nodes"])
+    parts = int(inp.config["num_parts"])
+    if inp.config.get("book", "range") == "map":  # any node -> partition assignment
+        owner_of = np.asarray(inp.array("part_of")).astype(np.int64)
+    else:  # a range book: partition p owns [part_offsets[p], part_offsets[p+1])
+        offsets = np.asarray(inp.array("part_offsets"))
+        owner_of = np.repeat(np.arange(parts, dtype=np.int64), np.diff(offsets))
+    # A node's local id (its row in its partition's store): its position among the partition's ids.
+    order = np.argsort(owner_of, kind="stable")
+    starts = np.searchsorted(owner_of[order], np.arange(parts))
+    local_of = np.empty(n, dtype=np.int64)
+    local_of[order] = np.arange(n) - starts[owner_of[order]]
+    features = np.asarray(inp.array("features")) if "features" in inp.names() else None
 
     def nid2partid(ids):
         if ids.dtype.kind not in "iu":
             raise TypeError("node ids must be integers, got %s" % ids.dtype)
         if bug != "accept" and ids.size and (ids.min() < 0 or ids.max() >= n):
             raise IndexError("node id outside [0, %d)" % n)
-        return (np.searchsorted(offsets, ids, side="right") - 1).astype(ids.dtype)
+        return owner_of[np.clip(ids, 0, n - 1)].astype(ids.dtype)
 
-    def nid2localnid(ids, parts):
-        owner = np.searchsorted(offsets, ids, side="right") - 1
-        if bug != "accept" and np.any(owner != parts):
-            raise ValueError("an id is not owned by the partition asked")
-        return ids - offsets[parts]
+    def held(ids, asked):
+        """Per id: whether the asked partition holds it (the validity mask)."""
+        inside = (ids >= 0) & (ids < n)
+        return inside & (owner_of[np.where(inside, ids, 0)] == asked) | (bug == "accept")
+
+    def refuse_share():
+        raise ValueError("an id is not held by the partition asked")
+
+    def pyg_store(ids, asked):
+        """--bug not_owned_last_row: PyG's LocalFeatureStore, global id -> row through a table of
+        max(global id) + 1 entries holding -1 for ids the partition does not hold; row -1 is the
+        last row, and an id past the table raises IndexError (which rejects the whole call)."""
+        rows = np.empty_like(ids)
+        feats = np.zeros((ids.size, 0 if features is None else features.shape[1]), dtype=np.float32)
+        for p in np.unique(asked):
+            mine = np.flatnonzero(owner_of == p)
+            table = np.full(mine.max() + 1, -1, dtype=np.int64)
+            table[mine] = np.arange(mine.size)
+            index = table[ids[asked == p]]
+            rows[asked == p] = np.where(index < 0, mine.size + index, index)
+            if features is not None:
+                feats[asked == p] = features[mine][index]
+        return rows, feats
 
     for group in inp.config["groups"]:
         ids = inp.share("ids." + group)
@@ -65,9 +101,24 @@ def lookup(inp, out, bug):
             if bug == "wrong" and inp.rank == 1 and result is not None and result.size:
                 result[-1] += 1
                 out.save(group, result)
-        else:
-            parts = inp.share("parts." + group)
-            out.attempt(group, lambda: nid2localnid(ids, parts))
+            continue
+        asked = inp.share("parts." + group)
+        store = group.startswith("store.")
+        names = [group, group + ".features"] if store else group
+        if bug == "not_owned_last_row":
+            out.attempt_each(names, lambda i, a: pyg_store(i, a) if store else pyg_store(i, a)[0], ids, asked)
+            continue
+        if bug == "reject_share" and not held(ids, asked).all():
+            out.attempt(group, refuse_share)
+            continue
+        # Answers with a validity mask: 1 where the asked partition holds the id, else 0 (rejected).
+        answered = held(ids, asked)
+        safe = np.where(answered, np.clip(ids, 0, n - 1), 0)
+        out.save(group, np.where(answered, local_of[safe], 0))
+        if store:
+            out.save(group + ".features", np.where(answered[:, None], features[safe], np.float32(0)))
+        if bug != "mask_ignored":  # the bug: the mask is never written, so every placeholder reads as an answer
+            out.save(group + ".answered", answered.astype(np.int8))
 
 
 def sampling(inp, out, bug):
