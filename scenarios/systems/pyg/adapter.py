@@ -4,12 +4,15 @@ LocalFeatureStore, and the split of PyG's multi-GPU example, each done as PyG do
 lockstep starts this script once per rank (see scenarios/README.md, "Systems under test"):
 
   lookup  nid2partid: PyG keeps the partition book as a tensor, node -> partition (any
-          assignment; torch_geometric.distributed's partitioner writes it), and looks ids up
-          by indexing it: partition_book[ids]. nid2localnid(ids, p): partition p's
-          LocalFeatureStore holds the rows of its own global ids (put_global_id, put_tensor);
-          get_tensor_from_global_id(index=ids) returns their rows. Here the stored feature is
-          each row's local index, so the row returned is the local id. Whatever PyG raises is
-          recorded as a rejection.
+          assignment, lockstep's range or map book; torch_geometric.distributed's partitioner
+          writes it), and looks ids up by indexing it: partition_book[ids]. nid2localnid(ids, p)
+          and the feature store: partition p's LocalFeatureStore holds the rows of its own
+          global ids, ascending (put_global_id, put_tensor); get_tensor_from_global_id(index=ids)
+          returns their rows: attribute "row" holds each row's local index (the local id),
+          attribute "x" the node features. PyG rejects by raising, so each call goes through
+          out.attempt_each: when the share raises, every id is asked again on its own, and
+          only the ids that raise are rejected (an IndexError for one id past a store's table
+          no longer hides the wrong rows beside it).
   split   examples/multi_gpu: train_idx.split(train_idx.size(0) // world_size)[rank], and a
           loader of batch_size over it on each rank (ceil(len / batch_size) steps).
 """
@@ -26,31 +29,44 @@ from torch_geometric.distributed import LocalFeatureStore  # noqa: E402
 
 
 def lookup(inp, out):
-    offsets = torch.from_numpy(np.array(inp.array("part_offsets")))
-    sizes = offsets[1:] - offsets[:-1]
-    partition_book = torch.repeat_interleave(torch.arange(sizes.numel()), sizes)
+    if inp.config.get("book", "range") == "map":
+        partition_book = torch.from_numpy(np.array(inp.array("part_of"))).to(torch.int64)
+    else:
+        offsets = torch.from_numpy(np.array(inp.array("part_offsets")))
+        partition_book = torch.repeat_interleave(torch.arange(offsets.numel() - 1), offsets[1:] - offsets[:-1])
+    features = torch.from_numpy(np.array(inp.array("features"))) if "features" in inp.names() else None
     stores = []
-    for p in range(sizes.numel()):
+    for p in range(int(inp.config["num_parts"])):
+        nodes = (partition_book == p).nonzero().view(-1)  # ascending: row i holds the i-th smallest id
         store = LocalFeatureStore()
-        store.put_global_id(torch.arange(int(offsets[p]), int(offsets[p + 1])), group_name=None)
-        store.put_tensor(torch.arange(int(sizes[p])).view(-1, 1), group_name=None, attr_name="row")
+        store.put_global_id(nodes, group_name=None)
+        store.put_tensor(torch.arange(nodes.numel()).view(-1, 1), group_name=None, attr_name="row")
+        if features is not None:
+            store.put_tensor(features[nodes], group_name=None, attr_name="x")
         stores.append(store)
 
-    def nid2localnid(ids, parts):
-        result = torch.empty_like(ids)
+    def from_stores(ids, parts, attr, width):
+        """Each id's row of `attr` from the store of the partition asked for it."""
+        result = torch.zeros((ids.numel(), width), dtype=torch.float32 if attr == "x" else torch.int64)
         for p in torch.unique(parts).tolist():
             mask = parts == p
-            rows = stores[p].get_tensor_from_global_id(group_name=None, attr_name="row", index=ids[mask])
-            result[mask] = rows.view(-1).to(ids.dtype)
-        return result.numpy()
+            result[mask] = stores[p].get_tensor_from_global_id(group_name=None, attr_name=attr, index=ids[mask]).to(result.dtype)
+        return result
+
+    def rows(ids, parts):
+        return from_stores(ids, parts, "row", 1).view(-1).to(ids.dtype)
+
+    def rows_and_features(ids, parts):
+        return rows(ids, parts), from_stores(ids, parts, "x", features.shape[1])
 
     for group in inp.config["groups"]:
         ids = torch.from_numpy(inp.share("ids." + group))
         if group.startswith("partid."):
-            out.attempt(group, lambda: partition_book[ids].numpy())
+            out.attempt_each(group, lambda i: partition_book[i], ids)
+        elif group.startswith("localnid."):
+            out.attempt_each(group, rows, ids, torch.from_numpy(inp.share("parts." + group)))
         else:
-            parts = torch.from_numpy(inp.share("parts." + group))
-            out.attempt(group, lambda: nid2localnid(ids, parts))
+            out.attempt_each([group, group + ".features"], rows_and_features, ids, torch.from_numpy(inp.share("parts." + group)))
 
 
 def split(inp, out):
