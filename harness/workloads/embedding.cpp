@@ -105,14 +105,21 @@ std::string describe(float v) {
   return buf;
 }
 
-// One step's global batch: ids, and the gradient of each sample (an id, or a bag). With bags,
-// bag q holds ids [offsets[q], offsets[q + 1]) and weights has one value per id (with
+// Samples [lo, hi) of one step's global batch (a sample is an id, or a bag): their ids, and
+// each sample's gradient. With bags, offsets covers every bag of the step (bag q holds the
+// step's ids [offsets[q], offsets[q + 1])) and weights has one value per id of `ids` (with
 // per_sample_weights); without, offsets is empty and every id is its own sample.
 struct StepBatch {
   I64 ids, offsets;
   std::vector<float> weights, grads;
-  // Samples [lo, hi) as their ids' positions.
+  // The step's id position where sample q starts.
   std::int64_t first_id(std::int64_t q) const { return offsets.empty() ? q : offsets[static_cast<std::size_t>(q)]; }
+  // Samples [lo, hi)'s bags as offsets into `ids`, from 0.
+  I64 local_offsets(std::int64_t lo, std::int64_t hi) const {
+    I64 out;
+    for (std::int64_t q = lo; q <= hi; ++q) out.push_back(first_id(q) - first_id(lo));
+    return out;
+  }
 };
 
 class Embedding final : public Workload {
@@ -161,16 +168,13 @@ class Embedding final : public Workload {
       ctx.comm.set_step(s);
       const std::int64_t batch = batch_size(s);  // samples: ids, or bags
       const auto [lo, hi] = chunk(batch, ws, me);
-      const StepBatch global = step_batch(ctx.scenario.seed, s);
-      const std::int64_t id0 = global.first_id(lo), id1 = global.first_id(hi);
-      const I64 mine(global.ids.begin() + id0, global.ids.begin() + id1);
-      const std::vector<float> grads(global.grads.begin() + lo * d, global.grads.begin() + hi * d);  // per sample
-      I64 bag_offsets;  // this rank's bags, from 0
-      for (std::int64_t q = lo; o_.bags() && q <= hi; ++q) bag_offsets.push_back(global.first_id(q) - id0);
-      const float* weights = o_.per_sample_weights ? global.weights.data() + id0 : nullptr;
+      const StepBatch part = step_batch(ctx.scenario.seed, s, lo, hi);
+      const I64& mine = part.ids;
+      const I64 bag_offsets = o_.bags() ? part.local_offsets(lo, hi) : I64{};  // this rank's bags, from 0
+      const float* weights = o_.per_sample_weights ? part.weights.data() : nullptr;
       // With bags, each id's gradient row is its bag's (bag.h's backward).
       const std::vector<float> id_grads =
-          o_.bags() ? ref::bag_backward(grads.data(), bag_offsets.data(), hi - lo, d, o_.pooling, weights) : grads;
+          o_.bags() ? ref::bag_backward(part.grads.data(), bag_offsets.data(), hi - lo, d, o_.pooling, weights) : part.grads;
       const auto ids = ref::IdArray::from_host(mine, o_.id_type, ids_device);
       const std::int64_t max_chunk = (batch + ws - 1) / ws;  // samples: pulled rows, or pooled bags
       const std::int64_t per_table = (max_chunk + max_part) * d;
@@ -256,21 +260,21 @@ class Embedding final : public Workload {
 
   std::int64_t batch_size(std::int64_t s) const { return o_.batch_sizes[static_cast<std::size_t>(s) % o_.batch_sizes.size()]; }
 
-  // Step s's global batch (the same functions of the seed as the systems' capability).
-  StepBatch step_batch(std::uint64_t seed, std::int64_t s) const {
+  // Samples [lo, hi) of step s's global batch (hi < 0: to the end), the same functions of the
+  // seed as the systems' capability; a rank draws only its own.
+  StepBatch step_batch(std::uint64_t seed, std::int64_t s, std::int64_t lo = 0, std::int64_t hi = -1) const {
     StepBatch b;
     const std::int64_t n = batch_size(s);
-    std::int64_t ids = n;
+    if (hi < 0) hi = n;
     if (o_.bags()) {
       b.offsets.push_back(0);
       for (std::int64_t q = 0; q < n; ++q) b.offsets.push_back(b.offsets.back() + o_.bag_sizes[static_cast<std::size_t>(q) % o_.bag_sizes.size()]);
-      ids = b.offsets.back();
     }
-    for (std::int64_t p = 0; p < ids; ++p) {
+    for (std::int64_t p = b.first_id(lo); p < b.first_id(hi); ++p) {
       b.ids.push_back(batch_id(seed, s, p, o_));
       if (o_.per_sample_weights) b.weights.push_back(ref::embedding_bag_weight(seed, s, p));
     }
-    for (std::int64_t q = 0; q < n; ++q) {
+    for (std::int64_t q = lo; q < hi; ++q) {
       for (std::int64_t c = 0; c < o_.dim; ++c) b.grads.push_back(ref::embedding_batch_grad(seed, s, q, c));
     }
     return b;
