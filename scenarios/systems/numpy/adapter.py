@@ -28,6 +28,8 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
   rowwise_sum  row-wise Adagrad adds the row's sum of g^2, not its mean -> result_mismatch
   grad_div     embedding gradients divided by the world size (TorchRec's default) without
                declaring it                                -> result_mismatch (gradients divided)
+  fma          SGD's w - lr*g rounded once (computed in float64, as fbgemm's fused multiply-add):
+               within a declared tolerance_ulps, not bit-identical
   own_steps    each rank counts its own batches, ceil(len(mine) / batch_size): ranks with one
                id more run one step more                   -> uneven_steps
   bag_mean_as_sum  embedding bags told to mean-pool are summed (forward and backward)
@@ -148,7 +150,9 @@ def embedding(inp, out, bug):
         if mean:
             g = g / np.bincount(inverse).astype(f32)[:, None]
         w = table[rows]
-        if kind == "sgd":
+        if kind == "sgd" and bug == "fma":
+            w = (w.astype(np.float64) - np.float64(lr) * g.astype(np.float64)).astype(f32)
+        elif kind == "sgd":
             w = w - lr * g
         elif kind == "rowwise_adagrad":
             q = np.zeros(rows.size, f32)
