@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/config.h"
 #include "tests/test_util.h"
 
 namespace lockstep {
@@ -246,6 +247,21 @@ TEST_F(CliTest, ValidateMissingPathExitsTwo) {
 TEST_F(CliTest, UnknownSubcommandIsAUsageError) {
   EXPECT_EQ(lockstep("frobnicate").code, 2);
   EXPECT_EQ(lockstep("").code, 2);  // a subcommand is required
+}
+
+// A lockstep binary that the dynamic loader gives another LibTorch (its own folder unreadable, or
+// LD_LIBRARY_PATH first) stops before anything runs, naming both versions, instead of failing
+// later on a foreign ABI (it once reported a TCPStore that "cannot bind", then aborted).
+TEST_F(CliTest, AForeignLibTorchIsRefusedBeforeAnythingRuns) {
+  const std::string debian = "/usr/lib/x86_64-linux-gnu";
+  if (LOCKSTEP_TORCH_VERSION_MAJOR < 2) GTEST_SKIP() << "needs a build on the wheel line, with Debian's LibTorch 1.13 to load in its place";
+  if (!fs::exists(debian + "/libtorch_cpu.so")) GTEST_SKIP() << "Debian's libtorch-dev (1.13) is not installed";
+  const auto r = lockstep::test::run_cli("env", "LD_LIBRARY_PATH=" + debian + " " + quote(LOCKSTEP_BINARY) + " --version", dir_);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_CONTAINS(r.err, "built against LibTorch " LOCKSTEP_TORCH_VERSION " in " LOCKSTEP_TORCH_LIBDIR);
+  EXPECT_CONTAINS(r.err, "gave it LibTorch 1.13.0 from " + debian + "/libtorch_cpu.so");
+  EXPECT_CONTAINS(r.err, "LD_LIBRARY_PATH");
+  EXPECT_EQ(r.out, "");  // not even --version ran
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -115,6 +115,10 @@ TEST(WorkloadSpecTest, EmptyTablesGiveTheDocumentedDefaults) {
   EXPECT_EQ(e.optimizer.beta2, 0.999);
   EXPECT_EQ(e.optimizer.initial_accumulator_value, 0.0);
   EXPECT_EQ(e.init_scale, 0.5);
+  EXPECT_TRUE(e.bag_sizes.empty());  // no bags: one id per sample
+  EXPECT_FALSE(e.bags());
+  EXPECT_EQ(e.pooling, ref::BagPooling::kSum);
+  EXPECT_FALSE(e.per_sample_weights);
 }
 
 // One [workload] line, loaded by lockstep's workload and by a system under test.
@@ -175,7 +179,15 @@ INSTANTIATE_TEST_SUITE_P(
                       SharedKey{"embedding", "rows = 16777216", ""},
                       SharedKey{"embedding", "rows = 16777217", ":6: workload.rows: must be in [1, 16777216], got 16777217"},
                       SharedKey{"embedding", "beta1 = 0.9999995", ""}, SharedKey{"embedding", "init_scale = 1e-7", ""},
-                      SharedKey{"embedding", "hot_rows = 0", ":6: workload.hot_rows: must be >= 1, got 0"}),
+                      SharedKey{"embedding", "hot_rows = 0", ":6: workload.hot_rows: must be >= 1, got 0"},
+                      SharedKey{"embedding", "bag_sizes = [3, 0, 1024]", ""},
+                      SharedKey{"embedding", "bag_sizes = []", ":6: workload.bag_sizes: must not be empty"},
+                      SharedKey{"embedding", "bag_sizes = [2, 1025]", ":6: workload.bag_sizes: each bag size must be in 0..1024, got 1025"},
+                      SharedKey{"embedding", "bag_sizes = [2]\npooling = \"max\"", "unknown value \"max\"; allowed: sum, mean"},
+                      SharedKey{"embedding", "pooling = \"mean\"", ":6: workload.pooling: needs bag_sizes"},
+                      SharedKey{"embedding", "per_sample_weights = true", ":6: workload.per_sample_weights: needs bag_sizes"},
+                      SharedKey{"embedding", "bag_sizes = [2]\npooling = \"mean\"\nper_sample_weights = true",
+                                ":8: workload.per_sample_weights: needs pooling = \"sum\""}),
     [](const ::testing::TestParamInfo<SharedKey>& info) { return info.param.kind + "_" + std::to_string(info.index); });
 
 // What a capability cannot check is refused naming the key; lockstep's workload runs it.
@@ -186,6 +198,14 @@ TEST_F(SharedSchemaTest, CapabilityLimitsAreRefusedOnlyWithASystem) {
   const SharedKey out{"sampling", "edges_dir = \"out\"", ""};
   EXPECT_EQ(error(out, /*with_system=*/false), "");
   EXPECT_CONTAINS(error(out, /*with_system=*/true), ":6: workload.edges_dir: systems under test sample in-edges");
+}
+
+// Bags are refused, naming the key, where one side cannot check them yet.
+TEST_F(SharedSchemaTest, BagLimitsNameTheKey) {
+  EXPECT_CONTAINS(error({"embedding", "bag_sizes = [2]\nstorages = [\"bf16\"]", ""}, /*with_system=*/false),
+                  ":7: workload.storages: bags (bag_sizes) are checked with f32 storage in this version");
+  EXPECT_CONTAINS(error({"embedding", "bag_sizes = [2]\nbad_id_groups = [\"negative\"]\noptimizer = \"sgd\"", ""}, /*with_system=*/true),
+                  ":7: workload.bad_id_groups: is checked with one id per sample in this version");
 }
 
 // Each side's own keys stay its own: an unknown key on the other side.

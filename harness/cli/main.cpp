@@ -6,10 +6,16 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/cli/commands.h"
+#include "harness/comm/engines.h"
 #include "harness/core/error.h"
 #include "lockstep/config.h"
 
 int main(int argc, char** argv) {
+  // Before anything touches LibTorch: a foreign libtorch fails later in unrelated ways.
+  if (const std::string why = lockstep::comm::loaded_torch_mismatch(); !why.empty()) {
+    std::cerr << "lockstep: " << why << '\n';
+    return 2;
+  }
   CLI::App app{
       "lockstep: reproducibility and correctness harness for distributed GNN training.\n"
       "Runs scenario files (TOML) over real rank processes and real collective engines (Gloo via\n"

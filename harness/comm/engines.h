@@ -67,4 +67,11 @@ int cuda_device_count();
 // "1.13.1" / "2.11.0+cu130": the LibTorch this binary was built against.
 std::string torch_version();
 
+// "" when the LibTorch the dynamic loader gave this process is the version this binary was built
+// against; else what was loaded, from where, and what to do. A mismatch happens when the build's
+// LibTorch folder (LOCKSTEP_TORCH_LIBDIR, e.g. under root's home) is unreadable to the user, so
+// the loader falls back to another libtorch on the system path: the process would run on a
+// foreign ABI and fail later in unrelated ways (a TCPStore that "cannot bind", an abort).
+std::string loaded_torch_mismatch();
+
 }  // namespace lockstep::comm

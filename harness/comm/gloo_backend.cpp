@@ -1,11 +1,13 @@
 // The one translation unit that talks to LibTorch: c10d's TCPStore and ProcessGroupGloo.
 #include <ATen/ATen.h>
+#include <ATen/Version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -369,5 +371,27 @@ std::shared_ptr<Store> wrap_c10d_store(c10::intrusive_ptr<c10d::Store> store) {
 }
 
 std::string torch_version() { return LOCKSTEP_TORCH_VERSION; }
+
+std::string loaded_torch_mismatch() {
+  // at::show_config() exists with this signature in every LibTorch line, and its build settings
+  // name the library's own version ("TORCH_VERSION=1.13.0,").
+  const std::string config = at::show_config();
+  const std::string key = "TORCH_VERSION=";
+  const auto at = config.find(key);
+  if (at == std::string::npos) return "";
+  const auto end = config.find_first_of(", \n", at + key.size());
+  const std::string loaded = config.substr(at + key.size(), end - at - key.size());
+  if (loaded == LOCKSTEP_TORCH_VERSION) return "";
+  std::string from = "an unknown file";
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&at::show_config), &info) != 0 && info.dli_fname) from = info.dli_fname;
+  const std::string dir = LOCKSTEP_TORCH_LIBDIR;
+  return "this lockstep was built against LibTorch " LOCKSTEP_TORCH_VERSION " in " + dir +
+         ", but the dynamic loader gave it LibTorch " + loaded + " from " + from + ". " +
+         (::access(dir.c_str(), R_OK | X_OK) != 0
+              ? dir + " is not readable by this user (uid " + std::to_string(::getuid()) +
+                    "): run lockstep as a user who can read it, or build it with LOCKSTEP_DEPS set to a folder every user can read"
+              : std::string("LD_LIBRARY_PATH or the system's library path put another LibTorch first: unset it, or rebuild lockstep against that LibTorch"));
+}
 
 }  // namespace lockstep::comm

@@ -22,6 +22,7 @@
 #include "harness/sut/common.h"
 #include "harness/workloads/digest.h"
 #include "harness/workloads/embedding_spec.h"
+#include "reference/embedding/bag.h"
 #include "reference/embedding/embedding.h"
 
 namespace lockstep::sut {
@@ -47,6 +48,9 @@ struct Semantics {
   bool divide_by_ws = false;   // every gradient row divided by float(world size) before the reduction
                                // (TorchRec: torchrec.distributed.comm_ops' GRADIENT_DIVISION, on by default)
   BadIds bad = BadIds::kReject;  // what the system does with ids outside [0, N)
+  // Bags (from [workload], not the profile): how the system pools, as replayed.
+  bool pool_mean = false;      // mean pooling (forward sum / k, backward g * (1 / k))
+  bool weights = false;        // per-sample weights applied (forward w * r, backward g * w)
   bool operator==(const Semantics&) const = default;
 };
 
@@ -91,6 +95,7 @@ Options read_options(const scenario::Scenario& s) {
   if (!o.bad_groups.empty() && o.optimizer.kind == ref::OptimizerKind::kAdam) {
     c.fail("bad_id_groups", "is checked with sgd and adagrad in this version, not adam");
   }
+  if (!o.bad_groups.empty() && o.bags()) c.fail("bad_id_groups", "is checked with one id per sample in this version, not with bag_sizes");
   c.finish();
   const auto& p = s.system->profile;
   const std::string reduce = p.get_string("reduce", "sum");
@@ -111,27 +116,83 @@ Options read_options(const scenario::Scenario& s) {
   o.declared.bad = static_cast<BadIds>(std::find(kBadIdNames.begin(), kBadIdNames.end(), bad) - kBadIdNames.begin());
   o.tolerance_ulps = read_double(p, "tolerance_ulps", 0, 0, 1e6);
   p.finish();
+  o.declared.pool_mean = o.bags() && o.pooling == ref::BagPooling::kMean;
+  o.declared.weights = o.per_sample_weights;
   return o;
 }
 
 struct Batches {
   I64 ids;                // every step's global batch, concatenated
-  F32 grads;              // ids.size() x dim
-  I64 step_begin;         // steps + 1
+  F32 grads;              // without bags: ids.size() x dim; with bags: one output gradient per bag
+  I64 step_begin;         // steps + 1: id positions
+  // Bags only: bag q (global over the steps) holds ids [bag_offsets[q], bag_offsets[q + 1]).
+  I64 bag_begin;          // steps + 1: bag indices
+  I64 bag_offsets;        // bags + 1
+  F32 weights;            // ids.size(), with per_sample_weights
 };
 
+// Step t's global batch: batch_sizes[t mod len] ids, or with bags that many bags, bag q of the
+// step holding bag_sizes[q mod len] ids. Ids at step position p, gradients at step position
+// (id, or bag) q and weights are those of reference/embedding (pure functions of the seed).
 Batches make_batches(const Options& o, std::uint64_t seed) {
   Batches b;
   b.step_begin.push_back(0);
+  b.bag_begin.push_back(0);
+  b.bag_offsets.push_back(0);
   for (std::int64_t t = 0; t < o.steps; ++t) {
     const std::int64_t n = o.batch_sizes[static_cast<std::size_t>(t) % o.batch_sizes.size()];
-    for (std::int64_t p = 0; p < n; ++p) {
+    std::int64_t ids_in_step = n;
+    if (o.bags()) {
+      ids_in_step = 0;
+      for (std::int64_t q = 0; q < n; ++q) {
+        ids_in_step += o.bag_sizes[static_cast<std::size_t>(q) % o.bag_sizes.size()];
+        b.bag_offsets.push_back(b.step_begin.back() + ids_in_step);
+        for (std::int64_t c = 0; c < o.dim; ++c) b.grads.push_back(ref::embedding_batch_grad(seed, t, q, c));
+      }
+      b.bag_begin.push_back(b.bag_begin.back() + n);
+    }
+    for (std::int64_t p = 0; p < ids_in_step; ++p) {
       b.ids.push_back(ref::embedding_batch_id(seed, t, p, o.rows, o.hot_rows));
-      for (std::int64_t c = 0; c < o.dim; ++c) b.grads.push_back(ref::embedding_batch_grad(seed, t, p, c));
+      if (!o.bags()) {
+        for (std::int64_t c = 0; c < o.dim; ++c) b.grads.push_back(ref::embedding_batch_grad(seed, t, p, c));
+      }
+      if (o.per_sample_weights) b.weights.push_back(ref::embedding_bag_weight(seed, t, p));
     }
     b.step_begin.push_back(static_cast<std::int64_t>(b.ids.size()));
   }
   return b;
+}
+
+ref::BagPooling pooling_of(const Semantics& sem) { return sem.pool_mean ? ref::BagPooling::kMean : ref::BagPooling::kSum; }
+
+// Every id position's gradient row under `sem`: the batches' own rows without bags, else the
+// bags' backward (reference/embedding/bag.h).
+F32 id_grads(const Options& o, const Batches& b, const Semantics& sem) {
+  if (!o.bags()) return b.grads;
+  return ref::bag_backward(b.grads.data(), b.bag_offsets.data(), static_cast<std::int64_t>(b.bag_offsets.size()) - 1, o.dim, pooling_of(sem),
+                           sem.weights ? b.weights.data() : nullptr);
+}
+
+// Each step's rank_split shares: of the ids, and with bags of the bags (the ids' shares are
+// then the bags' bounds), [steps * (world_size + 1)].
+struct Shares {
+  I64 ids, bags;
+};
+
+Shares make_shares(const Options& o, const Batches& b, int ws) {
+  Shares sh;
+  for (std::int64_t t = 0; t < o.steps; ++t) {
+    const auto ts = static_cast<std::size_t>(t);
+    if (!o.bags()) {
+      for (auto x : share_offsets(b.step_begin[ts + 1] - b.step_begin[ts], ws, b.step_begin[ts])) sh.ids.push_back(x);
+      continue;
+    }
+    for (auto x : share_offsets(b.bag_begin[ts + 1] - b.bag_begin[ts], ws, b.bag_begin[ts])) {
+      sh.bags.push_back(x);
+      sh.ids.push_back(b.bag_offsets[static_cast<std::size_t>(x)]);
+    }
+  }
+  return sh;
 }
 
 F32 initial_table(const Options& o, std::uint64_t seed) {
@@ -178,12 +239,13 @@ Trajectory simulate(const Options& o, const Batches& b, const F32& init, const S
   F32 s2(w.size(), 0.f);
   I64 touched(static_cast<std::size_t>(o.rows), 0);
   const float eps = static_cast<float>(o.optimizer.resolved_eps());
+  const F32 all_grads = id_grads(o, b, sem);
   for (std::int64_t t = 0; t < o.steps; ++t) {
     tr.before.push_back(w);
     const std::int64_t lo = sem.stale ? 0 : b.step_begin[static_cast<std::size_t>(t)];
     const std::int64_t hi = b.step_begin[static_cast<std::size_t>(t) + 1];
     if (hi > lo) {  // stale: earlier steps' gradients are applied again even on an empty step
-      const float* grads = b.grads.data() + lo * o.dim;
+      const float* grads = all_grads.data() + lo * o.dim;
       F32 divided;
       if (sem.divide_by_ws) {
         // Each contribution divided on its own, as the system's backward does, then reduced.
@@ -222,11 +284,13 @@ std::string describe(float v) {
   return os.str();
 }
 
-// Whether got is within `ulps` units of 2^-23 * max(|want|, 2^-6) of want.
-bool close(float want, float got, double ulps) {
+// Whether got is within `ulps` units of 2^-23 * max(scale, 2^-6) of want; scale is |want|
+// unless given (a pooled bag's: the pooling of its rows' magnitudes, which bounds how far a
+// rounding in any of them moves the result).
+bool close(float want, float got, double ulps, double scale = -1) {
   if (std::memcmp(&want, &got, 4) == 0) return true;
   if (ulps <= 0 || !std::isfinite(got)) return false;
-  const double unit = std::ldexp(std::max<double>(std::fabs(want), std::ldexp(1.0, -6)), -23);
+  const double unit = std::ldexp(std::max<double>(scale >= 0 ? scale : std::fabs(want), std::ldexp(1.0, -6)), -23);
   return std::fabs(static_cast<double>(got) - want) <= ulps * unit;
 }
 
@@ -243,14 +307,46 @@ struct Mismatch {
   float want, got;
 };
 
-std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const I64& shares, int ws, const Observed& obs,
-                                       const Trajectory& tr, double ulps) {
+// Bags [q0, q1) pooled from `table` under `sem`: (q1 - q0) x dim.
+F32 pooled_bags(const Options& o, const Batches& b, const Semantics& sem, const F32& table, std::int64_t q0, std::int64_t q1) {
+  const auto d = static_cast<std::size_t>(o.dim);
+  const std::int64_t p0 = b.bag_offsets[static_cast<std::size_t>(q0)];
+  I64 offsets;
+  F32 rows;
+  for (std::int64_t q = q0; q <= q1; ++q) offsets.push_back(b.bag_offsets[static_cast<std::size_t>(q)] - p0);
+  for (std::int64_t p = p0; p < b.bag_offsets[static_cast<std::size_t>(q1)]; ++p) {
+    const auto id = static_cast<std::size_t>(b.ids[static_cast<std::size_t>(p)]);
+    rows.insert(rows.end(), table.begin() + static_cast<std::ptrdiff_t>(id * d), table.begin() + static_cast<std::ptrdiff_t>((id + 1) * d));
+  }
+  return ref::pool_bags(rows.data(), offsets.data(), q1 - q0, o.dim, pooling_of(sem), sem.weights ? b.weights.data() + p0 : nullptr);
+}
+
+// The first output that differs from trajectory `tr` (replayed under `sem`) by more than
+// `ulps` units per step: per step, the rows (or bags) each rank pulled, then the state, then
+// the table. For a bag, `row` is its global bag index.
+std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const Shares& sh, int ws, const Observed& obs,
+                                       const Trajectory& tr, const Semantics& sem, double ulps) {
   const auto d = static_cast<std::size_t>(o.dim);
   for (std::int64_t t = 0; t < o.steps; ++t) {
     const double tol = ulps * static_cast<double>(t + 1);
+    F32 magnitudes;  // bags: |table|, pooled for each bag's tolerance scale
+    if (o.bags() && tol > 0) {
+      magnitudes = tr.before[static_cast<std::size_t>(t)];
+      for (float& v : magnitudes) v = std::fabs(v);
+    }
     for (int r = 0; r < ws; ++r) {
-      const auto lo = shares[static_cast<std::size_t>(t * (ws + 1) + r)];
       const auto& got = obs.pulled[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+      if (o.bags()) {
+        const auto q0 = sh.bags[static_cast<std::size_t>(t * (ws + 1) + r)], q1 = sh.bags[static_cast<std::size_t>(t * (ws + 1) + r + 1)];
+        const F32 want = pooled_bags(o, b, sem, tr.before[static_cast<std::size_t>(t)], q0, q1);
+        // The weights are positive, so pooling |r| gives sum |w r| (or its mean).
+        const F32 scale = tol > 0 ? pooled_bags(o, b, sem, magnitudes, q0, q1) : F32(want.size(), 0.f);
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          if (!close(want[i], got[i], tol, scale[i])) return Mismatch{"pooled", t, q0 + static_cast<std::int64_t>(i / d), static_cast<std::int64_t>(i % d), r, want[i], got[i]};
+        }
+        continue;
+      }
+      const auto lo = sh.ids[static_cast<std::size_t>(t * (ws + 1) + r)];
       for (std::size_t i = 0; i < got.size(); ++i) {
         const auto id = static_cast<std::size_t>(b.ids[static_cast<std::size_t>(lo) + i / d]);
         const float want = tr.before[static_cast<std::size_t>(t)][id * d + i % d];
@@ -291,6 +387,7 @@ std::string describe_semantics(const Semantics& s, const Options& o) {
   parts.push_back(std::string("duplicate ids ") + (s.reduce == ref::DuplicateReduce::kMean ? "averaged (mean)" : "summed"));
   parts.push_back(s.divide_by_ws ? "gradients divided by the world size" : "gradients not scaled across ranks");
   if (!o.bad_groups.empty() || s.bad != BadIds::kReject) parts.push_back("ids outside the table " + bad_rule(s.bad));
+  if (o.bags()) parts.push_back(std::string("bags ") + (s.pool_mean ? "mean" : "sum") + "-pooled" + (s.weights ? " with per-sample weights" : ""));
   if (o.optimizer.kind == ref::OptimizerKind::kAdam) {
     parts.push_back(s.adam_per_row ? "Adam steps counted per row" : "Adam steps counted per step() call");
     parts.push_back(s.adam_dgl ? "DGL's Adam formula (bias-corrected m and v, eps added to sqrt(v_hat))" : "torch.optim.SparseAdam's formula");
@@ -358,10 +455,10 @@ F32 bad_step(const Options& o, const Semantics& sem, const BadGroup& bg, int wor
   return pulled;
 }
 
-// The first row where two tables differ, or -1.
-std::int64_t first_changed_row(const F32& a, const F32& b, std::int64_t dim) {
+// The first row where two tables differ (beyond `ulps` units, as close() says), or -1.
+std::int64_t first_changed_row(const F32& a, const F32& b, std::int64_t dim, double ulps = 0) {
   for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], 4) != 0) return static_cast<std::int64_t>(i) / dim;
+    if (!close(a[i], b[i], ulps)) return static_cast<std::int64_t>(i) / dim;
   }
   return -1;
 }
@@ -369,17 +466,21 @@ std::int64_t first_changed_row(const F32& a, const F32& b, std::int64_t dim) {
 // Judges rank 0's extra steps on ids outside [0, N) (bad_id_groups), after the steps matched:
 // under the declared rule, a rejection (reject) or exactly the rule's pulls and updates; an
 // undeclared acceptance that moved a row is result_mismatch naming the row and the rule whose
-// replay explains it, one that moved nothing invariant_violation.
+// replay explains it, one that moved nothing invariant_violation. Under a declared tolerance_ulps
+// each group starts from the system's own table after the last step (it may differ from the
+// reference's by rounding) and its pulls and update are judged within one step's tolerance.
 void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOutputs& out, const Trajectory& tr, CheckResult& res) {
   const int ws = out.world_size();
-  F32 w = tr.after.back(), s1 = tr.s1.back(), s2 = tr.s2.back();
+  std::vector<std::int64_t> shape;
+  F32 w = o.tolerance_ulps > 0 ? out.floats(0, "table.step" + std::to_string(o.steps - 1), Declared::kFloat32, &shape) : tr.after.back();
+  F32 s1 = tr.s1.back(), s2 = tr.s2.back();
+  const double tol = o.tolerance_ulps;
   std::int64_t t = o.steps;
   auto mismatch = [](const std::string& msg) { throw DiagnosisError(Diagnosis{DiagnosisKind::kResultMismatch, msg, 0, -1}); };
   for (const auto& g : o.bad_groups) {
     ++t;
     const BadGroup bg = bad_group(o, s.seed, g);
     const std::string ids_text = preview(bg.ids, 4);
-    std::vector<std::int64_t> shape;
     const F32 table_after = out.floats(0, "bad." + g + ".table", Declared::kFloat32, &shape);
     if (table_after.size() != w.size()) contract_violation(0, "bad." + g + ".table", "expected float32 [" + std::to_string(o.rows) + ", " + std::to_string(o.dim) + "]");
     const auto why = out.rejected(0, "bad." + g + ".pulled");
@@ -401,16 +502,16 @@ void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOu
       Semantics sem = o.declared;
       sem.bad = rule;
       const F32 p = bad_step(o, sem, bg, ws, t, w2, s1b, s2b);
-      return p == pulled && first_changed_row(w2, table_after, o.dim) < 0;
+      return p.size() == pulled.size() && first_changed_row(p, pulled, o.dim, tol) < 0 && first_changed_row(w2, table_after, o.dim, tol) < 0;
     };
     if (o.declared.bad != BadIds::kReject) {
       F32 w2 = w, s1b = s1, s2b = s2;
       if (!replay(o.declared.bad, w2, s1b, s2b)) {
-        const auto row = first_changed_row(w2, table_after, o.dim);
+        const auto row = first_changed_row(w2, table_after, o.dim, tol);
         mismatch("bad." + g + ": ids " + ids_text + " were not handled as the declared rule says (" + bad_rule(o.declared.bad) + ")" +
                  (row >= 0 ? ": row " + std::to_string(row) + " differs" : ": the pulled rows differ"));
       }
-      w = std::move(w2), s1 = std::move(s1b), s2 = std::move(s2b);
+      w = tol > 0 ? table_after : std::move(w2), s1 = std::move(s1b), s2 = std::move(s2b);
       continue;
     }
     // Accepted without a declared rule.
@@ -437,13 +538,8 @@ void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOu
 void write_inputs(const scenario::Scenario& s, InputWriter& w) {
   const Options o = read_options(s);
   const Batches b = make_batches(o, s.seed);
-  I64 shares;
-  for (std::int64_t t = 0; t < o.steps; ++t) {
-    for (auto x : share_offsets(b.step_begin[static_cast<std::size_t>(t) + 1] - b.step_begin[static_cast<std::size_t>(t)], w.world_size(),
-                                b.step_begin[static_cast<std::size_t>(t)])) {
-      shares.push_back(x);
-    }
-  }
+  const Shares sh = make_shares(o, b, w.world_size());
+  const I64& shares = sh.ids;
   const auto total = static_cast<std::int64_t>(b.ids.size());
   w.config("num_embeddings", o.rows);
   w.config("dim", o.dim);
@@ -474,10 +570,27 @@ void write_inputs(const scenario::Scenario& s, InputWriter& w) {
     }
     w.array("bad." + g + ".grads", bg.grads, {k, o.dim}, "their gradient rows");
   }
-  w.array("grads", b.grads, {total, o.dim}, "d loss / d row for each id of the batch: loss = sum(rows * grads)");
   w.array("step_offsets", b.step_begin, {o.steps + 1}, "step t's global batch is ids[step_offsets[t]:step_offsets[t+1]]");
   w.shares("ids", shares, o.steps);
-  w.shares("grads", shares, o.steps);
+  if (!o.bags()) {
+    w.config("bags", nullptr);
+    w.array("grads", b.grads, {total, o.dim}, "d loss / d row for each id of the batch: loss = sum(rows * grads)");
+    w.shares("grads", shares, o.steps);
+    return;
+  }
+  const auto bags = static_cast<std::int64_t>(b.bag_offsets.size()) - 1;
+  w.config("bags", {{"pooling", ref::to_string(o.pooling)}, {"per_sample_weights", o.per_sample_weights}});
+  w.array("grads", b.grads, {bags, o.dim}, "d loss / d pooled row for each bag: loss = sum(pooled * grads)");
+  I64 lengths;
+  for (std::int64_t q = 0; q < bags; ++q) lengths.push_back(b.bag_offsets[static_cast<std::size_t>(q) + 1] - b.bag_offsets[static_cast<std::size_t>(q)]);
+  w.array("lengths", lengths, {bags}, "ids per bag (0: an empty bag), every step's bags concatenated; a bag's ids follow the previous bag's in ids");
+  w.array("bag_step_offsets", b.bag_begin, {o.steps + 1}, "step t's bags are lengths[bag_step_offsets[t]:bag_step_offsets[t+1]]");
+  w.shares("grads", sh.bags, o.steps);
+  w.shares("lengths", sh.bags, o.steps);
+  if (o.per_sample_weights) {
+    w.array("weights", b.weights, {total}, "per-sample weight of each id (float32)");
+    w.shares("weights", shares, o.steps);
+  }
 }
 
 CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
@@ -485,13 +598,8 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
   const int ws = out.world_size();
   const Batches b = make_batches(o, s.seed);
   const F32 init = initial_table(o, s.seed);
-  I64 shares;
-  for (std::int64_t t = 0; t < o.steps; ++t) {
-    for (auto x : share_offsets(b.step_begin[static_cast<std::size_t>(t) + 1] - b.step_begin[static_cast<std::size_t>(t)], ws,
-                                b.step_begin[static_cast<std::size_t>(t)])) {
-      shares.push_back(x);
-    }
-  }
+  const Shares sh = make_shares(o, b, ws);
+  const I64& shares = o.bags() ? sh.bags : sh.ids;  // what a rank's pulled (or pooled) rows are of
   // Read every output, checking shapes.
   Observed obs;
   const bool adam = o.optimizer.kind == ref::OptimizerKind::kAdam;
@@ -506,12 +614,13 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
   for (std::int64_t t = 0; t < o.steps; ++t) {
     const std::string step = ".step" + std::to_string(t);
     obs.pulled.emplace_back();
+    const std::string pulled = o.bags() ? "pooled" : "pulled";
     for (int r = 0; r < ws; ++r) {
       const auto n = shares[static_cast<std::size_t>(t * (ws + 1) + r + 1)] - shares[static_cast<std::size_t>(t * (ws + 1) + r)];
-      if (auto why = out.rejected(r, "pulled" + step)) {
+      if (auto why = out.rejected(r, pulled + step)) {
         throw DiagnosisError(Diagnosis{DiagnosisKind::kRankFailure, "rank " + std::to_string(r) + ": step " + std::to_string(t) + ": pull raised " + *why, r, -1});
       }
-      obs.pulled.back().push_back(n == 0 && !out.has(r, "pulled" + step) ? F32{} : read(r, "pulled" + step, n));
+      obs.pulled.back().push_back(n == 0 && !out.has(r, pulled + step) ? F32{} : read(r, pulled + step, n));
     }
     obs.table.push_back(read(0, "table" + step, o.rows));
     const std::string s1 = adam ? "state_m" : "state_sum";
@@ -530,7 +639,9 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
   }
 
   CheckResult res;
-  const Semantics reference{};
+  Semantics reference{};
+  reference.pool_mean = o.declared.pool_mean;  // the bags' pooling is the workload's, not a declaration
+  reference.weights = o.declared.weights;
   if (!(o.declared == reference)) {
     res.notes.push_back("declared semantics differ from the reference (declared, not a bug): " + describe_semantics(o.declared, o) +
                         "; the reference: " + describe_semantics(reference, o));
@@ -540,11 +651,25 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
                         " units of 2^-23 * max(|value|, 2^-6) per step");
   }
   const Trajectory expected = simulate(o, b, init, o.declared, ws);
-  if (auto m = first_mismatch(o, b, shares, ws, obs, expected, o.tolerance_ulps)) {
+  if (auto m = first_mismatch(o, b, sh, ws, obs, expected, o.declared, o.tolerance_ulps)) {
     std::ostringstream os;
-    os << "embedding (" << optimizer_name(o) << ", " << describe_semantics(o.declared, o) << "): step " << m->step << ", "
-       << (m->what == "pulled" ? "rows pulled by rank " + std::to_string(m->rank) : m->what + " after the update") << ", row " << m->row
-       << ", column " << m->col << ": expected " << describe(m->want) << ", got " << describe(m->got);
+    os << "embedding (" << optimizer_name(o) << ", " << describe_semantics(o.declared, o) << "): step " << m->step << ", ";
+    if (m->what == "pooled") {
+      const auto q = static_cast<std::size_t>(m->row);
+      const auto p0 = b.bag_offsets[q], p1 = b.bag_offsets[q + 1];
+      std::string ids;
+      for (auto p = p0; p < p1; ++p) ids += (ids.empty() ? "" : ", ") + std::to_string(b.ids[static_cast<std::size_t>(p)]);
+      os << "bag " << m->row << " pooled by rank " << m->rank << " (ids [" << ids << "]" << (p0 == p1 ? ": an empty bag" : "") << ")";
+    } else {
+      os << (m->what == "pulled" ? "rows pulled by rank " + std::to_string(m->rank) : m->what + " after the update") << ", row " << m->row;
+    }
+    os << ", column " << m->col << ": expected " << describe(m->want) << ", got " << describe(m->got);
+    const bool empty_nan = m->what == "pooled" &&
+                           b.bag_offsets[static_cast<std::size_t>(m->row)] == b.bag_offsets[static_cast<std::size_t>(m->row) + 1] &&
+                           std::isnan(m->got);
+    if (empty_nan) {
+      os << "; an empty bag pools to zeros (torch.nn.EmbeddingBag's mean of no rows is 0), not NaN: the system divides by an empty bag's size (0 / 0)";
+    }
     // Which known defect, replayed, explains every output up to here?
     struct Candidate {
       Semantics sem;
@@ -574,6 +699,18 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
                                                              : "gradients not divided by the world size") +
                                    " (if that is the system's documented semantics, declare gradient_scaling = \"" +
                                    (alt.divide_by_ws ? "divide_by_world_size" : "none") + "\" in [system.profile])"});
+    if (o.bags() && !o.per_sample_weights) {
+      alt = o.declared;
+      alt.pool_mean = !alt.pool_mean;
+      candidates.push_back({alt, std::string(alt.pool_mean ? "bags averaged instead of summed" : "bags summed instead of averaged") +
+                                     ": the outputs match " + (alt.pool_mean ? "mean" : "sum") + " pooling (forward and backward), where the scenario asks for pooling = \"" +
+                                     (alt.pool_mean ? "sum" : "mean") + "\""});
+    }
+    if (o.per_sample_weights) {
+      alt = o.declared;
+      alt.weights = false;
+      candidates.push_back({alt, "per-sample weights ignored: the outputs match the bags pooled (and their gradients spread) with every weight 1"});
+    }
     if (adam) {
       alt = o.declared;
       alt.adam_per_row = !alt.adam_per_row;
@@ -590,9 +727,9 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
     // loosely; a replay explains the outputs only where the declared semantics, judged as
     // loosely, do not.
     const double loose = std::max(2 * o.tolerance_ulps, 8.0);
-    const auto m_loose = first_mismatch(o, b, shares, ws, obs, expected, loose);
-    bool explained = false;
-    if (!m_loose) {
+    const auto m_loose = first_mismatch(o, b, sh, ws, obs, expected, o.declared, loose);
+    bool explained = empty_nan;  // named above
+    if (!m_loose && !explained) {
       os << "; within " << scenario::format_double(loose)
          << " units per step of the declared semantics: a rounding difference (another operation order; declare tolerance_ulps if it is expected)";
       explained = true;
@@ -600,7 +737,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
     for (const auto& c : candidates) {
       if (explained) break;
       const Trajectory tr = simulate(o, b, init, c.sem, ws);
-      const auto m2 = first_mismatch(o, b, shares, ws, obs, tr, loose);
+      const auto m2 = first_mismatch(o, b, sh, ws, obs, tr, c.sem, loose);
       if (!m2 || m2->step > m_loose->step) {
         os << "; explained by " << c.why;
         explained = true;

@@ -67,6 +67,43 @@ DenseEmbedding::DenseEmbedding(std::int64_t rows, std::int64_t dim, const std::v
 
 DenseEmbedding::~DenseEmbedding() = default;
 
+std::vector<float> DenseEmbedding::step_bags(const std::vector<std::int64_t>& ids, const std::vector<std::int64_t>& offsets,
+                                             const std::vector<float>& weights, ref::BagPooling pooling,
+                                             const std::vector<float>& bag_grads) {
+  auto& m = *impl_;
+  const auto n = static_cast<std::int64_t>(ids.size());
+  const auto bags = static_cast<std::int64_t>(offsets.size()) - 1;
+  if (bags < 0 || offsets.front() != 0 || offsets.back() != n || static_cast<std::int64_t>(bag_grads.size()) != bags * m.dim ||
+      !(weights.empty() || static_cast<std::int64_t>(weights.size()) == n)) {
+    throw std::invalid_argument("DenseEmbedding::step_bags: " + std::to_string(n) + " ids, " + std::to_string(offsets.size()) + " offsets, " +
+                                std::to_string(weights.size()) + " weights and " + std::to_string(bag_grads.size()) +
+                                " gradient values do not fit together");
+  }
+  const auto i64 = at::TensorOptions().dtype(at::kLong);
+  auto idx = at::empty({n}, i64);
+  if (n > 0) std::memcpy(idx.data_ptr<std::int64_t>(), ids.data(), ids.size() * sizeof(std::int64_t));
+  auto off = at::empty({bags + 1}, i64);
+  std::memcpy(off.data_ptr<std::int64_t>(), offsets.data(), offsets.size() * sizeof(std::int64_t));
+  at::Tensor psw;
+  if (!weights.empty()) psw = host_f32(weights, n, 1).view({n});
+  std::vector<float> pooled;
+  at::Tensor id_grads;
+  {
+    torch::NoGradGuard no_grad;
+    const auto out = std::get<0>(at::embedding_bag(m.emb->weight.detach(), idx, off, /*scale_grad_by_freq=*/false,
+                                                   /*mode=*/pooling == ref::BagPooling::kMean ? 1 : 0, /*sparse=*/false, psw,
+                                                   /*include_last_offset=*/true));
+    pooled = to_vector(out);
+    const auto lengths = off.slice(0, 1).sub(off.slice(0, 0, bags));
+    const auto bag_of = at::repeat_interleave(at::arange(bags, i64), lengths);
+    id_grads = host_f32(bag_grads, bags, m.dim).index_select(0, bag_of);
+    if (pooling == ref::BagPooling::kMean) id_grads = id_grads.mul(lengths.to(at::kFloat).reciprocal().index_select(0, bag_of).unsqueeze(1));
+    if (psw.defined()) id_grads = id_grads.mul(psw.unsqueeze(1));
+  }
+  step(ids, to_vector(id_grads));
+  return pooled;
+}
+
 std::vector<float> DenseEmbedding::step(const std::vector<std::int64_t>& ids, const std::vector<float>& grad_output) {
   auto& m = *impl_;
   const auto n = static_cast<std::int64_t>(ids.size());

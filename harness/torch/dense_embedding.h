@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "reference/embedding/bag.h"
 #include "reference/embedding/embedding.h"
 
 namespace lockstep::torchref {
@@ -28,6 +29,14 @@ class DenseEmbedding {
   // (ids.size() x dim): forward, backward, update. Returns the forward output (the rows before
   // the update), host f32.
   std::vector<float> step(const std::vector<std::int64_t>& ids, const std::vector<float>& grad_output);
+  // One training step on a batch of bags (reference/embedding/bag.h): bag b holds
+  // ids[offsets[b], offsets[b + 1]) (offsets: bags + 1 values from 0), weights one per id or
+  // empty, bag_grads bags x dim. Pools with LibTorch's at::embedding_bag, spreads bag_grads to
+  // the ids as torch's sparse embedding_bag backward does (gathered per id, times
+  // 1 / float(size) for mean, times the weight) with separate tensor ops, then step(). Returns
+  // the pooled rows (bags x dim, before the update), host f32.
+  std::vector<float> step_bags(const std::vector<std::int64_t>& ids, const std::vector<std::int64_t>& offsets,
+                               const std::vector<float>& weights, ref::BagPooling pooling, const std::vector<float>& bag_grads);
   // The table, rows x dim, host f32.
   std::vector<float> weights() const;
 

@@ -36,6 +36,7 @@
 #include "harness/workloads/workload.h"
 #include "reference/common/device.h"
 #include "reference/common/philox.h"
+#include "reference/embedding/bag.h"
 #include "reference/embedding/embedding.h"
 #include "reference/split/split.h"
 
@@ -104,6 +105,23 @@ std::string describe(float v) {
   return buf;
 }
 
+// Samples [lo, hi) of one step's global batch (a sample is an id, or a bag): their ids, and
+// each sample's gradient. With bags, offsets covers every bag of the step (bag q holds the
+// step's ids [offsets[q], offsets[q + 1])) and weights has one value per id of `ids` (with
+// per_sample_weights); without, offsets is empty and every id is its own sample.
+struct StepBatch {
+  I64 ids, offsets;
+  std::vector<float> weights, grads;
+  // The step's id position where sample q starts.
+  std::int64_t first_id(std::int64_t q) const { return offsets.empty() ? q : offsets[static_cast<std::size_t>(q)]; }
+  // Samples [lo, hi)'s bags as offsets into `ids`, from 0.
+  I64 local_offsets(std::int64_t lo, std::int64_t hi) const {
+    I64 out;
+    for (std::int64_t q = lo; q <= hi; ++q) out.push_back(first_id(q) - first_id(lo));
+    return out;
+  }
+};
+
 class Embedding final : public Workload {
  public:
   explicit Embedding(Options o) : o_(std::move(o)) {}
@@ -148,16 +166,17 @@ class Embedding final : public Workload {
     double pull_s = 0;
     for (std::int64_t s = 0; s < o_.steps; ++s) {
       ctx.comm.set_step(s);
-      const std::int64_t batch = batch_size(s);
+      const std::int64_t batch = batch_size(s);  // samples: ids, or bags
       const auto [lo, hi] = chunk(batch, ws, me);
-      I64 mine;
-      std::vector<float> grads;
-      for (std::int64_t p = lo; p < hi; ++p) {
-        mine.push_back(batch_id(ctx.scenario.seed, s, p, o_));
-        for (std::int64_t c = 0; c < d; ++c) grads.push_back(ref::embedding_batch_grad(ctx.scenario.seed, s, p, c));
-      }
+      const StepBatch part = step_batch(ctx.scenario.seed, s, lo, hi);
+      const I64& mine = part.ids;
+      const I64 bag_offsets = o_.bags() ? part.local_offsets(lo, hi) : I64{};  // this rank's bags, from 0
+      const float* weights = o_.per_sample_weights ? part.weights.data() : nullptr;
+      // With bags, each id's gradient row is its bag's (bag.h's backward).
+      const std::vector<float> id_grads =
+          o_.bags() ? ref::bag_backward(part.grads.data(), bag_offsets.data(), hi - lo, d, o_.pooling, weights) : part.grads;
       const auto ids = ref::IdArray::from_host(mine, o_.id_type, ids_device);
-      const std::int64_t max_chunk = (batch + ws - 1) / ws;
+      const std::int64_t max_chunk = (batch + ws - 1) / ws;  // samples: pulled rows, or pooled bags
       const std::int64_t per_table = (max_chunk + max_part) * d;
       std::vector<float> mine_buf(static_cast<std::size_t>(nt * per_table), 0.0f);
       for (std::int64_t t = 0; t < nt; ++t) {
@@ -170,9 +189,10 @@ class Embedding final : public Workload {
           fail_with(DiagnosisKind::kDeviceMismatch, me, "rank " + std::to_string(me) + ": pull of ids on " + ref::to_string(ids.device()) +
                                                             " returned rows on " + ref::to_string(rows.device()));
         }
-        const auto pulled = rows.to_host();
+        auto pulled = rows.to_host();
+        if (o_.bags()) pulled = ref::pool_bags(pulled.data(), bag_offsets.data(), hi - lo, d, o_.pooling, weights);
         std::copy(pulled.begin(), pulled.end(), mine_buf.begin() + t * per_table);
-        embs[static_cast<std::size_t>(t)]->accumulate_grad(ids.span(), grads.data());
+        embs[static_cast<std::size_t>(t)]->accumulate_grad(ids.span(), id_grads.data());
       }
       for (std::int64_t t = 0; t < nt; ++t) {
         ctx.comm.set_phase("push");
@@ -240,6 +260,26 @@ class Embedding final : public Workload {
 
   std::int64_t batch_size(std::int64_t s) const { return o_.batch_sizes[static_cast<std::size_t>(s) % o_.batch_sizes.size()]; }
 
+  // Samples [lo, hi) of step s's global batch (hi < 0: to the end), the same functions of the
+  // seed as the systems' capability; a rank draws only its own.
+  StepBatch step_batch(std::uint64_t seed, std::int64_t s, std::int64_t lo = 0, std::int64_t hi = -1) const {
+    StepBatch b;
+    const std::int64_t n = batch_size(s);
+    if (hi < 0) hi = n;
+    if (o_.bags()) {
+      b.offsets.push_back(0);
+      for (std::int64_t q = 0; q < n; ++q) b.offsets.push_back(b.offsets.back() + o_.bag_sizes[static_cast<std::size_t>(q) % o_.bag_sizes.size()]);
+    }
+    for (std::int64_t p = b.first_id(lo); p < b.first_id(hi); ++p) {
+      b.ids.push_back(batch_id(seed, s, p, o_));
+      if (o_.per_sample_weights) b.weights.push_back(ref::embedding_bag_weight(seed, s, p));
+    }
+    for (std::int64_t q = lo; q < hi; ++q) {
+      for (std::int64_t c = 0; c < o_.dim; ++c) b.grads.push_back(ref::embedding_batch_grad(seed, s, q, c));
+    }
+    return b;
+  }
+
   // Batch positions [lo, hi) of rank r: rank_split's contiguous chunks.
   static std::pair<std::int64_t, std::int64_t> chunk(std::int64_t n, int ws, int r) {
     std::int64_t lo = 0;
@@ -282,23 +322,37 @@ class Embedding final : public Workload {
       const std::int64_t max_chunk = (batch + ws - 1) / ws;
       const auto width = static_cast<std::size_t>(nt * (max_chunk + max_part) * d);
       const auto base = static_cast<std::size_t>(ti * (max_chunk + max_part) * d);
-      I64 ids;
-      std::vector<float> grads;
-      for (std::int64_t p = 0; p < batch; ++p) {
-        ids.push_back(batch_id(seed, s, p, o_));
-        for (std::int64_t c = 0; c < d; ++c) grads.push_back(ref::embedding_batch_grad(seed, s, p, c));
-      }
-      const auto before = dense.step(ids, grads);
+      const StepBatch global = step_batch(seed, s);
+      const I64& ids = global.ids;
+      const auto before = dense_step(dense, global);
       auto pushers = [&](std::int64_t row) {  // the ranks that pushed gradients for `row`
         std::string out;
         for (int r = 0; r < ws; ++r) {
           const auto [lo, hi] = chunk(batch, ws, r);
-          if (std::find(ids.begin() + lo, ids.begin() + hi, row) != ids.begin() + hi) out += (out.empty() ? "" : ", ") + std::to_string(r);
+          const auto a = ids.begin() + global.first_id(lo), b = ids.begin() + global.first_id(hi);
+          if (std::find(a, b, row) != b) out += (out.empty() ? "" : ", ") + std::to_string(r);
         }
         return out.empty() ? std::string("none") : out;
       };
-      // 1. Pulled rows, in global batch order.
-      for (int r = 0; r < ws; ++r) {
+      // 1. Pulled rows (or pooled bags), in global batch order.
+      for (int r = 0; o_.bags() && r < ws; ++r) {
+        const auto [lo, hi] = chunk(batch, ws, r);
+        for (std::int64_t q = lo; q < hi; ++q) {
+          for (std::int64_t c = 0; c < d; ++c) {
+            const float got = all[static_cast<std::size_t>(r) * width + base + static_cast<std::size_t>((q - lo) * d + c)];
+            const float want = before[static_cast<std::size_t>(q * d + c)];
+            if (std::memcmp(&got, &want, 4) != 0) {
+              std::ostringstream os;
+              os << tname << ", step " << s << ": rank " << r << " pooled bag " << q << " (ids [";
+              for (auto p = global.first_id(q); p < global.first_id(q + 1); ++p) os << (p > global.first_id(q) ? ", " : "") << ids[static_cast<std::size_t>(p)];
+              os << "], " << ref::to_string(o_.pooling) << (o_.per_sample_weights ? " with per-sample weights" : "") << "), column " << c
+                 << ": got " << describe(got) << ", dense LibTorch at::embedding_bag " << describe(want) << " (" << how << " expected)";
+              fail_with(DiagnosisKind::kResultMismatch, r, os.str());
+            }
+          }
+        }
+      }
+      for (int r = 0; !o_.bags() && r < ws; ++r) {
         const auto [lo, hi] = chunk(batch, ws, r);
         for (std::int64_t p = lo; p < hi; ++p) {
           for (std::int64_t c = 0; c < d; ++c) {
@@ -350,6 +404,13 @@ class Embedding final : public Workload {
     }
   }
 
+  // One step of the dense reference on a global batch; returns its forward output (the rows,
+  // or the pooled bags).
+  std::vector<float> dense_step(torchref::DenseEmbedding& dense, const StepBatch& b) const {
+    if (!o_.bags()) return dense.step(b.ids, b.grads);
+    return dense.step_bags(b.ids, b.offsets, b.weights, o_.pooling, b.grads);
+  }
+
   // When the table differs from the reference, replays the dense reference with the other
   // duplicate-id reduction; if that one explains the value, says so.
   std::string semantics_hint(const Table& table, std::int64_t step, std::int64_t row, std::int64_t col, float got) const {
@@ -362,15 +423,7 @@ class Embedding final : public Workload {
     }
     const auto other = o_.reduce == ref::DuplicateReduce::kSum ? ref::DuplicateReduce::kMean : ref::DuplicateReduce::kSum;
     torchref::DenseEmbedding alt(o_.rows, d, init, table.optimizer, other);
-    for (std::int64_t s = 0; s <= step; ++s) {
-      I64 ids;
-      std::vector<float> grads;
-      for (std::int64_t p = 0; p < batch_size(s); ++p) {
-        ids.push_back(batch_id(batch_seed, s, p, o_));
-        for (std::int64_t c = 0; c < d; ++c) grads.push_back(ref::embedding_batch_grad(batch_seed, s, p, c));
-      }
-      alt.step(ids, grads);
-    }
+    for (std::int64_t s = 0; s <= step; ++s) dense_step(alt, step_batch(batch_seed, s));
     const float want = alt.weights()[static_cast<std::size_t>(row * d + col)];
     const bool match = table.storage == ref::Storage::kF32 ? std::memcmp(&want, &got, 4) == 0
                                                            : std::fabs(static_cast<double>(want) - got) <= ref::unit_roundoff(table.storage) * 8 * std::fabs(want);
@@ -414,6 +467,9 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
     }
   }
   if (o.storages.empty()) c.fail("storages", "must not be empty");
+  if (o.bags() && (o.storages.size() != 1 || o.storages[0] != ref::Storage::kF32)) {
+    c.fail("storages", "bags (bag_sizes) are checked with f32 storage in this version");
+  }
   o.sharding = c.get_string("sharding", "even");
   if (o.sharding != "even" && o.sharding != "mod" && o.sharding != "first_empty") {
     c.fail("sharding", "must be 'even', 'mod' or 'first_empty', got '" + o.sharding + "'");

@@ -22,6 +22,19 @@ EmbeddingSpec EmbeddingSpec::read(const scenario::Config& c) {
   t.optimizer.beta2 = scenario::read_double(c, "beta2", 0.999, Interval{0, 1, /*lo_open=*/false, /*hi_open=*/true});
   t.optimizer.initial_accumulator_value = scenario::read_double(c, "initial_accumulator_value", 0.0, Interval{0});
   t.init_scale = scenario::read_double(c, "init_scale", t.init_scale, Interval{0, 1000, /*lo_open=*/true});
+  t.bag_sizes = c.get_int_list("bag_sizes", {});
+  if (c.has("bag_sizes") && t.bag_sizes.empty()) c.fail("bag_sizes", "must not be empty (leave it out for one id per sample)");
+  for (auto k : t.bag_sizes) {
+    if (k < 0 || k > 1024) c.fail("bag_sizes", "each bag size must be in 0..1024, got " + std::to_string(k));
+  }
+  const std::string pooling = scenario::read_choice(c, "pooling", "sum", {"sum", "mean"});
+  t.pooling = ref::bag_pooling_from_string(pooling);
+  t.per_sample_weights = c.get_bool("per_sample_weights", false);
+  if (!t.bags() && c.has("pooling")) c.fail("pooling", "needs bag_sizes (pooling applies to bags)");
+  if (!t.bags() && t.per_sample_weights) c.fail("per_sample_weights", "needs bag_sizes (weights apply to the ids of bags)");
+  if (t.per_sample_weights && t.pooling == ref::BagPooling::kMean) {
+    c.fail("per_sample_weights", "needs pooling = \"sum\" (torch.nn.EmbeddingBag refuses per-sample weights with mean)");
+  }
   return t;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/scenario/config.h"
+#include "reference/embedding/bag.h"
 #include "reference/embedding/embedding.h"
 
 namespace lockstep::workloads {
@@ -21,6 +22,13 @@ struct EmbeddingSpec {
   ref::OptimizerOptions optimizer;  // lr [0, 100] (0.1), eps [0, 1] (torch's), beta1, beta2 [0, 1),
                                     // initial_accumulator_value >= 0; `kind` is not read here
   double init_scale = 0.5;                            // (0, 1000]
+  // Bags (reference/embedding/bag.h), optional: with `bag_sizes` each sample is a bag of ids
+  // pooled into one row, `batch_sizes` counts bags, and bag q of a step holds
+  // bag_sizes[q mod len] ids (0 = an empty bag). Empty: one id per sample, as without bags.
+  std::vector<std::int64_t> bag_sizes;                // each 0..1024
+  ref::BagPooling pooling = ref::BagPooling::kSum;    // "sum", "mean"; needs bag_sizes
+  bool per_sample_weights = false;                    // needs bag_sizes and sum pooling (as torch)
+  bool bags() const { return !bag_sizes.empty(); }
 
   // Reads and checks the shared keys of `c`. Throws InputError naming file:line and the key.
   // Does not call finish().

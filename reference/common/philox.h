@@ -115,6 +115,7 @@ inline constexpr std::uint32_t kSampleDraw = 8;       // key = hop key, c0 = nod
 inline constexpr std::uint32_t kEmbeddingInit = 9;    // key = seed, c0 = row, sub = column
 inline constexpr std::uint32_t kEmbeddingIds = 10;    // key = seed, c0 = batch position, sub = step
 inline constexpr std::uint32_t kEmbeddingGrads = 11;  // key = seed, c0 = position << 16 | column, sub = step
+inline constexpr std::uint32_t kEmbeddingWeights = 12;  // key = seed, c0 = id position, sub = step (bag weights)
 // Training (reference/train), numbered from 20 so other streams can be added below.
 inline constexpr std::uint32_t kTrainFeature = 20;    // key = seed, c0 = node id, sub = feature / 2
 inline constexpr std::uint32_t kTrainLabel = 21;      // key = seed, c0 = class * dim + feature, sub = 0

@@ -98,16 +98,36 @@ class Inputs:
                 for b in range(count)]
 
     def steps(self):
-        """embedding: [(step, ids, grads)] for this rank, every step (ids may be empty)."""
+        """embedding: [(step, ids, grads)] for this rank, every step (ids may be empty); with
+        bags grads are the bags' (bag_steps() gives their offsets and weights too)."""
         count = int(self.config["steps"])
         offsets = np.asarray(self.array("shares.ids"))
         ids, grads = self.array("ids"), self.array("grads")
         out = []
+        gshares = np.asarray(self.array("shares.grads"))  # with bags, grads are per bag
         for t in range(count):
             lo, hi = offsets[t, self.rank], offsets[t, self.rank + 1]
-            out.append((t, np.array(ids[lo:hi]), np.array(grads[lo:hi])))
+            glo, ghi = gshares[t, self.rank], gshares[t, self.rank + 1]
+            out.append((t, np.array(ids[lo:hi]), np.array(grads[glo:ghi])))
         return out
 
+    def bag_steps(self):
+        """embedding with bags (config["bags"] not None): [(step, ids, offsets, weights, grads)]
+        for this rank, every step: ids of this rank's bags, concatenated; offsets int64
+        [bags + 1], bag b holding ids[offsets[b]:offsets[b+1]] (torch.nn.EmbeddingBag's offsets
+        with include_last_offset=True; np.diff(offsets) are TorchRec's lengths); weights float32
+        per id, or None without per_sample_weights; grads float32 [bags, dim], d loss / d pooled
+        row. Any of them may be empty."""
+        if self.config.get("bags") is None:
+            raise ContractError("bag_steps(): this scenario has no bags (config['bags'] is null); use steps()")
+        weighted = self.config["bags"]["per_sample_weights"]
+        out = []
+        for t, ids, grads in self.steps():
+            lengths = self.share("lengths", t)
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            weights = self.share("weights", t) if weighted else None
+            out.append((t, ids, offsets, weights, grads))
+        return out
 
     def training_batch(self, step):
         """training: this rank's batch of `step` as a dict: seeds, seed_to_output, labels

@@ -35,8 +35,16 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
   rowwise_sum  row-wise Adagrad adds the row's sum of g^2, not its mean -> result_mismatch
   grad_div     embedding gradients divided by the world size (TorchRec's default) without
                declaring it                                -> result_mismatch (gradients divided)
+  fma          SGD's w - lr*g rounded once (computed in float64, as fbgemm's fused multiply-add):
+               within a declared tolerance_ulps, not bit-identical
   own_steps    each rank counts its own batches, ceil(len(mine) / batch_size): ranks with one
                id more run one step more                   -> uneven_steps
+  bag_mean_as_sum  embedding bags told to mean-pool are summed (forward and backward)
+                                                           -> result_mismatch (summed instead of averaged)
+  empty_bag_nan    mean pooling divides an empty bag's zero sum by its size 0: NaN, where
+                   torch.nn.EmbeddingBag gives zeros         -> result_mismatch (empty bag, NaN)
+  weights_ignored  per-sample weights are ignored (pooled and spread with weight 1)
+                                                           -> result_mismatch (weights ignored)
 """
 import argparse
 import math
@@ -193,7 +201,9 @@ def embedding(inp, out, bug):
         if mean:
             g = g / np.bincount(inverse).astype(f32)[:, None]
         w = table[rows]
-        if kind == "sgd":
+        if kind == "sgd" and bug == "fma":
+            w = (w.astype(np.float64) - np.float64(lr) * g.astype(np.float64)).astype(f32)
+        elif kind == "sgd":
             w = w - lr * g
         elif kind == "rowwise_adagrad":
             q = np.zeros(rows.size, f32)
@@ -216,12 +226,47 @@ def embedding(inp, out, bug):
             s1[rows], s2[rows] = m, v
         table[rows] = w
 
+    bags = inp.config["bags"]
+    if bags is not None:
+        pool_mean = bags["pooling"] == "mean" and bug != "bag_mean_as_sum"
+        weighted = bags["per_sample_weights"] and bug != "weights_ignored"
+        lengths, bag_steps = inp.array("lengths"), inp.array("bag_step_offsets")
+        all_weights = inp.array("weights") if bags["per_sample_weights"] else None
+
+    def pool(ids, bag_offsets, weights):
+        """Each bag's rows added in order from +0.0 (weights first multiplied in), then / size."""
+        pooled = np.zeros((len(bag_offsets) - 1, table.shape[1]), f32)
+        for b in range(len(bag_offsets) - 1):
+            lo, hi = bag_offsets[b], bag_offsets[b + 1]
+            for p in range(lo, hi):
+                pooled[b] = pooled[b] + (weights[p] * table[ids[p]] if weighted else table[ids[p]])
+            if pool_mean and (hi > lo or bug == "empty_bag_nan"):
+                with np.errstate(invalid="ignore"):
+                    pooled[b] = pooled[b] / f32(hi - lo)
+        return pooled
+
+    def bag_grads(t):
+        """Step t's global batch as one gradient row per id: the bag's, times the id's weight,
+        or times 1 / size (the reciprocal rounded to float32 first, as torch does)."""
+        sizes = np.asarray(lengths[bag_steps[t]:bag_steps[t + 1]])
+        g = np.repeat(np.asarray(all_grads[bag_steps[t]:bag_steps[t + 1]]), sizes, axis=0)
+        if pool_mean:
+            with np.errstate(divide="ignore"):  # an empty bag's 1 / 0 is repeated 0 times
+                g = g * np.repeat(f32(1) / sizes.astype(f32), sizes)[:, None]
+        elif weighted:
+            g = g * np.asarray(all_weights[offsets[t]:offsets[t + 1]])[:, None]
+        return g
+
     stale_ids, stale_grads = [], []
     for t, ids, _ in inp.steps():
-        out.save("pulled.step%d" % t, table[ids])
+        if bags is None:
+            out.save("pulled.step%d" % t, table[ids])
+        else:
+            _, ids, bag_offsets, weights, _ = inp.bag_steps()[t]
+            out.save("pooled.step%d" % t, pool(ids, bag_offsets, weights))
         # Every rank holds the whole table and applies the whole global batch (a replicated toy).
         ids_t = np.asarray(all_ids[offsets[t]:offsets[t + 1]]).astype(np.int64)
-        grads_t = np.asarray(all_grads[offsets[t]:offsets[t + 1]])
+        grads_t = np.asarray(all_grads[offsets[t]:offsets[t + 1]]) if bags is None else bag_grads(t)
         if divide:  # each contribution on its own, as a sharded backward divides what it receives
             grads_t = grads_t / f32(inp.world_size)
         if bug == "stale":

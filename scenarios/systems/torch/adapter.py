@@ -13,6 +13,11 @@ rank order before they reach .grad, so every rank applies the gradient of the wh
 batch, its entries in global batch order, exactly as world size 1 does (the gloo backend,
 init_method="env://", against the store lockstep hosts).
 
+Embedding bags (config["bags"]): the same loop with torch.nn.EmbeddingBag(mode="sum" or "mean",
+sparse=True, include_last_offset=True), fed each rank's ids, offsets and per-sample weights;
+what it saves is the pooled rows, and its sparse gradient (one entry per id, duplicates
+uncoalesced) goes through the same hook.
+
 `--no-zero-grad` drops optimizer.zero_grad(): a real bug, since PyTorch then adds each step's
 sparse gradient to the stale ones of all earlier steps.
 
@@ -56,7 +61,12 @@ def gather_sparse_grad(grad):
 
 def embedding(inp, out, zero_grad):
     opt = inp.config["optimizer"]
-    emb = torch.nn.Embedding(inp.config["num_embeddings"], inp.config["dim"], sparse=True)
+    bags = inp.config.get("bags")
+    if bags is None:
+        emb = torch.nn.Embedding(inp.config["num_embeddings"], inp.config["dim"], sparse=True)
+    else:
+        emb = torch.nn.EmbeddingBag(inp.config["num_embeddings"], inp.config["dim"], mode=bags["pooling"], sparse=True,
+                                    include_last_offset=True)
     with torch.no_grad():
         emb.weight.copy_(torch.from_numpy(np.array(inp.array("init"), dtype=np.float32)))
     if inp.world_size > 1:
@@ -69,12 +79,17 @@ def embedding(inp, out, zero_grad):
     else:
         optimizer = torch.optim.SparseAdam(emb.parameters(), lr=opt["lr"], eps=opt["eps"],
                                            betas=(opt["beta1"], opt["beta2"]))
-    for t, ids, grads in inp.steps():
+    for t, ids, offsets, weights, grads in inp.bag_steps() if bags else [(t, i, None, None, g) for t, i, g in inp.steps()]:
         out.progress("step %d" % t)
         if zero_grad:
             optimizer.zero_grad()
-        rows = emb(torch.tensor(ids))
-        out.save("pulled.step%d" % t, rows)
+        if bags is None:
+            rows = emb(torch.tensor(ids))
+            out.save("pulled.step%d" % t, rows)
+        else:
+            rows = emb(torch.tensor(ids), torch.tensor(offsets),
+                       per_sample_weights=None if weights is None else torch.tensor(weights))
+            out.save("pooled.step%d" % t, rows)
         (rows * torch.tensor(grads)).sum().backward()
         optimizer.step()
         if inp.rank == 0:
