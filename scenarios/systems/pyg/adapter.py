@@ -1,12 +1,12 @@
-"""PyG (torch_geometric 2.8) as a system under test: its partition book and per-partition
-LocalFeatureStore, and the split of PyG's multi-GPU example, each done as PyG does them.
+"""PyG (torch_geometric 2.8) as a system under test: its partition book in a LocalGraphStore, the
+per-partition LocalFeatureStore, and the split of PyG's multi-GPU example, each done as PyG does them.
 
 lockstep starts this script once per rank (see scenarios/README.md, "Systems under test"):
 
   lookup  nid2partid: PyG keeps the partition book as a tensor, node -> partition (any
           assignment, lockstep's range or map book; torch_geometric.distributed's partitioner
-          writes it), and looks ids up by indexing it: partition_book[ids]. nid2localnid(ids, p)
-          and the feature store: partition p's LocalFeatureStore holds the rows of its own
+          writes it), held by LocalGraphStore (node_pb), whose get_partition_ids_from_nids(ids)
+          indexes it: node_pb[ids]. nid2localnid(ids, p) and the feature store: partition p's LocalFeatureStore holds the rows of its own
           global ids, ascending (put_global_id, put_tensor); get_tensor_from_global_id(index=ids)
           returns their rows: attribute "row" holds each row's local index (the local id),
           attribute "x" the node features. PyG rejects by raising, so each call goes through
@@ -25,7 +25,7 @@ import torch
 import lockstep_sut
 
 warnings.simplefilter("ignore")  # torch_geometric.distributed is deprecated since PyG 2.7
-from torch_geometric.distributed import LocalFeatureStore  # noqa: E402
+from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore  # noqa: E402
 
 
 def lookup(inp, out):
@@ -34,6 +34,10 @@ def lookup(inp, out):
     else:
         offsets = torch.from_numpy(np.array(inp.array("part_offsets")))
         partition_book = torch.repeat_interleave(torch.arange(offsets.numel() - 1), offsets[1:] - offsets[:-1])
+    # The node partition book as PyG's samplers consult it: LocalGraphStore.get_partition_ids_from_nids.
+    graph_store = LocalGraphStore()
+    graph_store.node_pb = partition_book
+    graph_store.meta = {"is_hetero": False}  # what from_partition reads from a homogeneous partition's META.json
     features = torch.from_numpy(np.array(inp.array("features"))) if "features" in inp.names() else None
     stores = []
     for p in range(int(inp.config["num_parts"])):
@@ -62,7 +66,7 @@ def lookup(inp, out):
     for group in inp.config["groups"]:
         ids = torch.from_numpy(inp.share("ids." + group))
         if group.startswith("partid."):
-            out.attempt_each(group, lambda i: partition_book[i], ids)
+            out.attempt_each(group, graph_store.get_partition_ids_from_nids, ids)
         elif group.startswith("localnid."):
             out.attempt_each(group, rows, ids, torch.from_numpy(inp.share("parts." + group)))
         else:
