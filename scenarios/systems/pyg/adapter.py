@@ -6,8 +6,8 @@ lockstep starts this script once per rank (see scenarios/README.md, "Systems und
   lookup  nid2partid: PyG keeps the partition book as a tensor, node -> partition (any
           assignment, lockstep's range or map book; torch_geometric.distributed's partitioner
           writes it), held by LocalGraphStore (node_pb), whose get_partition_ids_from_nids(ids)
-          indexes it: node_pb[ids]. nid2localnid(ids, p) and the feature store: partition p's LocalFeatureStore holds the rows of its own
-          global ids, ascending (put_global_id, put_tensor); get_tensor_from_global_id(index=ids)
+          indexes it: node_pb[ids]. nid2localnid(ids, p) and the feature store: partition p's
+          LocalFeatureStore holds the rows of its own global ids, ascending (put_global_id, put_tensor); get_tensor_from_global_id(index=ids)
           returns their rows: attribute "row" holds each row's local index (the local id),
           attribute "x" the node features. PyG rejects by raising, so each call goes through
           out.attempt_each: when the share raises, every id is asked again on its own, and
