@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <iomanip>
 #include <map>
 #include <optional>
@@ -35,7 +36,8 @@ using F32 = std::vector<float>;
 // reference), read and update row 0 in its place (FBGEMM's BoundsCheckMode.WARNING), clamp it
 // to [0, N - 1], or ignore it (zeros pulled, no update).
 enum class BadIds { kReject, kRowZero, kClamp, kIgnore };
-const std::vector<std::string> kBadIdNames = {"reject", "row_zero", "clamp", "ignore"};
+// In BadIds order; the one list of the `bad_ids` rules (read_choice takes it as it is).
+constexpr std::initializer_list<const char*> kBadIdNames = {"reject", "row_zero", "clamp", "ignore"};
 const std::vector<std::string> kBadIdGroups = {"past_end", "negative"};
 
 // How a system applies the updates. The reference's own semantics are the defaults.
@@ -112,7 +114,7 @@ Options read_options(const scenario::Scenario& s) {
     p.fail("gradient_scaling", "unknown value \"" + scaling + "\"; allowed: none, divide_by_world_size");
   }
   o.declared.divide_by_ws = scaling == "divide_by_world_size";
-  const std::string bad = scenario::read_choice(p, "bad_ids", "reject", {"reject", "row_zero", "clamp", "ignore"});
+  const std::string bad = scenario::read_choice(p, "bad_ids", "reject", kBadIdNames);
   o.declared.bad = static_cast<BadIds>(std::find(kBadIdNames.begin(), kBadIdNames.end(), bad) - kBadIdNames.begin());
   o.tolerance_ulps = read_double(p, "tolerance_ulps", 0, 0, 1e6);
   p.finish();
@@ -550,7 +552,7 @@ void write_inputs(const scenario::Scenario& s, InputWriter& w) {
   w.config("profile", {{"reduce", ref::to_string(o.declared.reduce)}, {"adam_steps", o.declared.adam_per_row ? "per_row" : "per_call"},
                        {"adam_form", o.declared.adam_dgl ? "dgl" : "torch"},
                        {"gradient_scaling", o.declared.divide_by_ws ? "divide_by_world_size" : "none"},
-                       {"bad_ids", kBadIdNames[static_cast<std::size_t>(o.declared.bad)]},
+                       {"bad_ids", kBadIdNames.begin()[static_cast<std::size_t>(o.declared.bad)]},
                        {"tolerance_ulps", o.tolerance_ulps}});
   w.array("init", initial_table(o, s.seed), {o.rows, o.dim}, "the table's initial values (float32)");
   if (o.int32_ids) {
