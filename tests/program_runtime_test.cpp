@@ -46,7 +46,7 @@ TEST(ProgramRuntimeTest, ExportsOnlyItsCInterface) {
   std::istringstream symbols(capture("nm -D --defined-only '" LOCKSTEP_PROGRAM_LIB "' | awk '$2 == \"T\" {print $3}'"));
   std::set<std::string> got;
   for (std::string s; symbols >> s;) got.insert(s);
-  const std::set<std::string> expected = {"ls_code", "ls_open", "ls_board_verifies", "ls_carry", "ls_check_same_count",
+  const std::set<std::string> expected = {"ls_code", "ls_open", "ls_board_verifies", "ls_carry", "ls_begin", "ls_end", "ls_check_same_count",
                                           "ls_finish", "ls_version"};
   EXPECT_EQ(got, expected);
 }
@@ -118,6 +118,95 @@ TEST(ProgramUnderTorchTest, AProgramWithoutAProcessGroupIsAnErrorNotAPass) {
   const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
   EXPECT_EQ(s.at("status"), "error") << s.dump();
   EXPECT_NE(s.value("reason", "").find("never called init_process_group"), std::string::npos) << s.dump();
+}
+
+// A program's step times: `median_step_s` is the median of the times between its optimizer steps,
+// which one slow step does not move, beside `steps_per_s`, the mean rate, which it does. The
+// program sleeps 0.02 s before each of four steps and 0.5 s before the fifth: the median is about
+// 0.02 s and the mean at least 0.116 s, on the program's own group (wrap = "none") and wrapped.
+TEST(ProgramUnderTorchTest, TheMedianStepIsReportedBesideTheMeanRate) {
+  if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+  lockstep::test::TempDir tmp("lockstep_program_median");
+  std::ofstream(tmp.path() + "/steps.py") << "import time, torch, torch.distributed as dist\n"
+                                             "dist.init_process_group('gloo')\n"
+                                             "w = torch.nn.Parameter(torch.zeros(4))\n"
+                                             "opt = torch.optim.SGD([w], lr=0.1)\n"
+                                             "for pause in (0.02, 0.02, 0.02, 0.02, 0.5):\n"
+                                             "    time.sleep(pause)\n"
+                                             "    w.grad = torch.ones(4)\n"
+                                             "    dist.all_reduce(w.grad)\n"
+                                             "    opt.step()\n"
+                                             "dist.destroy_process_group()\n";
+  for (const std::string wrap : {"none", "gloo"}) {
+    std::ofstream(tmp.path() + "/" + wrap + ".toml") << "name = \"programs.median." << wrap << "\"\n[run]\nworld_size = 2\ntimeout_s = 60\n"
+                                                     << "[workload]\nkind = \"program\"\ncommand = [\"{python}\", \"{dir}/steps.py\"]\n"
+                                                     << "wrap = \"" << wrap << "\"\n";
+    const std::string report = tmp.path() + "/r-" + wrap;
+    const auto r = lockstep::test::run_cli(
+        LOCKSTEP_BINARY, "run '" + tmp.path() + "/" + wrap + ".toml' --python /usr/bin/python3 --report-dir '" + report + "'", tmp.path());
+    EXPECT_EQ(r.code, 0) << wrap << ": " << r.out << r.err;
+    std::ifstream in(report + "/results.json");
+    ASSERT_TRUE(in) << r.out << r.err;
+    const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
+    ASSERT_EQ(s.at("status"), "pass") << s.dump();
+    const auto& m = s.at("metrics");
+    ASSERT_TRUE(m.contains("median_step_s") && m.contains("steps_per_s")) << wrap << ": " << s.dump();
+    EXPECT_EQ(m.at("program_steps"), 5) << s.dump();
+    const double median = m.at("median_step_s"), mean = 1.0 / m.at("steps_per_s").get<double>();
+    EXPECT_GE(median, 0.02) << wrap << ": " << s.dump();
+    EXPECT_GE(mean, 0.116) << wrap << ": " << s.dump();
+    EXPECT_LT(median, mean / 2) << wrap << ": one slow step moved the median: " << s.dump();
+  }
+}
+
+// The wrapper returns a collective to the program as soon as it has started, as the program's
+// own group does (DDP's bucket all-reduces overlap its backward pass), and checks it when it has
+// completed. Rank 1 joins an async all_reduce 1.5 s late: rank 0's call returns well before
+// that (a wrapper that carried the call to its end would hold it 1.5 s), its wait takes the rest,
+// and the result is right. A dtype mismatch in such a call is still a collective_mismatch.
+TEST(ProgramUnderTorchTest, ACollectiveReturnsToTheProgramBeforeItsPeersJoin) {
+  if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+  lockstep::test::TempDir tmp("lockstep_program_async");
+  std::ofstream(tmp.path() + "/late.py") << "import sys, time, torch, torch.distributed as dist\n"
+                                            "dist.init_process_group('gloo')\n"
+                                            "rank = dist.get_rank()\n"
+                                            "t = torch.full((4,), float(rank + 1), dtype=torch.float16 if rank == 1 and sys.argv[2] == 'f16' else torch.float32)\n"
+                                            "if rank == 1:\n"
+                                            "    time.sleep(1.5)\n"
+                                            "t0 = time.perf_counter()\n"
+                                            "work = dist.all_reduce(t, async_op=True)\n"
+                                            "t1 = time.perf_counter()\n"
+                                            "work.wait()\n"
+                                            "t2 = time.perf_counter()\n"
+                                            "if rank == 0:\n"
+                                            "    open(sys.argv[1], 'w').write('%f %f %f' % (t1 - t0, t2 - t0, t[0].item()))\n"
+                                            "dist.destroy_process_group()\n";
+  for (const std::string dtype : {"f32", "f16"}) {
+    const std::string times = tmp.path() + "/times-" + dtype;
+    std::ofstream(tmp.path() + "/" + dtype + ".toml") << "name = \"programs.late." << dtype << "\"\n[run]\nworld_size = 2\ntimeout_s = 60\n"
+                                                      << "[workload]\nkind = \"program\"\ncommand = [\"{python}\", \"{dir}/late.py\", \"" << times
+                                                      << "\", \"" << dtype << "\"]\n";
+    const std::string report = tmp.path() + "/r-" + dtype;
+    const auto r = lockstep::test::run_cli(
+        LOCKSTEP_BINARY, "run '" + tmp.path() + "/" + dtype + ".toml' --python /usr/bin/python3 --report-dir '" + report + "'", tmp.path());
+    std::ifstream in(report + "/results.json");
+    ASSERT_TRUE(in) << r.out << r.err;
+    const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
+    if (dtype == "f16") {
+      EXPECT_EQ(s.at("status"), "fail") << s.dump();
+      EXPECT_EQ(s.at("diagnosis").at("kind"), "collective_mismatch") << s.dump();
+      continue;
+    }
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    ASSERT_EQ(s.at("status"), "pass") << s.dump();
+    std::ifstream t(times);
+    double issued = -1, waited = -1, value = -1;
+    t >> issued >> waited >> value;
+    ASSERT_GE(issued, 0) << "rank 0 wrote no times: " << r.out << r.err;
+    EXPECT_LT(issued, 0.75) << "the all_reduce held the program until its peer joined";
+    EXPECT_GT(waited, 1.0) << "the wait returned before rank 1 joined";
+    EXPECT_EQ(value, 3.0) << "1 + 2";
+  }
 }
 
 }  // namespace

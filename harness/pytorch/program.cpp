@@ -5,12 +5,14 @@
 // trampoline, through which DDP's C++ reducer calls too). Each collective the wrapper sees is
 // described here (program.h) and carried through the same chain as lockstep's own ranks
 // (harness/rank/runtime.h): Monitor (board, trace) -> Verifier -> the engine. The engine is the
-// program's own backend (Gloo, NCCL, ...), which the wrapper starts and waits through two
-// callbacks; nothing here fingerprints, compares or judges.
+// program's own backend (Gloo, NCCL, ...), which the wrapper starts and waits itself (ls_begin,
+// ls_end: the call returns to the program while it runs) or through two callbacks (ls_carry);
+// nothing here fingerprints, compares or judges.
 #include "harness/pytorch/program.h"
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -37,6 +39,28 @@ ls_wait_fn wait_cb = nullptr;
 std::mutex issue_mu;  // one collective at a time: the call site (phase, step, index) is shared
 thread_local std::int64_t current_token = 0;
 bool finished = false;
+bool begin_end = false;  // ls_begin may carry the program's calls (ls_open decides)
+
+// The program's call begun (ls_begin) and not yet ended (ls_end): at most one, so that lockstep's
+// chain sees one call at a time, in order, as with ls_carry. The wrapper starts and waits for the
+// program's call itself; ls_end tells how it went (`failure`, "" when it completed).
+struct Begun {
+  std::unique_ptr<comm::Pending> pending;
+  std::shared_ptr<std::string> failure;
+  std::int64_t id = 0;
+};
+std::mutex begun_mu;
+std::condition_variable begun_cv;
+Begun begun;
+bool begun_open = false;  // from ls_begin until its ls_end has waited
+thread_local std::shared_ptr<std::string> current_external;
+
+// Waits until the call begun last has ended (ls_end runs on the engine's thread, when the
+// program's call completes). issue_mu is held.
+void drain() {
+  std::unique_lock<std::mutex> lock(begun_mu);
+  begun_cv.wait(lock, [] { return !begun_open; });
+}
 std::string last_error;
 
 void copy_error(const std::string& what, char* err, int len) {
@@ -88,6 +112,19 @@ std::unique_ptr<comm::Pending> start_now(int group, std::int64_t token, const co
   return std::make_unique<CallbackPending>(handle);
 }
 
+// The program's call, started and waited for by the wrapper itself (ls_begin, ls_end): its
+// outcome is what ls_end says.
+class ExternalPending final : public comm::Pending {
+ public:
+  explicit ExternalPending(std::shared_ptr<std::string> failure) : failure_(std::move(failure)) {}
+  void wait() override {
+    if (!failure_->empty()) throw comm::CommError(*failure_);
+  }
+
+ private:
+  std::shared_ptr<std::string> failure_;
+};
+
 // The program's call, started when it is waited for: the verifier waits for the ranks' records
 // (the board, or the control group) before it waits for the data, so the program's engine runs
 // the call only once it is known to match. An engine given mismatched calls may abort the process
@@ -113,6 +150,7 @@ class ProgramEngine final : public comm::Backend {
   int world_size() const override { return size_; }
   std::string name() const override { return group_ == 0 ? "program" : "program-control"; }
   std::unique_ptr<comm::Pending> start(comm::Call& call) override {
+    if (group_ == 0 && current_external) return std::make_unique<ExternalPending>(current_external);
     if (group_ == 0) return std::make_unique<StartAtWait>(call, current_token);
     return start_now(group_, 0, call);
   }
@@ -130,10 +168,12 @@ comm::View view_of(void* data, std::int32_t dtype, std::int64_t count, std::int3
   return v;
 }
 
-// The program's steps and steps per second (lockstep_torch.py measures both): the rank's metrics.
-std::map<std::string, double> program_metrics(std::int64_t steps, double steps_per_s) {
+// The program's steps, steps per second and median step (lockstep_torch.py measures them): the
+// rank's metrics.
+std::map<std::string, double> program_metrics(std::int64_t steps, double steps_per_s, double median_step_s) {
   std::map<std::string, double> m = {{"program_steps", static_cast<double>(steps)}};
   if (steps_per_s > 0) m["steps_per_s"] = steps_per_s;
+  if (median_step_s > 0) m["median_step_s"] = median_step_s;
   return m;
 }
 
@@ -186,7 +226,11 @@ int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_
     spec.control = [=] { return std::make_unique<ProgramEngine>(rank, world_size, 1); };
     spec.mode = mode == "verify" ? rank::VerifyMode::kVerify : mode == "record" ? rank::VerifyMode::kRecord : rank::VerifyMode::kOff;
     spec.trace_path = env::str(env::kTrace);
+    const bool verify = spec.mode == rank::VerifyMode::kVerify;
     rt->build(std::move(spec));
+    // The control group verifies a call before the program's engine may start it (StartAtWait):
+    // only ls_carry does that. On the board the engine starts at once either way.
+    begin_end = !verify || rt->board_verifies();
     return 0;
   } catch (const std::exception& e) {
     copy_error(e.what(), err, errlen);
@@ -196,8 +240,8 @@ int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_
 
 int ls_board_verifies(void) { return rt && rt->board_verifies() ? 1 : 0; }
 
-int ls_carry(std::int64_t token, const ls_call* c, const char* site, std::int64_t step) {
-  if (!rt || finished) return 1;
+namespace {
+comm::Call call_of(const ls_call* c) {
   comm::Call call;
   call.op = static_cast<comm::Op>(c->op);
   call.in = view_of(c->in, c->dtype, c->in_count, c->device);
@@ -209,24 +253,72 @@ int ls_carry(std::int64_t token, const ls_call* c, const char* site, std::int64_
     call.send_counts.assign(c->send_counts, c->send_counts + c->nsplits);
     call.recv_counts.assign(c->recv_counts, c->recv_counts + c->nsplits);
   }
-  std::lock_guard<std::mutex> lock(issue_mu);
+  return call;
+}
+
+void set_site(const char* site, std::int64_t step) {
   rt->communicator()->set_phase(site && *site ? site : "program");
   rt->communicator()->set_step(step);
+}
+}  // namespace
+
+int ls_carry(std::int64_t token, const ls_call* c, const char* site, std::int64_t step) {
+  if (!rt || finished) return 1;
+  comm::Call call = call_of(c);
+  std::lock_guard<std::mutex> lock(issue_mu);
+  drain();
+  set_site(site, step);
   current_token = token;
   rt->carry(std::move(call));
   current_token = 0;
   return 0;
 }
 
+std::int64_t ls_begin(const ls_call* c, const char* site, std::int64_t step) {
+  if (!rt || finished || !begin_end) return -1;
+  comm::Call call = call_of(c);
+  std::lock_guard<std::mutex> lock(issue_mu);
+  drain();
+  set_site(site, step);
+  auto failure = std::make_shared<std::string>();
+  current_external = failure;
+  auto pending = rt->begin(std::move(call));
+  current_external.reset();
+  std::lock_guard<std::mutex> b(begun_mu);
+  begun.pending = std::move(pending);
+  begun.failure = std::move(failure);
+  begun_open = true;
+  return ++begun.id;
+}
+
+int ls_end(std::int64_t id, const char* failure) {
+  comm::Pending* pending = nullptr;
+  {
+    std::lock_guard<std::mutex> b(begun_mu);
+    if (!rt || !begun_open || id != begun.id) return 1;
+    *begun.failure = failure ? failure : "";
+    pending = begun.pending.get();
+  }
+  rt->end(*pending);  // a diagnosis or an engine failure ends the process here
+  {
+    std::lock_guard<std::mutex> b(begun_mu);
+    begun.pending.reset();
+    begun_open = false;
+  }
+  begun_cv.notify_all();
+  return 0;
+}
+
 void ls_check_same_count(std::int64_t value, const char* subject, const char* unit, std::int64_t step) {
   if (!rt || finished) return;
   std::lock_guard<std::mutex> lock(issue_mu);
+  drain();
   rt->communicator()->set_phase("lockstep");
   rt->communicator()->set_step(step);
   rt->check_same_count(value, subject ? subject : "", unit ? unit : "");
 }
 
-int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::int64_t replica_digest) {
+int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, double median_step_s, std::int64_t replica_digest) {
   const std::string fail = failure ? failure : "";
   if (!rt) {
     // A program on its own backend (wrap = "none") only reports its steps. A wrapped program that
@@ -236,7 +328,7 @@ int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::
       rank::RankStatus st;
       st.program = true;
       st.outcome = rank::Outcome::kOk;
-      st.metrics = program_metrics(steps, steps_per_s);
+      st.metrics = program_metrics(steps, steps_per_s, median_step_s);
       if (env::str(env::kC10dWrap, "gloo") != "none") {
         st.outcome = rank::Outcome::kInputError;
         st.message = "the program never called init_process_group: lockstep verified none of its collectives";
@@ -261,6 +353,7 @@ int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::
   }
   {
     std::lock_guard<std::mutex> lock(issue_mu);
+    drain();
     rt->communicator()->set_phase("finalize");
     rt->communicator()->set_step(-1);
     comm::Call c;
@@ -276,13 +369,13 @@ int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::
   finished = true;
   st.outcome = rank::Outcome::kOk;
   st.collectives = rt->collectives_issued();
-  st.metrics = program_metrics(steps, steps_per_s);
+  st.metrics = program_metrics(steps, steps_per_s, median_step_s);
   st.metrics["collectives"] = static_cast<double>(rt->collectives_issued());
   if (replica_digest >= 0) st.digest = hex(replica_digest);
   rt->settle();
   return 0;
 }
 
-const char* ls_version(void) { return "1"; }
+const char* ls_version(void) { return "2"; }
 
 }  // extern "C"

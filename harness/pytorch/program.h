@@ -46,14 +46,27 @@ LS_API int ls_board_verifies(void);
 // ranks. Returns 0 when carried, 1 when lockstep no longer carries calls (after ls_finish, or never
 // opened): the caller runs the call itself.
 LS_API int ls_carry(std::int64_t token, const ls_call* call, const char* site, std::int64_t step);
+// ls_carry in two halves, so that the program's call runs while the program goes on (DDP's
+// bucket all-reduces overlap its backward pass). ls_begin issues the call through lockstep's chain
+// (trace, board, verifier) and returns its id, or -1 when the caller must use ls_carry instead
+// (lockstep no longer carries calls, or the control group verifies: a call must match before the
+// program's engine starts it). The caller then starts the program's call itself, and calls ls_end
+// with the id when it has completed (`failure` "") or failed (the engine's error), from any thread.
+// ls_end checks the call as ls_carry does; a diagnosis or an engine failure ends the process. A
+// call begun and not ended holds back the next (ls_begin, ls_carry, ls_finish wait for its end).
+// ls_end returns 0, or 1 for an id that is not the call begun last.
+LS_API std::int64_t ls_begin(const ls_call* call, const char* site, std::int64_t step);
+LS_API int ls_end(std::int64_t id, const char* failure);
 // Every rank must hold the same count (e.g. a DataLoader's batches in an epoch): uneven_steps
 // naming each rank's count otherwise.
 LS_API void ls_check_same_count(std::int64_t value, const char* subject, const char* unit, std::int64_t step);
 // At the program's end: `failure` "" meets the other ranks in one verified barrier and compares
-// the DDP replicas' digest (-1: no DDP), then writes the status; a failure is reported instead.
+// the DDP replicas' digest (-1: no DDP), then writes the status with the program's steps, steps
+// per second and median step in seconds (0: not measured); a failure is reported instead.
 // Returns the exit code the process must end with when it is not the program's own: 2 (bad input)
 // when lockstep was to verify the program and it never created its default group; else 0.
-LS_API int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, std::int64_t replica_digest);
+LS_API int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, double median_step_s,
+                     std::int64_t replica_digest);
 LS_API const char* ls_version(void);
 
 }  // extern "C"

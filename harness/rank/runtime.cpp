@@ -111,15 +111,27 @@ void Runtime::failed(Outcome outcome, const std::string& what, int code) {
   finish(code);
 }
 
-void Runtime::carry(comm::Call call) {
+std::unique_ptr<comm::Pending> Runtime::begin(comm::Call call) {
   try {
-    communicator_->start(std::move(call))->wait();
+    return communicator_->start(std::move(call));
   } catch (const DiagnosisError& e) {
     diagnosed(e.diagnosis());
   } catch (const comm::CommError& e) {
     comm_failed(e.what());
   }
 }
+
+void Runtime::end(comm::Pending& pending) {
+  try {
+    pending.wait();
+  } catch (const DiagnosisError& e) {
+    diagnosed(e.diagnosis());
+  } catch (const comm::CommError& e) {
+    comm_failed(e.what());
+  }
+}
+
+void Runtime::carry(comm::Call call) { end(*begin(std::move(call))); }
 
 Runtime::Groups Runtime::gather_groups(std::int64_t value) {
   Groups g;

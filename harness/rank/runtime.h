@@ -71,6 +71,10 @@ class Runtime {
   // Issues `call` at the current call site and waits; a diagnosis or an engine failure ends
   // the rank (diagnosed, comm_failed).
   void carry(comm::Call call);
+  // carry in two halves, for a caller that does something between them (a program's wrapper
+  // returns to the program): begin issues, end waits; either ends the rank as carry does.
+  std::unique_ptr<comm::Pending> begin(comm::Call call);
+  void end(comm::Pending& pending);
   // Every rank must hold the same `value` (gathered through the chain): when they do not, ends
   // with result_mismatch "<subject>: rank 1 digest .. ; ranks 0,2 digest .. (<reason>)", blaming
   // the rank that stands alone when exactly one does.

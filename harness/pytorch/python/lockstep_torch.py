@@ -9,8 +9,10 @@ program's first line:
   replaced by `LockstepGroup`, a torch.distributed.ProcessGroup subclass (c10d's PyProcessGroup
   trampoline: DDP's C++ reducer calls through it too) that hands every collective to lockstep's
   rank runtime, liblockstep_program.so (harness/pytorch/program.cpp, loaded with ctypes, no torch
-  in it). The runtime records and verifies the call exactly as for lockstep's own ranks, and runs it
-  on the program's real group through two callbacks (start, wait);
+  in it). The runtime records and verifies the call exactly as for lockstep's own ranks; the call
+  runs on the program's real group and returns to the program at once, checked when it completes
+  (ls_begin, ls_end), or, where the control group verifies, is carried to its end through two
+  callbacks (start, wait);
 - numbers the program's steps: step n is the program's n-th iteration, counted by its optimizer
   (the number of optimizer.step() calls completed, so a collective before step n's forward, in its
   backward or at its end is step n); a program without an optimizer counts the batches its
@@ -26,6 +28,7 @@ program's first line:
 Collectives lockstep does not verify (reduce, gather, scatter, reduce_scatter, coalesced calls) run
 unchanged on the program's group and are counted in the rank's status (unverified_calls).
 """
+import array
 import atexit
 import ctypes
 import os
@@ -53,9 +56,13 @@ _START = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.P
 _WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int)
 
 
-def _error_into(err, errlen, e):
+def _error_text(e):
     """The engine's error, for the C side: its text (or its type when it has none)."""
-    text = (str(e) or type(e).__name__).encode(errors="replace")[: errlen - 1] + b"\0"
+    return (str(e) or type(e).__name__).encode(errors="replace")
+
+
+def _error_into(err, errlen, e):
+    text = _error_text(e)[: errlen - 1] + b"\0"
     ctypes.memmove(err, text, len(text))
 
 
@@ -69,10 +76,14 @@ def _load_library():
     lib.ls_board_verifies.restype = ctypes.c_int
     lib.ls_carry.restype = ctypes.c_int
     lib.ls_carry.argtypes = [ctypes.c_int64, ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_begin.restype = ctypes.c_int64
+    lib.ls_begin.argtypes = [ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_end.restype = ctypes.c_int
+    lib.ls_end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
     lib.ls_check_same_count.restype = None
     lib.ls_check_same_count.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64]
     lib.ls_finish.restype = ctypes.c_int
-    lib.ls_finish.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int64]
+    lib.ls_finish.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_double, ctypes.c_double, ctypes.c_int64]
     return lib
 
 
@@ -124,6 +135,7 @@ class _Steps:
         self.ddp = None
         self.first = self.last = 0.0
         self.starts = 0
+        self.durations = array.array("d")  # seconds from each step's start to the next's
 
     def current(self):
         if self.has_optimizer:
@@ -131,9 +143,12 @@ class _Steps:
         return self.batches - 1 if self.batches else -1
 
     def _started(self):
-        self.last = time.perf_counter()
+        now = time.perf_counter()
         if self.starts == 0:
-            self.first = self.last
+            self.first = now
+        else:
+            self.durations.append(now - self.last)
+        self.last = now
         self.starts += 1
 
     def optimizer_created(self):
@@ -155,6 +170,15 @@ class _Steps:
 
     def rate(self):
         return (self.starts - 1) / (self.last - self.first) if self.starts > 1 and self.last > self.first else 0.0
+
+    def median_duration(self):
+        """The median step's seconds (0 before two steps): unlike the mean rate, it does not move
+        when another process takes the CPU for a few of the steps."""
+        d = sorted(self.durations)
+        if not d:
+            return 0.0
+        mid = len(d) // 2
+        return d[mid] if len(d) % 2 else (d[mid - 1] + d[mid]) / 2
 
 
 def _parameter_digest(module):
@@ -211,6 +235,7 @@ class _Runtime:
         self.works = {}         # handle -> a started Work
         self.next_token = 1
         self.next_handle = 0
+        self.started = None     # the Work of the program's call being carried
         self.unverified = {}
         self.finished = False
         self.start_cb = _START(self._start)
@@ -220,7 +245,7 @@ class _Runtime:
     def _start(self, group, token, call, err, errlen):
         try:
             if token:
-                work = self.pending.pop(token)()
+                work = self.started = self.pending.pop(token)()
             else:
                 work = self._run_raw(call.contents)
             handle = self.next_handle
@@ -314,20 +339,64 @@ class _Runtime:
             c.nsplits, c.send_counts, c.recv_counts = n, s_arr, r_arr
         return c, keep
 
-    def carry(self, call, run, results):
+    def carry(self, call, run, results=None):
         """Runs the program's call `run` (which starts it on the program's group and returns its
-        Work) under lockstep; returns a completed Work whose future holds `results`. lockstep has
-        waited for the real Work already: Gloo's send and recv works cannot be waited twice."""
-        c, keep = call
+        Work) under lockstep. A collective is begun in lockstep's chain, started, and returned at
+        once as a Work that completes when the call has completed and lockstep has checked it
+        (_ended, on the engine's thread): the program goes on meanwhile, as on its own group (DDP's
+        all-reduce of a bucket runs while its backward pass computes the next). Otherwise (a
+        point-to-point call, `results` given; or ls_begin declines) lockstep carries the call to
+        its end and returns a completed Work whose future holds `results` (Gloo's send and recv
+        works cannot be waited twice) or the program's own Work, complete."""
+        c, keep = call  # keep: what c points into, alive while lockstep reads it
+        site, step = program_site().encode(), self.steps.current()
+        if results is None:
+            begun = self.lib.ls_begin(ctypes.byref(c), site, step)
+            if begun >= 0:
+                return self._begun(begun, run)
+            if self.finished:
+                return run()
         token = self.next_token
         self.next_token += 1
         self.pending[token] = run
-        carried = self.lib.ls_carry(token, ctypes.byref(c), program_site().encode(), self.steps.current())
-        del keep
+        carried = self.lib.ls_carry(token, ctypes.byref(c), site, step)
         if carried != 0:
             self.pending.pop(token, None)
             return run()
-        return self.done(results)
+        work, self.started = self.started, None
+        if work is None:  # carried means started and waited: never reached
+            raise RuntimeError("lockstep: the program's call was carried but never started")
+        return work if results is None else self.done(results)
+
+    def _begun(self, begun, run):
+        """Starts the program's call begun in lockstep's chain; its Work, ended by _ended."""
+        try:
+            work = run()
+        except BaseException as e:  # noqa: B036: refused at once (torch 1.13's Gloo and bf16)
+            self.lib.ls_end(begun, _error_text(e))  # explains it (a mismatch) and ends the process
+            raise
+        try:
+            future = work.get_future()
+        except RuntimeError:  # an engine whose Work has no future: lockstep waits here
+            failure = b""
+            try:
+                work.wait()
+            except BaseException as e:  # noqa: B036
+                failure = _error_text(e)
+            self.lib.ls_end(begun, failure)
+            return work
+        return self.c10d_c._create_work_from_future(future.then(lambda f: self._ended(begun, f)))
+
+    def _ended(self, begun, future):
+        """The program's call has completed (or failed): lockstep checks it (ls_end ends the
+        process on a diagnosis or a failure); the program's Work then completes with its value."""
+        try:
+            value = future.value()
+        except BaseException as e:  # noqa: B036
+            self.lib.ls_end(begun, _error_text(e))
+            raise
+        self.lib.ls_end(begun, b"")
+        return value
 
     def done(self, results):
         future = self.torch.futures.Future()
@@ -354,7 +423,7 @@ class _Runtime:
         digest = -1
         if self.steps.ddp is not None and not failure:
             digest = _parameter_digest(self.steps.ddp.module)
-        code = self.lib.ls_finish(failure.encode(), self.steps.count(), self.steps.rate(), digest)
+        code = self.lib.ls_finish(failure.encode(), self.steps.count(), self.steps.rate(), self.steps.median_duration(), digest)
         if code:
             sys.stderr.write("lockstep: the program never called init_process_group: lockstep verified none of its collectives\n")
             sys.stderr.flush()
@@ -414,7 +483,7 @@ def _make_group_class(dist, runtime):
             w = self._many(tensors, "broadcast", run)
             if w is not None:
                 return w
-            return runtime.carry(runtime.describe("broadcast", one(tensors), root=int(opts.rootRank)), run, list(tensors))
+            return runtime.carry(runtime.describe("broadcast", one(tensors), root=int(opts.rootRank)), run)
 
         def allreduce(self, tensors, opts=None):
             if opts is None or not hasattr(opts, "reduceOp"):
@@ -430,7 +499,7 @@ def _make_group_class(dist, runtime):
             if red is None:
                 runtime.unverified_call("all_reduce(%s)" % opts.reduceOp)
                 return run()
-            return runtime.carry(runtime.describe("all_reduce", one(tensors), reduce=red), run, list(tensors))
+            return runtime.carry(runtime.describe("all_reduce", one(tensors), reduce=red), run)
 
         def allgather(self, outputs, inputs, opts=None):
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
@@ -444,23 +513,22 @@ def _make_group_class(dist, runtime):
             flat = runtime.torch.empty(0, dtype=t.dtype)
             call = runtime.describe("all_gather", t, out=flat)
             call[0].out_count = t.numel() * self.size()
-            return runtime.carry(call, run, list(outs))
+            return runtime.carry(call, run)
 
         def _allgather_base(self, output, input, opts=None):
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
             return runtime.carry(runtime.describe("all_gather", input, out=output),
-                                 lambda: self._real._allgather_base(output, input, opts), [output])
+                                 lambda: self._real._allgather_base(output, input, opts))
 
         def all_gather_single(self, output, input, opts=None):
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
             return runtime.carry(runtime.describe("all_gather", input, out=output),
-                                 lambda: self._real.all_gather_single(output, input, opts), [output])
+                                 lambda: self._real.all_gather_single(output, input, opts))
 
         def _alltoall(self, output, input, out_splits, in_splits, run):
             size = self.size()
             return runtime.carry(runtime.describe("all_to_all", input, out=output,
-                                                  send=counts(input, in_splits, size), recv=counts(output, out_splits, size)), run,
-                                 [output])
+                                                  send=counts(input, in_splits, size), recv=counts(output, out_splits, size)), run)
 
         def alltoall_base(self, output, input, out_splits, in_splits, opts=None):
             opts = opts if opts is not None else c10d_c.AllToAllOptions()
@@ -474,7 +542,7 @@ def _make_group_class(dist, runtime):
 
         def barrier(self, opts=None):
             opts = opts if opts is not None else c10d_c.BarrierOptions()
-            return runtime.carry(runtime.describe("barrier"), lambda: self._real.barrier(opts), [])
+            return runtime.carry(runtime.describe("barrier"), lambda: self._real.barrier(opts))
 
         def send(self, tensors, dst, tag=0):
             return runtime.carry(runtime.describe("send", one(tensors), root=dst, tag=tag), lambda: self._real.send(tensors, dst, tag),
@@ -620,7 +688,7 @@ def _report_only(steps, failure):
     if not path or failure:
         return
     lib = _load_library()
-    lib.ls_finish(b"", steps.count(), steps.rate(), -1)
+    lib.ls_finish(b"", steps.count(), steps.rate(), steps.median_duration(), -1)
 
 
 def _install_steps(torch, DistributedDataParallel, steps, runtime):
