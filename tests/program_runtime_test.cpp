@@ -67,6 +67,27 @@ TEST(ProgramRuntimeTest, CodesAreLockstepsEnumerators) {
   ::dlclose(lib);
 }
 
+// One program scenario written into `tmp` (world size 2, the [workload] command `command` and any
+// `extra` [workload] lines) and run under Debian's python: its exit code, output, and its entry in
+// results.json (null when there is none).
+struct ProgramRun {
+  int code;
+  std::string log;
+  nlohmann::json scenario;
+};
+
+ProgramRun run_program(const lockstep::test::TempDir& tmp, const std::string& name, const std::string& command,
+                       const std::string& extra = "") {
+  const std::string toml = tmp.path() + "/" + name + ".toml", report = tmp.path() + "/r-" + name;
+  std::ofstream(toml) << "name = \"programs." << name << "\"\n[run]\nworld_size = 2\ntimeout_s = 60\n"
+                      << "[workload]\nkind = \"program\"\ncommand = " << command << "\n" << extra;
+  const auto r = lockstep::test::run_cli(LOCKSTEP_BINARY, "run '" + toml + "' --python /usr/bin/python3 --report-dir '" + report + "'", tmp.path());
+  ProgramRun run{r.code, r.out + r.err, nullptr};
+  std::ifstream in(report + "/results.json");
+  if (in) run.scenario = nlohmann::json::parse(in).at("scenarios").at(0);
+  return run;
+}
+
 // The seed-001 program scenario under `python`: collective_mismatch blaming rank 2 at step 27
 // (the scenario's [expect]), and the report names the torch the program imported.
 void expect_seed001_under(const std::string& python, const std::string& torch_prefix) {
@@ -106,16 +127,10 @@ TEST(ProgramUnderTorchTest, AProgramWithoutAProcessGroupIsAnErrorNotAPass) {
   if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
   lockstep::test::TempDir tmp("lockstep_program_nodist");
   std::ofstream(tmp.path() + "/solo.py") << "import torch\nprint(torch.ones(2).sum())\n";
-  std::ofstream(tmp.path() + "/solo.toml") << "name = \"programs.solo\"\n[run]\nworld_size = 2\ntimeout_s = 30\n"
-                                              "[workload]\nkind = \"program\"\ncommand = [\"{python}\", \"{dir}/solo.py\"]\n"
-                                              "[expect]\noutcome = \"pass\"\n";
-  const auto r = lockstep::test::run_cli(LOCKSTEP_BINARY,
-                                         "run '" + tmp.path() + "/solo.toml' --python /usr/bin/python3 --report-dir '" + tmp.path() + "/r'",
-                                         tmp.path());
-  EXPECT_EQ(r.code, 1) << r.out << r.err;
-  std::ifstream in(tmp.path() + "/r/results.json");
-  ASSERT_TRUE(in) << r.out << r.err;
-  const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
+  const auto run = run_program(tmp, "solo", "[\"{python}\", \"{dir}/solo.py\"]");
+  EXPECT_EQ(run.code, 1) << run.log;
+  ASSERT_FALSE(run.scenario.is_null()) << run.log;
+  const auto& s = run.scenario;
   EXPECT_EQ(s.at("status"), "error") << s.dump();
   EXPECT_NE(s.value("reason", "").find("never called init_process_group"), std::string::npos) << s.dump();
 }
@@ -138,16 +153,10 @@ TEST(ProgramUnderTorchTest, TheMedianStepIsReportedBesideTheMeanRate) {
                                              "    opt.step()\n"
                                              "dist.destroy_process_group()\n";
   for (const std::string wrap : {"none", "gloo"}) {
-    std::ofstream(tmp.path() + "/" + wrap + ".toml") << "name = \"programs.median." << wrap << "\"\n[run]\nworld_size = 2\ntimeout_s = 60\n"
-                                                     << "[workload]\nkind = \"program\"\ncommand = [\"{python}\", \"{dir}/steps.py\"]\n"
-                                                     << "wrap = \"" << wrap << "\"\n";
-    const std::string report = tmp.path() + "/r-" + wrap;
-    const auto r = lockstep::test::run_cli(
-        LOCKSTEP_BINARY, "run '" + tmp.path() + "/" + wrap + ".toml' --python /usr/bin/python3 --report-dir '" + report + "'", tmp.path());
-    EXPECT_EQ(r.code, 0) << wrap << ": " << r.out << r.err;
-    std::ifstream in(report + "/results.json");
-    ASSERT_TRUE(in) << r.out << r.err;
-    const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
+    const auto run = run_program(tmp, "median_" + wrap, "[\"{python}\", \"{dir}/steps.py\"]", "wrap = \"" + wrap + "\"\n");
+    EXPECT_EQ(run.code, 0) << wrap << ": " << run.log;
+    ASSERT_FALSE(run.scenario.is_null()) << run.log;
+    const auto& s = run.scenario;
     ASSERT_EQ(s.at("status"), "pass") << s.dump();
     const auto& m = s.at("metrics");
     ASSERT_TRUE(m.contains("median_step_s") && m.contains("steps_per_s")) << wrap << ": " << s.dump();
@@ -183,26 +192,20 @@ TEST(ProgramUnderTorchTest, ACollectiveReturnsToTheProgramBeforeItsPeersJoin) {
                                             "dist.destroy_process_group()\n";
   for (const std::string dtype : {"f32", "f16"}) {
     const std::string times = tmp.path() + "/times-" + dtype;
-    std::ofstream(tmp.path() + "/" + dtype + ".toml") << "name = \"programs.late." << dtype << "\"\n[run]\nworld_size = 2\ntimeout_s = 60\n"
-                                                      << "[workload]\nkind = \"program\"\ncommand = [\"{python}\", \"{dir}/late.py\", \"" << times
-                                                      << "\", \"" << dtype << "\"]\n";
-    const std::string report = tmp.path() + "/r-" + dtype;
-    const auto r = lockstep::test::run_cli(
-        LOCKSTEP_BINARY, "run '" + tmp.path() + "/" + dtype + ".toml' --python /usr/bin/python3 --report-dir '" + report + "'", tmp.path());
-    std::ifstream in(report + "/results.json");
-    ASSERT_TRUE(in) << r.out << r.err;
-    const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
+    const auto run = run_program(tmp, "late_" + dtype, "[\"{python}\", \"{dir}/late.py\", \"" + times + "\", \"" + dtype + "\"]");
+    ASSERT_FALSE(run.scenario.is_null()) << run.log;
+    const auto& s = run.scenario;
     if (dtype == "f16") {
       EXPECT_EQ(s.at("status"), "fail") << s.dump();
       EXPECT_EQ(s.at("diagnosis").at("kind"), "collective_mismatch") << s.dump();
       continue;
     }
-    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_EQ(run.code, 0) << run.log;
     ASSERT_EQ(s.at("status"), "pass") << s.dump();
     std::ifstream t(times);
     double issued = -1, waited = -1, value = -1;
     t >> issued >> waited >> value;
-    ASSERT_GE(issued, 0) << "rank 0 wrote no times: " << r.out << r.err;
+    ASSERT_GE(issued, 0) << "rank 0 wrote no times: " << run.log;
     EXPECT_LT(issued, 0.75) << "the all_reduce held the program until its peer joined";
     EXPECT_GT(waited, 1.0) << "the wait returned before rank 1 joined";
     EXPECT_EQ(value, 3.0) << "1 + 2";
