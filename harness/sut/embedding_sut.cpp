@@ -21,56 +21,18 @@
 #include "harness/scenario/config.h"
 #include "harness/sut/capability.h"
 #include "harness/sut/common.h"
+#include "harness/sut/embedding_model.h"
 #include "harness/workloads/digest.h"
 #include "harness/workloads/embedding_spec.h"
 #include "reference/embedding/bag.h"
 #include "reference/embedding/embedding.h"
 
 namespace lockstep::sut {
-namespace {
+namespace embedding {
 
-using I64 = std::vector<std::int64_t>;
-using F32 = std::vector<float>;
-
-// What a system does with an id outside [0, N) in a pull and its step: reject it (the
-// reference), read and update row 0 in its place (FBGEMM's BoundsCheckMode.WARNING), clamp it
-// to [0, N - 1], or ignore it (zeros pulled, no update).
-enum class BadIds { kReject, kRowZero, kClamp, kIgnore };
-// In BadIds order; the one list of the `bad_ids` rules (read_choice takes it as it is).
-constexpr std::initializer_list<const char*> kBadIdNames = {"reject", "row_zero", "clamp", "ignore"};
-const std::vector<std::string> kBadIdGroups = {"past_end", "negative"};
-
-// How a system applies the updates. The reference's own semantics are the defaults.
-struct Semantics {
-  ref::DuplicateReduce reduce = ref::DuplicateReduce::kSum;
-  bool adam_per_row = false;   // Adam's t counts the steps that touched the row
-  bool stale = false;          // gradients never cleared: step t applies steps 0..t's (the defect)
-  bool sqrt_state = false;     // Adagrad's stored state becomes sqrt(state) + eps (the defect)
-  bool adam_dgl = false;       // DGL's Adam formula: bias-corrected m and v, eps added to sqrt(v_hat)
-  bool divide_by_ws = false;   // every gradient row divided by float(world size) before the reduction
-                               // (TorchRec: torchrec.distributed.comm_ops' GRADIENT_DIVISION, on by default)
-  BadIds bad = BadIds::kReject;  // what the system does with ids outside [0, N)
-  // Bags (from [workload], not the profile): how the system pools, as replayed.
-  bool pool_mean = false;      // mean pooling (forward sum / k, backward g * (1 / k))
-  bool weights = false;        // per-sample weights applied (forward w * r, backward g * w)
-  bool operator==(const Semantics&) const = default;
-};
-
-// The shared keys (EmbeddingSpec) with the one optimizer's kind, and the declared profile.
-struct Options : workloads::EmbeddingSpec {
-  Semantics declared;          // [system.profile]
-  double tolerance_ulps = 0;   // per step
-  bool int32_ids = false;      // id_dtype = "int32"
-  bool rowwise = false;        // optimizer = "rowwise_adagrad": Adagrad with one state value per row
-  std::vector<std::string> bad_groups;  // bad_id_groups, fed to rank 0 after the steps
-};
-
-std::string optimizer_name(const Options& o) { return o.rowwise ? "rowwise_adagrad" : ref::to_string(o.optimizer.kind); }
-
-// The optimizer state's columns per row: dim, or 1 for row-wise Adagrad.
+// (embedding_model.h)
 std::int64_t state_cols(const Options& o) { return o.rowwise ? 1 : o.dim; }
 
-// One row's update under o's optimizer (t 1-based): s1 and s2 point at the row's state.
 void update_row(const Options& o, std::int64_t t, const float* g, float* w, float* s1, float* s2) {
   if (o.rowwise) {
     ref::apply_rowwise_adagrad(static_cast<float>(o.optimizer.lr), static_cast<float>(o.optimizer.resolved_eps()), o.dim, g, w, s1);
@@ -78,6 +40,22 @@ void update_row(const Options& o, std::int64_t t, const float* g, float* w, floa
     ref::apply_update(o.optimizer, t, o.dim, g, w, s1, s2);
   }
 }
+
+bool close(float want, float got, double ulps, double scale) {
+  if (std::memcmp(&want, &got, 4) == 0) return true;
+  if (ulps <= 0 || !std::isfinite(got)) return false;
+  const double unit = std::ldexp(std::max<double>(scale >= 0 ? scale : std::fabs(want), std::ldexp(1.0, -6)), -23);
+  return std::fabs(static_cast<double>(got) - want) <= ulps * unit;
+}
+
+}  // namespace embedding
+
+namespace {
+
+using namespace embedding;
+
+
+std::string optimizer_name(const Options& o) { return o.rowwise ? "rowwise_adagrad" : ref::to_string(o.optimizer.kind); }
 
 Options read_options(const scenario::Scenario& s) {
   const auto& c = s.workload_config;
@@ -205,12 +183,6 @@ F32 initial_table(const Options& o, std::uint64_t seed) {
   return t;
 }
 
-// The whole trajectory under one semantics: per step, the table before the step (what a pull
-// returns), and the table and optimizer state after it.
-struct Trajectory {
-  std::vector<F32> before, after, s1, s2;
-};
-
 // DGL's SparseAdam (dgl.distributed.optim), each tensor operation rounded to f32 in its order:
 //   m <- b1*m + (1-b1)*g;  v <- b2*v + (1-b2)*(g*g);  bc = 1 - pow(b, t) in f32;
 //   w <- w - (lr * (m / bc1)) / (sqrt(v / bc2) + eps)
@@ -284,16 +256,6 @@ std::string describe(float v) {
   std::ostringstream os;
   os << std::setprecision(9) << v << " (0x" << std::hex << std::setw(8) << std::setfill('0') << bits << ")";
   return os.str();
-}
-
-// Whether got is within `ulps` units of 2^-23 * max(scale, 2^-6) of want; scale is |want|
-// unless given (a pooled bag's: the pooling of its rows' magnitudes, which bounds how far a
-// rounding in any of them moves the result).
-bool close(float want, float got, double ulps, double scale = -1) {
-  if (std::memcmp(&want, &got, 4) == 0) return true;
-  if (ulps <= 0 || !std::isfinite(got)) return false;
-  const double unit = std::ldexp(std::max<double>(scale >= 0 ? scale : std::fabs(want), std::ldexp(1.0, -6)), -23);
-  return std::fabs(static_cast<double>(got) - want) <= ulps * unit;
 }
 
 struct Observed {
@@ -374,16 +336,6 @@ std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const
   return std::nullopt;
 }
 
-std::string bad_rule(BadIds b) {
-  switch (b) {
-    case BadIds::kReject: return "rejected";
-    case BadIds::kRowZero: return "row 0 read and updated in their place (bad_ids = \"row_zero\", FBGEMM's BoundsCheckMode.WARNING)";
-    case BadIds::kClamp: return "clamped to [0, N - 1] (bad_ids = \"clamp\")";
-    case BadIds::kIgnore: return "ignored: zeros pulled, no update (bad_ids = \"ignore\")";
-  }
-  return "";
-}
-
 std::string describe_semantics(const Semantics& s, const Options& o) {
   std::vector<std::string> parts;
   parts.push_back(std::string("duplicate ids ") + (s.reduce == ref::DuplicateReduce::kMean ? "averaged (mean)" : "summed"));
@@ -397,144 +349,6 @@ std::string describe_semantics(const Semantics& s, const Options& o) {
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out;
-}
-
-// One group of ids outside [0, N) that rank 0 pulls and steps after the last step, with their
-// gradient rows (a pure function of the seed, the group and the position).
-struct BadGroup {
-  I64 ids;
-  F32 grads;
-};
-
-BadGroup bad_group(const Options& o, std::uint64_t seed, const std::string& g) {
-  const std::int64_t n = o.rows;
-  BadGroup bg;
-  bg.ids = g == "past_end" ? I64{n, n + 1, n + 7, 2 * n} : I64{-1, -2, -n, -(n + 1)};
-  if (o.int32_ids) {
-    for (auto& id : bg.ids) id = std::max<std::int64_t>(std::min<std::int64_t>(id, 2147483647), -2147483647 - 1);
-  }
-  const auto gi = static_cast<std::int64_t>(std::find(kBadIdGroups.begin(), kBadIdGroups.end(), g) - kBadIdGroups.begin());
-  for (std::size_t p = 0; p < bg.ids.size(); ++p) {
-    for (std::int64_t c = 0; c < o.dim; ++c) bg.grads.push_back(ref::embedding_batch_grad(seed, o.steps + gi, static_cast<std::int64_t>(p), c));
-  }
-  return bg;
-}
-
-// The row an id outside [0, N) stands for under `rule`, or -1 when it has none (reject, ignore).
-std::int64_t bad_row(BadIds rule, std::int64_t id, std::int64_t n) {
-  switch (rule) {
-    case BadIds::kRowZero: return 0;
-    case BadIds::kClamp: return std::clamp<std::int64_t>(id, 0, n - 1);
-    default: return -1;
-  }
-}
-
-// The extra step of one bad group under `sem` (not kReject), from table w and state s1/s2
-// (updated in place), step number t (1-based): the rows pulled, and w, s1 after.
-F32 bad_step(const Options& o, const Semantics& sem, const BadGroup& bg, int world_size, std::int64_t t, F32& w, F32& s1, F32& s2) {
-  const auto d = static_cast<std::size_t>(o.dim);
-  F32 pulled(bg.ids.size() * d, 0.f);
-  I64 rows;
-  F32 grads;
-  for (std::size_t i = 0; i < bg.ids.size(); ++i) {
-    const std::int64_t row = bad_row(sem.bad, bg.ids[i], o.rows);
-    if (row < 0) continue;
-    std::copy(w.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(row) * d),
-              w.begin() + static_cast<std::ptrdiff_t>((static_cast<std::size_t>(row) + 1) * d), pulled.begin() + static_cast<std::ptrdiff_t>(i * d));
-    rows.push_back(row);
-    for (std::size_t c = 0; c < d; ++c) {
-      const float g = bg.grads[i * d + c];
-      grads.push_back(sem.divide_by_ws ? g / static_cast<float>(world_size) : g);
-    }
-  }
-  if (!rows.empty()) {
-    const auto red = ref::reduce_duplicates(rows.data(), grads.data(), static_cast<std::int64_t>(rows.size()), o.dim, sem.reduce);
-    for (std::size_t i = 0; i < red.ids.size(); ++i) {
-      const auto row = static_cast<std::size_t>(red.ids[i]);
-      update_row(o, t, red.grads.data() + i * d, w.data() + row * d, s1.data() + row * static_cast<std::size_t>(state_cols(o)), s2.data() + row * d);
-    }
-  }
-  return pulled;
-}
-
-// The first row where two tables differ (beyond `ulps` units, as close() says), or -1.
-std::int64_t first_changed_row(const F32& a, const F32& b, std::int64_t dim, double ulps = 0) {
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (!close(a[i], b[i], ulps)) return static_cast<std::int64_t>(i) / dim;
-  }
-  return -1;
-}
-
-// Judges rank 0's extra steps on ids outside [0, N) (bad_id_groups), after the steps matched:
-// under the declared rule, a rejection (reject) or exactly the rule's pulls and updates; an
-// undeclared acceptance that moved a row is result_mismatch naming the row and the rule whose
-// replay explains it, one that moved nothing invariant_violation. Under a declared tolerance_ulps
-// each group starts from the system's own table after the last step (it may differ from the
-// reference's by rounding) and its pulls and update are judged within one step's tolerance.
-void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOutputs& out, const Trajectory& tr, CheckResult& res) {
-  const int ws = out.world_size();
-  std::vector<std::int64_t> shape;
-  F32 w = o.tolerance_ulps > 0 ? out.floats(0, "table.step" + std::to_string(o.steps - 1), Declared::kFloat32, &shape) : tr.after.back();
-  F32 s1 = tr.s1.back(), s2 = tr.s2.back();
-  const double tol = o.tolerance_ulps;
-  std::int64_t t = o.steps;
-  auto mismatch = [](const std::string& msg) { throw DiagnosisError(Diagnosis{DiagnosisKind::kResultMismatch, msg, 0, -1}); };
-  for (const auto& g : o.bad_groups) {
-    ++t;
-    const BadGroup bg = bad_group(o, s.seed, g);
-    const std::string ids_text = preview(bg.ids, 4);
-    const F32 table_after = out.floats(0, "bad." + g + ".table", Declared::kFloat32, &shape);
-    if (table_after.size() != w.size()) contract_violation(0, "bad." + g + ".table", "expected float32 [" + std::to_string(o.rows) + ", " + std::to_string(o.dim) + "]");
-    const auto why = out.rejected(0, "bad." + g + ".pulled");
-    if (why) {
-      if (o.declared.bad != BadIds::kReject) {
-        mismatch("bad." + g + ": ids " + ids_text + " were rejected (" + *why + "), where the declared rule has them " + bad_rule(o.declared.bad));
-      }
-      if (const auto row = first_changed_row(w, table_after, o.dim); row >= 0) {
-        mismatch("bad." + g + ": ids " + ids_text + " were rejected (" + *why + ") but row " + std::to_string(row) + " changed");
-      }
-      res.notes.push_back("bad." + g + ": ids " + ids_text + " rejected as required (" + *why + ")");
-      continue;
-    }
-    const F32 pulled = out.floats(0, "bad." + g + ".pulled", Declared::kFloat32, &shape);
-    if (pulled.size() != bg.ids.size() * static_cast<std::size_t>(o.dim)) {
-      contract_violation(0, "bad." + g + ".pulled", "expected float32 [" + std::to_string(bg.ids.size()) + ", " + std::to_string(o.dim) + "]");
-    }
-    auto replay = [&](BadIds rule, F32& w2, F32& s1b, F32& s2b) {
-      Semantics sem = o.declared;
-      sem.bad = rule;
-      const F32 p = bad_step(o, sem, bg, ws, t, w2, s1b, s2b);
-      return p.size() == pulled.size() && first_changed_row(p, pulled, o.dim, tol) < 0 && first_changed_row(w2, table_after, o.dim, tol) < 0;
-    };
-    if (o.declared.bad != BadIds::kReject) {
-      F32 w2 = w, s1b = s1, s2b = s2;
-      if (!replay(o.declared.bad, w2, s1b, s2b)) {
-        const auto row = first_changed_row(w2, table_after, o.dim, tol);
-        mismatch("bad." + g + ": ids " + ids_text + " were not handled as the declared rule says (" + bad_rule(o.declared.bad) + ")" +
-                 (row >= 0 ? ": row " + std::to_string(row) + " differs" : ": the pulled rows differ"));
-      }
-      w = tol > 0 ? table_after : std::move(w2), s1 = std::move(s1b), s2 = std::move(s2b);
-      continue;
-    }
-    // Accepted without a declared rule.
-    const auto moved = first_changed_row(w, table_after, o.dim);
-    std::string explained;
-    for (BadIds rule : {BadIds::kRowZero, BadIds::kClamp, BadIds::kIgnore}) {
-      F32 w2 = w, s1b = s1, s2b = s2;
-      if (replay(rule, w2, s1b, s2b)) {
-        explained = "; explained by " + bad_rule(rule) + " (if that is the system's documented behaviour, declare it in [system.profile])";
-        break;
-      }
-    }
-    if (moved >= 0) {
-      mismatch("bad." + g + ": ids " + ids_text + " (outside [0, " + std::to_string(o.rows) + ")) were accepted and moved row " +
-               std::to_string(moved) + ", a real row" + explained);
-    }
-    throw DiagnosisError(Diagnosis{DiagnosisKind::kInvariantViolation,
-                                   "bad." + g + ": ids " + ids_text + " (outside [0, " + std::to_string(o.rows) +
-                                       ")) were accepted (no row moved); a pull must reject them" + explained,
-                                   0, -1});
-  }
 }
 
 void write_inputs(const scenario::Scenario& s, InputWriter& w) {
