@@ -78,11 +78,17 @@ class BoardSource final : public ProgressSource {
     const auto v = board_.view(r);
     std::ostringstream os;
     os << "rank " << r;
+    // A program's uncaught exception is in its status (with where it was raised and its step),
+    // even when the interpreter was then killed by a signal on its way out.
+    const auto st = rank::read_status(rank::status_path(dir_, r));
+    const bool raised = st && st->outcome == rank::Outcome::kError && !st->message.empty();
+    if (raised) os << " failed: " << st->message << ";";
     if (WIFSIGNALED(c.status)) {
-      os << " was killed by " << signal_name(WTERMSIG(c.status));
+      os << (raised ? " then it was killed by " : " was killed by ") << signal_name(WTERMSIG(c.status));
     } else {
-      os << " exited with code " << WEXITSTATUS(c.status);
-      if (auto st = rank::read_status(rank::status_path(dir_, r)); st && !st->message.empty()) {
+      os << (raised ? " it exited with code " : " exited with code ") << WEXITSTATUS(c.status);
+      if (raised) {
+      } else if (st && !st->message.empty()) {
         os << " (" << st->message << ")";
       } else if (const std::string l = log_last_line(rank::log_path(dir_, r)); !l.empty()) {
         os << " (" << l << ")";  // it wrote no status: a program that failed outside lockstep's backend
@@ -91,7 +97,9 @@ class BoardSource final : public ProgressSource {
     os << " after completing " << v.last_completed();
     if (v.in_collective()) os << ", while in " << v.waiting_in();
     os << others_waiting(r);
-    return Diagnosis{DiagnosisKind::kRankFailure, os.str(), r, v.completed - 1};
+    // The step: the program's own when it said, else that of the call it was in or last completed.
+    const std::int64_t step = st && st->step >= 0 ? st->step : (v.in_collective() ? v.step : v.last_step);
+    return Diagnosis{DiagnosisKind::kRankFailure, os.str(), r, v.completed - 1, step};
   }
 
   std::string failure_way(int child, const Child& c) const override {
@@ -130,6 +138,12 @@ class BoardSource final : public ProgressSource {
       const auto v = board_.view(r);
       if (!v.in_collective() || v.issued < most) behind.push_back(r);
     }
+    // The step: that of the call the furthest ranks wait in (the one the blamed rank has not issued).
+    std::int64_t step = -1;
+    for (int r = first_; r < end_ && step < 0; ++r) {
+      const auto v = board_.view(r);
+      if (v.in_collective() && v.issued == most) step = v.step;
+    }
     std::ostringstream os;
     os << "no progress for " << timeout_s << " s";
     int blamed = -1;
@@ -142,7 +156,7 @@ class BoardSource final : public ProgressSource {
          << most - (most > 0 ? 1 : 0) << " (rank " << blamed << " last completed " << v.last_completed() << ")";
       os << others_waiting(blamed);
     }
-    return Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, most - 1};
+    return Diagnosis{DiagnosisKind::kTimeout, os.str(), blamed, most - 1, step};
   }
 
   // A timeout seen by one node of several: only its own ranks' positions are known here. Its ranks
@@ -496,7 +510,13 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
       if (!code_is(r, rank::kExitInput)) continue;
       const int rank = source.rank_of(r);
       auto st = rank::read_status(rank::status_path(dir, rank));
-      return {std::nullopt, "rank " + std::to_string(rank) + ": " + (st && !st->message.empty() ? st->message : "bad input")};
+      std::string why = "rank " + std::to_string(rank) + ": " + (st && !st->message.empty() ? st->message : "bad input");
+      // A program that ended before init_process_group (argparse, SystemExit, a missing file)
+      // said why in its own output: its last line is quoted.
+      if (const std::string last = log_last_line(rank::log_path(dir, rank), "lockstep: "); st && st->program && !last.empty()) {
+        why += "; its last output: " + last;
+      }
+      return {std::nullopt, why};
     }
     // A rank that could not write its status: the report folder's disk, not the rank.
     for (int r = 0; r < ws; ++r) {
@@ -554,7 +574,7 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
   }
 }
 
-std::string log_last_line(const std::string& file) {
+std::string log_last_line(const std::string& file, const std::string& skip_prefix) {
   // Only the log's tail is read: a rank may print gigabytes.
   constexpr std::size_t kTail = 64u << 10;
   const std::string tail = read_tail(file, kTail);
@@ -582,7 +602,10 @@ std::string log_last_line(const std::string& file) {
     }
   }
   for (std::size_t i = lines.size(); pick.empty() && i-- > 0;) {
-    if (lines[i].find("Warning:") == std::string::npos && lines[i][0] != ' ') pick = lines[i];
+    if (lines[i].find("Warning:") == std::string::npos && lines[i][0] != ' ' &&
+        (skip_prefix.empty() || lines[i].rfind(skip_prefix, 0) != 0)) {
+      pick = lines[i];
+    }
   }
   if (pick.size() > 300) pick = pick.substr(0, 300) + "...";
   return pick;

@@ -318,7 +318,8 @@ void ls_check_same_count(std::int64_t value, const char* subject, const char* un
   rt->check_same_count(value, subject ? subject : "", unit ? unit : "");
 }
 
-int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, double median_step_s, std::int64_t replica_digest) {
+int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps, double steps_per_s, double median_step_s,
+              std::int64_t replica_digest) {
   const std::string fail = failure ? failure : "";
   if (!rt) {
     // A program on its own backend (wrap = "none") only reports its steps. A wrapped program that
@@ -348,6 +349,7 @@ int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, doubl
     if (auto d = rt->explain("error: " + fail)) rt->diagnosed(*d);
     st.outcome = rank::Outcome::kError;
     st.message = fail;
+    st.step = failure_step;
     rt->settle();
     return 0;
   }
@@ -376,6 +378,6 @@ int ls_finish(const char* failure, std::int64_t steps, double steps_per_s, doubl
   return 0;
 }
 
-const char* ls_version(void) { return "2"; }
+const char* ls_version(void) { return "3"; }
 
 }  // extern "C"

@@ -40,6 +40,7 @@ nlohmann::json to_json(const RankStatus& s) {
     j["diagnosis"] = {{"kind", to_string(d.kind)}, {"message", d.message}, {"rank", d.rank}, {"seq", d.seq}, {"step", d.step}};
   }
   if (!s.message.empty()) j["message"] = s.message;
+  if (s.step >= 0) j["step"] = s.step;
   if (s.outcome == Outcome::kOk) {
     j["metrics"] = s.metrics;
     if (!s.program || !s.digest.empty()) j["digest"] = s.digest;
@@ -67,6 +68,7 @@ RankStatus status_from_json(const nlohmann::json& j) {
       }
     }
     s.message = j.value("message", "");
+    s.step = j.value("step", std::int64_t{-1});
     if (j.contains("metrics")) s.metrics = j.at("metrics").get<std::map<std::string, double>>();
     s.digest = j.value("digest", "");
     if (j.contains("series")) {

@@ -36,6 +36,7 @@ struct RankStatus {
   Outcome outcome = Outcome::kNone;
   std::optional<Diagnosis> diagnosis;  // outcome kDiagnosis
   std::string message;                 // outcome kCommError, kInputError, kError
+  std::int64_t step = -1;              // outcome kError of a program: its step when it failed (-1 unknown)
   // outcome kOk:
   std::map<std::string, double> metrics;
   std::string digest;

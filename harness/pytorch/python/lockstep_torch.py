@@ -13,10 +13,14 @@ program's first line:
   runs on the program's real group and returns to the program at once, checked when it completes
   (ls_begin, ls_end), or, where the control group verifies, is carried to its end through two
   callbacks (start, wait);
-- numbers the program's steps: step n is the program's n-th iteration, counted by its optimizer
-  (the number of optimizer.step() calls completed, so a collective before step n's forward, in its
-  backward or at its end is step n); a program without an optimizer counts the batches its
-  DataLoaders yielded (step n: after the (n+1)-th batch). Every collective carries that step and the
+- numbers the program's steps: step n is the program's n-th iteration (from 0). An iteration ends
+  with its optimizer steps, and the next begins at the first DataLoader batch or module forward after
+  them (or when an optimizer that already stepped steps again), so a logging all-reduce after
+  optimizer.step() is still the iteration's, and several optimizers or accumulation micro-steps
+  make one iteration. A program without an optimizer counts the batches its DataLoaders yielded
+  (step n: after the (n+1)-th batch). Steps are counted with torch's public optimizer step hooks
+  (torch >= 2.0) or a counting wrapper on each optimizer class's step (1.13): an optimizer's step
+  stays a bound method, as LR schedulers need. Every collective carries that step and the
   program's file:line into lockstep's trace, board and diagnoses;
 - compares each DataLoader's length across the ranks when an epoch's iteration begins (iter()):
   unequal lengths are uneven_steps naming every rank's count, before any collective diverges;
@@ -37,7 +41,9 @@ import threading
 import time
 import traceback
 
-_failure = [""]
+_failure = [""]          # the program's uncaught exception, as the diagnosis quotes it
+_failure_step = [-1]     # the program's step when it was raised
+_ABI_VERSION = b"3"      # the C interface this file speaks (program.h's ls_version)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -69,6 +75,12 @@ def _error_into(err, errlen, e):
 def _load_library():
     path = os.environ.get("LOCKSTEP_PROGRAM_LIB", "")
     lib = ctypes.CDLL(path)
+    lib.ls_version.restype = ctypes.c_char_p
+    lib.ls_version.argtypes = []
+    version = lib.ls_version()
+    if version != _ABI_VERSION:
+        raise RuntimeError("lockstep: %s speaks C interface version %r, this lockstep_torch.py version %r: the "
+                           "library and the Python side come from different builds" % (path, version, _ABI_VERSION))
     lib.ls_code.restype = ctypes.c_int
     lib.ls_code.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
     lib.ls_open.restype = ctypes.c_int
@@ -83,7 +95,7 @@ def _load_library():
     lib.ls_check_same_count.restype = None
     lib.ls_check_same_count.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64]
     lib.ls_finish.restype = ctypes.c_int
-    lib.ls_finish.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_double, ctypes.c_double, ctypes.c_int64]
+    lib.ls_finish.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_double, ctypes.c_double, ctypes.c_int64]
     return lib
 
 
@@ -125,11 +137,15 @@ def program_site():
 
 
 class _Steps:
-    """The program's step (module docstring), its throughput (steps per second, step start to step
-    start) and, for a DDP program, its module, whose parameter digest at exit is the rank's digest."""
+    """The program's step (module docstring), its throughput (steps per second, one iteration's
+    first optimizer step to the next's) and, for a DDP program, its module, whose parameter digest
+    at exit is the rank's digest."""
 
     def __init__(self):
-        self.optimizer_steps = 0
+        self.iterations = 0      # iterations whose optimizer steps ran (the last may still be open)
+        self.pending = False     # the last iteration's optimizer stepped; the next has not begun
+        self.stepped = set()     # ids of the optimizers that stepped in the pending iteration
+        self.depth = 0           # optimizer steps in progress (a wrapper's step runs its inner one's)
         self.batches = 0
         self.has_optimizer = False
         self.ddp = None
@@ -139,7 +155,7 @@ class _Steps:
 
     def current(self):
         if self.has_optimizer:
-            return self.optimizer_steps
+            return self.iterations - 1 if self.pending else self.iterations
         return self.batches - 1 if self.batches else -1
 
     def _started(self):
@@ -151,22 +167,48 @@ class _Steps:
         self.last = now
         self.starts += 1
 
+    def _begin_next(self):
+        self.pending = False
+        self.stepped = set()
+
     def optimizer_created(self):
         if not self.has_optimizer:
             self.has_optimizer = True
             self._started()
 
-    def optimizer_step(self):
-        self.optimizer_steps += 1
-        self._started()
+    def optimizer_step_begins(self):
+        self.depth += 1
+
+    def optimizer_step_ends(self, optimizer):
+        """One optimizer's step() returned; only the outermost of nested steps counts."""
+        self.depth = max(0, self.depth - 1)
+        if self.depth:
+            return
+        if self.pending and id(optimizer) in self.stepped:
+            self._begin_next()  # the same optimizer again with no batch or forward between
+        if not self.pending:
+            self.pending = True
+            self.iterations += 1
+            self._started()
+        self.stepped.add(id(optimizer))
+
+    def forward(self, module):
+        if self.pending:
+            self._begin_next()
+        if self.ddp is None and self.is_ddp(module):
+            self.ddp = module
+
+    is_ddp = staticmethod(lambda module: False)
 
     def batch(self):
         self.batches += 1
+        if self.pending:
+            self._begin_next()
         if not self.has_optimizer:
             self._started()
 
     def count(self):
-        return self.optimizer_steps if self.has_optimizer else self.batches
+        return self.iterations if self.has_optimizer else self.batches
 
     def rate(self):
         return (self.starts - 1) / (self.last - self.first) if self.starts > 1 and self.last > self.first else 0.0
@@ -423,7 +465,8 @@ class _Runtime:
         digest = -1
         if self.steps.ddp is not None and not failure:
             digest = _parameter_digest(self.steps.ddp.module)
-        code = self.lib.ls_finish(failure.encode(), self.steps.count(), self.steps.rate(), self.steps.median_duration(), digest)
+        code = self.lib.ls_finish(failure.encode(), _failure_step[0] if failure else -1, self.steps.count(), self.steps.rate(),
+                                  self.steps.median_duration(), digest)
         if code:
             sys.stderr.write("lockstep: the program never called init_process_group: lockstep verified none of its collectives\n")
             sys.stderr.flush()
@@ -663,7 +706,8 @@ def install():
     hook = sys.excepthook
 
     def excepthook(kind, value, tb):
-        _failure[0] = "".join(traceback.format_exception_only(kind, value)).strip().splitlines()[-1]
+        _failure[0] = _describe_failure(kind, value, tb, steps)
+        _failure_step[0] = steps.current()
         hook(kind, value, tb)
 
     sys.excepthook = excepthook
@@ -682,38 +726,55 @@ def install():
     return state
 
 
+def _describe_failure(kind, value, tb, steps):
+    """"ValueError: bad batch (raised at train.py:44, step 5)": the exception's last line, the
+    innermost frame of the program's own code in its traceback, and the program's step."""
+    line = "".join(traceback.format_exception_only(kind, value)).strip().splitlines()[-1]
+    site = ""
+    for frame, lineno in traceback.walk_tb(tb):
+        name = frame.f_code.co_filename
+        if _is_program_file(name):
+            site = "%s:%d" % (os.path.basename(name), lineno)
+    where = [w for w in (("raised at " + site) if site else "", ("step %d" % steps.current()) if steps.current() >= 0 else "") if w]
+    return line + (" (%s)" % ", ".join(where) if where else "")
+
+
 def _report_only(steps, failure):
     """A program on its own backend (wrap = "none"): lockstep only reports its steps."""
     path = os.environ.get("LOCKSTEP_PROGRAM_LIB", "")
     if not path or failure:
         return
     lib = _load_library()
-    lib.ls_finish(b"", steps.count(), steps.rate(), steps.median_duration(), -1)
+    lib.ls_finish(b"", -1, steps.count(), steps.rate(), steps.median_duration(), -1)
 
 
 def _install_steps(torch, DistributedDataParallel, steps, runtime):
-    forward = DistributedDataParallel.forward
+    """Counts the program's iterations without changing an object it can see: a global module
+    forward pre-hook (iteration starts, the DDP module), optimizer step hooks where torch has them
+    (>= 2.0), else one counting wrapper on each optimizer class's own step (1.13), which stays a
+    plain function so that an optimizer's step stays a bound method (LR schedulers read its
+    __self__ and __func__)."""
+    import functools
+    import importlib
 
-    def counted_forward(self, *args, **kwargs):
-        if steps.ddp is None:
-            steps.ddp = self
-        return forward(self, *args, **kwargs)
+    steps.is_ddp = lambda module: isinstance(module, DistributedDataParallel)
+    modules = importlib.import_module("torch.nn.modules.module")
+    modules.register_module_forward_pre_hook(lambda module, inputs: steps.forward(module))
 
-    DistributedDataParallel.forward = counted_forward
+    optim = importlib.import_module("torch.optim.optimizer")
+    hooks = hasattr(optim, "register_optimizer_step_pre_hook") and hasattr(optim, "register_optimizer_step_post_hook")
+    if hooks:
+        optim.register_optimizer_step_pre_hook(lambda opt, args, kwargs: steps.optimizer_step_begins())
+        optim.register_optimizer_step_post_hook(lambda opt, args, kwargs: steps.optimizer_step_ends(opt))
 
     optimizer_init = torch.optim.Optimizer.__init__
 
+    @functools.wraps(optimizer_init)
     def counted_init(self, *args, **kwargs):
         optimizer_init(self, *args, **kwargs)
         steps.optimizer_created()
-        step = self.step
-
-        def counted_step(*a, **k):
-            out = step(*a, **k)
-            steps.optimizer_step()
-            return out
-
-        self.step = counted_step
+        if not hooks:
+            _count_class_steps(type(self), steps)
 
     torch.optim.Optimizer.__init__ = counted_init
 
@@ -721,6 +782,7 @@ def _install_steps(torch, DistributedDataParallel, steps, runtime):
 
     loader_iter = DataLoader.__iter__
 
+    @functools.wraps(loader_iter)
     def checked_iter(self):
         if runtime is not None and runtime.group is not None and not runtime.finished:
             runtime.check_loader(self)
@@ -728,6 +790,34 @@ def _install_steps(torch, DistributedDataParallel, steps, runtime):
         return _CountedIterator(it, steps)
 
     DataLoader.__iter__ = checked_iter
+
+
+def _count_class_steps(cls, steps):
+    """torch 1.13 (no step hooks): wraps the step of cls and of each optimizer class above it that
+    defines its own, once; nested steps (a subclass calling super().step()) count once."""
+    import functools
+
+    for klass in cls.__mro__:
+        step = klass.__dict__.get("step")
+        if step is None or getattr(step, "_lockstep_counted", False) or not callable(step):
+            continue
+
+        def make(step):
+            @functools.wraps(step)
+            def counted_step(self, *args, **kwargs):
+                steps.optimizer_step_begins()
+                try:
+                    out = step(self, *args, **kwargs)
+                except BaseException:
+                    steps.depth = max(0, steps.depth - 1)
+                    raise
+                steps.optimizer_step_ends(self)
+                return out
+
+            counted_step._lockstep_counted = True
+            return counted_step
+
+        setattr(klass, "step", make(step))
 
 
 class _CountedIterator:

@@ -17,6 +17,13 @@ def _run_shadowed():
 
 _run_shadowed()
 if os.environ.get("LOCKSTEP_C10D") == "1":
-    import lockstep_torch
+    # A wrapper that cannot install must not let the program run unchecked: the rank fails, and
+    # its last line (the diagnosis's message) says why.
+    try:
+        import lockstep_torch
 
-    lockstep_torch.install()
+        lockstep_torch.install()
+    except Exception as e:  # noqa: BLE001
+        sys.stderr.write("lockstep: its program wrapper failed to install: %s: %s\n" % (type(e).__name__, e))
+        sys.stderr.flush()
+        os._exit(1)
