@@ -136,6 +136,7 @@ rank = 1
 // kind = "program" scenarios: what the loader accepts and refuses.
 TEST(ProgramScenarioTest, TheLoaderReadsTheProgramAndRefusesWhatCannotApply) {
   TempDir dir("lockstep_program");
+  dir.write("train.py", "");  // the script must exist (a missing one is refused, below)
   const std::string ok = dir.write("ok.toml", R"(name = "p.ok"
 [run]
 world_size = 2
@@ -172,8 +173,9 @@ outcome = "pass"
   refused("typo.toml", "name = \"p\"\n[workload]\nkind = \"program\"\ncommand = [\"x\"]\ncomand = [\"y\"]\n[expect]\noutcome = \"pass\"\n", "comand");
 }
 
-// A program that cannot start (its command is not on PATH) is a scenario error naming the key,
-// never a hang or a pass.
+// A program that cannot start (its command is not on PATH) is refused when its file is loaded
+// (validate and run alike, exit 2), naming file:line and the key, never a hang, a pass or a
+// rank_failure with exit code 127 and empty logs.
 TEST(ProgramScenarioTest, AMissingCommandIsAnErrorNamingTheKey) {
   TempDir dir("lockstep_program");
   const std::string f = dir.write("p.toml", R"(name = "p.missing"
@@ -186,10 +188,31 @@ wrap = "none"
 [expect]
 outcome = "pass"
 )");
-  const auto r = launch::run_scenario(lockstep::validate::load_file(f).at(0), test::launch_options(dir));
-  EXPECT_EQ(r.status, report::Status::kError) << test::describe(r);
-  EXPECT_CONTAINS(r.reason, "workload.command");
-  EXPECT_CONTAINS(r.reason, "'no-such-program-lockstep' is not on PATH");
+  try {
+    lockstep::validate::load_file(f);
+    ADD_FAILURE() << "a command that is not on PATH was accepted";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(e.what(), f + ":6:");
+    EXPECT_CONTAINS(e.what(), "workload.command");
+    EXPECT_CONTAINS(e.what(), "'no-such-program-lockstep' is not on PATH");
+  }
+  // A script after {python} that does not exist, and a path that is not executable, likewise.
+  const std::string g = dir.write("q.toml", "name = \"q\"\n[workload]\nkind = \"program\"\ncommand = [\"{python}\", \"{dir}/trian.py\"]\n");
+  try {
+    lockstep::validate::load_file(g);
+    ADD_FAILURE() << "a missing script was accepted";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(e.what(), "the script '{dir}/trian.py'");
+    EXPECT_CONTAINS(e.what(), "does not exist");
+  }
+  const std::string h = dir.write("s.toml", "name = \"s\"\n[workload]\nkind = \"lookup\"\n[system]\nname = \"t\"\ncommand = [\"{dir}/s.toml\"]\n");
+  try {
+    lockstep::validate::load_file(h);
+    ADD_FAILURE() << "a command that is not executable was accepted";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(e.what(), "system.command");
+    EXPECT_CONTAINS(e.what(), "is not an executable file");
+  }
 }
 
 }  // namespace

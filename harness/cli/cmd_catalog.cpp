@@ -7,12 +7,15 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <regex>
 #include <set>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "harness/core/env.h"
+#include "harness/core/error.h"
 #include "harness/cli/commands.h"
 #include "harness/core/fs.h"
 #include "harness/launch/cancel.h"
@@ -34,34 +37,72 @@ void add_catalog(CLI::App& app, int& exit_code) {
     std::string report_dir;
     int max_ranks = 16;
     bool no_contain = false;
+    std::string python;
+    std::string filter;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("--catalog", a->catalog, "the catalog file; its scenarios are looked up in the folder it is in")
+  cmd->add_option("--catalog", a->catalog,
+                  "the catalog file; its scenarios are looked up in the folder it is in (relative to the current\n"
+                  "folder: from elsewhere, pass --catalog <lockstep checkout>/scenarios/catalog.toml)")
       ->capture_default_str();
   cmd->add_option("--report-dir", a->report_dir,
                   "where the run's report and catalog.json go (default: a new folder per run under lockstep-report/)");
   cmd->add_option("--max-ranks", a->max_ranks, "skip scenarios that need more rank processes than this")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  cmd->add_option_function<std::string>(
-      "--python", [](const std::string& p) { ::setenv(env::kPython, p.c_str(), 1); },
-      "systems under test and programs: the Python interpreter that replaces {python} in their command");
+  add_python_option(cmd, a->python);
+  cmd->add_option("--filter", a->filter,
+                  "only the bug classes whose id, or one of whose scenarios' id or tags, matches this regex");
   add_no_contain_flag(cmd, a->no_contain);
+  cmd->footer(
+      "Examples:\n"
+      "  lockstep catalog                                  # from a lockstep checkout\n"
+      "  lockstep catalog --filter 'split|dtype' --catalog ~/lockstep/scenarios/catalog.toml");
   cmd->callback([a, &exit_code] {
     contain(a->no_contain);
-    const auto cat = scenario::load_catalog(a->catalog);
+    std::error_code ec;
+    if (!fs::exists(a->catalog, ec)) {
+      throw InputError(a->catalog + ": no such file (the catalog is scenarios/catalog.toml in a lockstep checkout; run "
+                       "from there, or pass --catalog PATH)");
+    }
+    auto cat = scenario::load_catalog(a->catalog);
     const std::string dir = fs::path(a->catalog).parent_path().empty() ? "." : fs::path(a->catalog).parent_path().string();
     const auto all = lockstep::validate::load_paths({dir});
     // Resolve every class first: a bad catalog is an input error before anything runs.
     std::vector<std::vector<const scenario::Scenario*>> members;
     std::vector<scenario::Scenario> to_run;
     std::set<std::string> queued;
+    std::optional<std::regex> keep;
+    if (!a->filter.empty()) {
+      try {
+        keep.emplace(a->filter);
+      } catch (const std::regex_error& e) {
+        throw InputError("--filter: invalid regex '" + a->filter + "': " + e.what());
+      }
+    }
+    std::vector<scenario::BugClass> selected;
     for (const auto& c : cat.classes) {
-      members.push_back(scenario::resolve(c, all));
+      auto m = scenario::resolve(c, all);
+      bool hit = !keep || std::regex_search(c.id, *keep);
+      for (const auto* s : m) {
+        hit = hit || std::regex_search(s->id(), *keep);
+        for (const auto& t : s->tags) hit = hit || std::regex_search(t, *keep);
+      }
+      if (!hit) continue;
+      selected.push_back(c);
+      members.push_back(std::move(m));
       for (const auto* s : members.back()) {
         if (queued.insert(s->id()).second) to_run.push_back(*s);
       }
     }
+    cat.classes = std::move(selected);
+    if (cat.classes.empty()) {
+      std::cout << "no bug class selected by --filter '" << a->filter << "': nothing to run (exit "
+                << launch::kExitNothingSelected << ")\n";
+      exit_code = launch::kExitNothingSelected;
+      return;
+    }
+    check_python(a->python, to_run);
     launch::LaunchOptions opts;
     opts.binary = launch::self_executable();
     const bool fresh = a->report_dir.empty();

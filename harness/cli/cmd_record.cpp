@@ -30,6 +30,7 @@ void add_record(CLI::App& app, int& exit_code) {
     int max_ranks = 16;
     bool no_skip = false;
     bool no_contain = false;
+    std::string python;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("paths", a->paths, "scenario files or directories (searched for *.toml)")->required();
@@ -43,10 +44,7 @@ void add_record(CLI::App& app, int& exit_code) {
   cmd->add_option("--report-dir", a->report_dir,
                   "where each run's report goes, overwritten by the next repeat once recorded (default: a new\n"
                   "folder per run, lockstep-report/run-<UTC time>-<pid>, with lockstep-report/latest pointing at it)");
-  cmd->add_option_function<std::string>(
-      "--python", [](const std::string& p) { ::setenv(env::kPython, p.c_str(), 1); },
-      "systems under test and programs: the Python interpreter that replaces {python} in their command\n"
-      "(default: $LOCKSTEP_PYTHON, else python3), e.g. an environment built by ci/systems");
+  add_python_option(cmd, a->python, ", e.g. an environment built by ci/systems");
   cmd->add_option("--filter", a->filter, "record only scenarios whose id or a tag matches this regex");
   cmd->add_option("--max-ranks", a->max_ranks, "skip scenarios that need more rank processes than this")
       ->capture_default_str()
@@ -55,9 +53,19 @@ void add_record(CLI::App& app, int& exit_code) {
                 "count a skipped scenario as a failure (exit 1; its reason says it was skipped); it is\n"
                 "recorded as failed");
   add_no_contain_flag(cmd, a->no_contain);
+  cmd->footer(
+      "Examples:\n"
+      "  lockstep record scenarios/training --baseline base.db --repeat 5\n"
+      "  lockstep run scenarios/training --baseline base.db            # later: check against the records");
   cmd->callback([a, &exit_code] {
     contain(a->no_contain);
-    const auto scenarios = launch::filter_scenarios(lockstep::validate::load_paths(a->paths), a->filter);
+    const auto scenarios = select_scenarios(a->paths, a->filter, /*last_failed=*/false, "");
+    check_python(a->python, scenarios);
+    if (scenarios.empty()) {
+      std::cout << "no scenario selected: nothing to record (exit " << launch::kExitNothingSelected << ")\n";
+      exit_code = launch::kExitNothingSelected;
+      return;
+    }
     baseline::Store store(a->baseline, baseline::Access::kCreate);
     const auto env = baseline::detect_environment(a->env);
     store.put_environment(env);  // refuses a name bound to another stack before running anything

@@ -37,17 +37,23 @@ void add_run(CLI::App& app, int& exit_code) {
     int ab_runs = 5;
     double ab_tolerance = 0.05;
     bool no_contain = false;
+    bool exit_first = false;
+    bool last_failed = false;
+    std::string python;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("paths", a->paths, "scenario files or directories (searched for *.toml)")->required();
   cmd->add_option("--report-dir", a->report_dir,
                   "write results.json, junit.xml and per-scenario rank logs and traces here (default: a new\n"
       "folder per run, lockstep-report/run-<UTC time>-<pid>, with lockstep-report/latest pointing at it)");
-  cmd->add_option_function<std::string>(
-      "--python", [](const std::string& p) { ::setenv(env::kPython, p.c_str(), 1); },
-      "systems under test and programs: the Python interpreter that replaces {python} in their command\n"
-      "(default: $LOCKSTEP_PYTHON, else python3), e.g. an environment built by ci/systems");
-  cmd->add_option("--filter", a->filter, "run only scenarios whose id or a tag matches this regex (ECMAScript, searched)");
+  add_python_option(cmd, a->python, ", e.g. an environment built by ci/systems");
+  cmd->add_option("--filter", a->filter, "run only scenarios whose id or a tag matches this regex (ECMAScript, searched);\n"
+                  "`lockstep list PATHS --filter REGEX` shows what it selects");
+  cmd->add_flag("-x,--exitfirst", a->exit_first,
+                "stop after the first scenario that does not meet its expectation (the rest: not run, exit 1)");
+  cmd->add_flag("--last-failed", a->last_failed,
+                "run only the scenarios that failed, errored or were not run in the last report (--report-dir's\n"
+                "results.json when it has one, else lockstep-report/latest)");
   cmd->add_flag("--no-skip", a->no_skip,
                 "count a skipped scenario as a failure (exit 1; its reason says it was skipped), for CI jobs\n"
                 "that must run everything");
@@ -89,6 +95,13 @@ void add_run(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(1e-9, 0.5) & finite());
   add_no_contain_flag(cmd, a->no_contain);
+  cmd->footer(
+      "Exit codes: 0 every scenario met its expectation; 1 one did not; 2 usage or input error; 5 no scenario\n"
+      "selected; 6 every selected scenario was skipped; 130/143 interrupted.\n\n"
+      "Examples:\n"
+      "  lockstep run scenarios/comm --report-dir R         # run a folder; R/report.md, results.json, junit.xml\n"
+      "  lockstep run scenarios --filter 'programs' --python ~/.cache/lockstep/venv-torch-2.15.0/bin/python\n"
+      "  lockstep run scenarios -x --last-failed             # rerun what failed last time, stop at the first failure");
   cmd->callback([a, &exit_code] {
     contain(a->no_contain);
     if (!a->slowdown.empty()) perf::parse_slowdown_flag(a->slowdown, "--slowdown");
@@ -97,7 +110,8 @@ void add_run(CLI::App& app, int& exit_code) {
       if (::access(a->reference.c_str(), X_OK) != 0)
         throw InputError("--reference: '" + a->reference + "' is not an executable lockstep binary");
     }
-    const auto scenarios = launch::filter_scenarios(lockstep::validate::load_paths(a->paths), a->filter);
+    const auto scenarios = select_scenarios(a->paths, a->filter, a->last_failed, a->report_dir);
+    check_python(a->python, scenarios);
     // Open (and validate) the store before spending time on the suite, or creating anything.
     std::optional<baseline::Store> store;
     std::string env;
@@ -119,6 +133,7 @@ void add_run(CLI::App& app, int& exit_code) {
     opts.dump = a->dump;
     opts.max_ranks = a->max_ranks;
     opts.no_skip = a->no_skip;
+    opts.exit_first = a->exit_first;
     opts.progress = isatty(STDOUT_FILENO);
     opts.slowdown = a->slowdown;
     if (!a->reference.empty()) opts.reference_binary = std::filesystem::absolute(a->reference).string();

@@ -82,6 +82,7 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     std::string report_dir;
     double timeout_s = 600;
     bool no_contain = false;
+    std::string python;
   };
   auto a = std::make_shared<Args>();
   cmd->prefix_command();  // the first argument that is not one of these options is the script
@@ -107,10 +108,7 @@ void add_torchrun(CLI::App& app, int& exit_code) {
   cmd->add_flag("--standalone", a->standalone,
                 "torchrun's: one node, the store on a free port of 127.0.0.1 (what lockstep does anyway with --nnodes 1\n"
                 "and no --master-port); refused with --nnodes > 1, --master-addr or --master-port");
-  cmd->add_option_function<std::string>(
-      "--python", [](const std::string& p) { ::setenv(env::kPython, p.c_str(), 1); },
-      "lockstep's: the Python interpreter that runs the script (default: $LOCKSTEP_PYTHON, else python3); its torch must\n"
-      "be the one this lockstep's backend was built against");
+  add_python_option(cmd, a->python, "\nlockstep's: it runs the script; any torch from 1.13 to 2.15");
   cmd->add_option("--report-dir", a->report_dir,
                   "lockstep's: write results.json, junit.xml and the ranks' logs and traces here (default: a new folder per\n"
                   "run, lockstep-report/run-<UTC time>-<pid>, with lockstep-report/latest pointing at it)");
@@ -120,15 +118,22 @@ void add_torchrun(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 3600.0) & finite());
   add_no_contain_flag(cmd, a->no_contain);
+  cmd->footer(
+      "Examples:\n"
+      "  lockstep torchrun --nproc-per-node 2 --python ~/.cache/lockstep/venv-torch-2.15.0/bin/python train.py --epochs 1\n"
+      "  lockstep torchrun --nproc-per-node 4 -m mypackage.train --lr 0.1");
   cmd->callback([cmd, a, addr, port, &exit_code] {
     const std::vector<std::string> rest = cmd->remaining();
     if (rest.empty()) throw InputError("torchrun: no training script given (lockstep torchrun [options] train.py [args])");
-    if (rest.front().size() > 1 && rest.front()[0] == '-') {
+    if (rest.front().size() > 1 && rest.front()[0] == '-' && rest.front() != "-m" && rest.front() != "--module") {
       throw InputError("torchrun: unsupported option '" + rest.front() +
                        "' (lockstep torchrun takes torchrun's --nproc-per-node, --nnodes, --node-rank, --master-addr, "
                        "--master-port and --standalone, and lockstep's --python, --report-dir, --timeout-s and --no-contain, before the script)");
     }
-    const std::string script = rest.front();
+    // `-m package.module [args]` runs a module, as torchrun's -m / python -m do.
+    const bool module = rest.front() == "-m" || rest.front() == "--module";
+    if (module && rest.size() < 2) throw InputError("torchrun: -m needs a module name (lockstep torchrun -m package.module [args])");
+    const std::string script = module ? rest[1] : rest.front();
     const int n_nodes = parse_nnodes(a->nnodes);
     if (a->standalone) {
       if (n_nodes > 1) throw InputError("--standalone runs one node; it cannot be combined with --nnodes " + a->nnodes);
@@ -141,7 +146,11 @@ void add_torchrun(CLI::App& app, int& exit_code) {
       throw InputError("--nproc-per-node x --nnodes: at most " + std::to_string(kMaxWorldSize) + " ranks, got " +
                        std::to_string(a->nproc_per_node * n_nodes));
     }
-    if (std::error_code ec; !fs::is_regular_file(script, ec)) throw InputError("torchrun: no such script: " + script);
+    if (std::error_code ec; !module && !fs::is_regular_file(script, ec)) throw InputError("torchrun: no such script: " + script);
+    check_python(a->python, {});
+    if (a->python.empty() && std::getenv(env::kPython) && *std::getenv(env::kPython)) {
+      launch::require_interpreter(std::getenv(env::kPython), env::kPython);
+    }
     // One node on this machine's loopback is a local run; other nodes must reach this one's ranks.
     std::string not_local;
     if (n_nodes > 1) not_local = "a multi-node run (--nnodes " + a->nnodes + "): its ranks reach the other nodes over the network";
@@ -162,7 +171,8 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     s.workload = "program";
     scenario::ProgramSpec p;
     p.command = {launch::python_interpreter()};
-    p.command.insert(p.command.end(), rest.begin(), rest.end());
+    if (module) p.command.push_back("-m");
+    p.command.insert(p.command.end(), rest.begin() + (module ? 1 : 0), rest.end());
     p.python_modules = {"torch"};
     p.where = "lockstep torchrun";
     s.program = std::move(p);

@@ -2,6 +2,9 @@
 // One source file per subcommand. Each registers itself on the app; its callback stores the
 // process exit code in `exit_code`. Errors propagate as exceptions to main().
 #include <string>
+#include <vector>
+
+#include "harness/scenario/scenario.h"
 
 namespace CLI {
 class App;
@@ -40,6 +43,20 @@ void add_no_contain_flag(CLI::App* cmd, bool& no_contain);
 // Contains the rest of the command's run (launch::contain_run) unless `no_contain`; `not_local`
 // says why a run must reach other hosts ("" when it is local). Call it first in the callback.
 void contain(bool no_contain, const std::string& not_local = "");
+// `--python PATH` on a command that runs programs or systems: sets LOCKSTEP_PYTHON for them and
+// keeps the value in `python` for check_python.
+void add_python_option(CLI::App* cmd, std::string& python, const std::string& help_extra = "");
+// Refuses (InputError, exit 2) an interpreter that cannot start: the one given with --python
+// (`flag_value`, always checked), or $LOCKSTEP_PYTHON when a selected scenario runs Python.
+void check_python(const std::string& flag_value, const std::vector<scenario::Scenario>& scenarios);
+// The scenarios a command runs: those under `paths` (validated), kept by `filter` (regex on id or
+// tag) and, with `last_failed`, only those that failed, errored or were not run in the last report
+// (`report_dir`/results.json when that folder has one, else lockstep-report/latest/results.json;
+// InputError when there is none).
+std::vector<scenario::Scenario> select_scenarios(const std::vector<std::string>& paths, const std::string& filter,
+                                                 bool last_failed, const std::string& report_dir);
+// The text of the one shared note on containment, for the top-level help.
+const char* containment_help();
 // A CLI11 check that refuses NaN and infinity.
 const CLI::Validator& finite();
 

@@ -24,11 +24,16 @@ int main(int argc, char** argv) {
       "same way without a scenario file.\n\n"
       "Exit codes: 0 every scenario met its expectation; 1 at least one did not (with --no-skip, a\n"
       "skipped one counts as not met); 2 usage or input error (the message names file:line and the\n"
-      "key); 6 every selected scenario was skipped, so nothing was checked; 130/143 interrupted by\n"
-      "SIGINT/SIGTERM."};
+      "key); 5 no scenario was selected; 6 every selected scenario was skipped, so nothing was checked;\n"
+      "130/143 interrupted by SIGINT/SIGTERM."};
   app.set_version_flag("--version", std::string("lockstep ") + LOCKSTEP_VERSION + " (" + LOCKSTEP_GIT_REV +
                                         "), LibTorch " + LOCKSTEP_TORCH_VERSION + " [" + LOCKSTEP_TORCH_LINE + "]");
   app.require_subcommand(1);
+  app.footer(std::string(lockstep::cli::containment_help()) +
+             "\n\nExamples:\n"
+             "  lockstep torchrun --nproc-per-node 2 --python /path/to/venv/bin/python train.py   # your script, checked\n"
+             "  lockstep run scenarios/comm --report-dir R                                        # a suite; R/report.md\n"
+             "  lockstep SUBCOMMAND --help                                                        # each one's options");
   int exit_code = 0;
   lockstep::cli::add_run(app, exit_code);
   lockstep::cli::add_validate(app, exit_code);

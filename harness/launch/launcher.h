@@ -19,6 +19,9 @@ struct LaunchOptions {
   // `--no-skip`: run_suite turns every skipped scenario into a failure, its reason kept.
   bool no_skip = false;
   bool progress = false;   // run_suite: redraw a progress line on a terminal (isatty)
+  // `-x`/`--exitfirst`: run_suite stops after the first scenario that does not meet its
+  // expectation; the rest are reported as cancelled ("not run: ...").
+  bool exit_first = false;
   std::string label;       // run_suite: shown before each progress line, e.g. "repeat 2/5"
   // `run --slowdown PERCENT[:PHASE[:RANK]]`: the slowdown fault on every scenario of lockstep's
   // own workloads ("" none); a scenario where it never fires is an error.

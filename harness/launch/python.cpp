@@ -106,6 +106,29 @@ std::string python_interpreter() {
   return env::str(env::kPython, "python3");
 }
 
+bool uses_python(const scenario::Scenario& s) { return s.program.has_value() || s.system.has_value(); }
+
+void require_interpreter(const std::string& python, const std::string& source) {
+  std::string path;
+  try {
+    path = resolve_program(python);
+  } catch (const InputError&) {
+    throw InputError(source + ": the interpreter '" + python + "' is not on PATH");
+  }
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw InputError(source + ": the interpreter '" + python + "' does not exist");
+  if (fs::is_directory(path, ec) || access(path.c_str(), X_OK) != 0) {
+    throw InputError(source + ": the interpreter '" + python + "' is not an executable file");
+  }
+  std::string last;
+  const int code = run_quietly({path, "-c", "pass"}, 60, last);
+  if (code != 0) {
+    throw InputError(source + ": the interpreter '" + python + "' does not start (`" + python + " -c pass` exited " +
+                     (code < 0 ? std::string("on a signal or timed out") : "with " + std::to_string(code)) +
+                     (last.empty() ? "" : ": " + last) + ")");
+  }
+}
+
 namespace {
 
 // ---- the probes' cache on disk ------------------------------------------------------------
@@ -262,24 +285,24 @@ std::string probe_imports(const std::string& python, const std::vector<std::stri
     remember_success(disk_key, output);
     return "";
   } catch (const InputError& e) {
-    return std::string("requires python modules ") + list + ": " + e.what() + "; set LOCKSTEP_PYTHON";
+    return std::string("requires python modules ") + list + ": " + e.what() + "; pass --python PATH (or set LOCKSTEP_PYTHON)";
   }
 }
 
 std::string system_skip_reason(const scenario::Scenario& s) {
   if (!s.system) return "";
-  return import_skip_reason(s.system->python_modules, "set LOCKSTEP_PYTHON to an interpreter that has them (ci/systems builds them)");
+  return import_skip_reason(s.system->python_modules, "pass --python PATH (or set LOCKSTEP_PYTHON) naming an interpreter that has them (ci/systems builds them)");
 }
 
 std::string program_skip_reason(const scenario::Scenario& s) {
   if (!s.program) return "";
-  if (std::string why = import_skip_reason(s.program->python_modules, "set LOCKSTEP_PYTHON to an interpreter that has them"); !why.empty()) {
+  if (std::string why = import_skip_reason(s.program->python_modules, "pass --python PATH (or set LOCKSTEP_PYTHON) naming an interpreter that has them"); !why.empty()) {
     return why;
   }
   if (s.program->wrap == "none") return "";
   // The wrapper needs torch (any version from 1.13) and lockstep's program runtime, built beside
   // this binary.
-  if (std::string why = import_skip_reason({"torch"}, "set LOCKSTEP_PYTHON to an interpreter that has PyTorch"); !why.empty()) return why;
+  if (std::string why = import_skip_reason({"torch"}, "pass --python PATH (or set LOCKSTEP_PYTHON) naming an interpreter that has PyTorch, e.g. the venv ci/setup makes"); !why.empty()) return why;
   if (std::error_code ec; !fs::exists(program_library(), ec)) {
     return "this build of lockstep has no program runtime (" + program_library() + " is missing; build the target lockstep_program)";
   }

@@ -11,6 +11,12 @@ namespace lockstep::launch {
 
 // The interpreter that replaces {python}: $LOCKSTEP_PYTHON, else python3.
 std::string python_interpreter();
+// Throws InputError (exit 2) naming `python` and `source` ("--python", "LOCKSTEP_PYTHON") when it
+// cannot be found on PATH, is not executable, or does not start (`python -c pass` fails within 60 s):
+// a misspelt interpreter is an input error, never a run of skips.
+void require_interpreter(const std::string& python, const std::string& source);
+// True when `s` runs a program or a system under test, whose command may use {python}.
+bool uses_python(const scenario::Scenario& s);
 // Why `python` cannot import `modules` ("" when it can), with `hint` appended to the reason;
 // `extra_env` ("NAME=value") is added to the probe's environment. A successful probe is cached
 // on disk ($XDG_CACHE_HOME or ~/.cache/lockstep/python-probes) while the interpreter, each

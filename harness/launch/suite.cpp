@@ -33,9 +33,11 @@ std::string utc_now() {
   return os.str();
 }
 
-const char* label(report::Status s) {
-  switch (s) {
-    case report::Status::kPass: return "PASS ";
+// The console's word for a result: a pass whose expectation was a diagnosis is XFAIL (the bug it
+// injects was found, as pytest's expected failures read); results.json and JUnit still say pass.
+const char* label(const report::ScenarioResult& r) {
+  switch (r.status) {
+    case report::Status::kPass: return r.diagnosis ? "XFAIL" : "PASS ";
     case report::Status::kFail: return "FAIL ";
     case report::Status::kSkip: return "SKIP ";
     case report::Status::kError: return "ERROR";
@@ -49,6 +51,7 @@ const char* label(report::Status s) {
 void write_report(const report::RunSummary& run, const std::string& report_dir) {
   report::write_results_json(run, (std::filesystem::path(report_dir) / "results.json").string());
   report::write_junit_xml(run, (std::filesystem::path(report_dir) / "junit.xml").string());
+  report::write_markdown_summary(run, (std::filesystem::path(report_dir) / "report.md").string());
 }
 
 void check_invariance(const std::vector<scenario::Scenario>& scenarios,
@@ -113,8 +116,10 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
   // happens to this one.
   for (const char* stale : {"results.json", "junit.xml"}) std::filesystem::remove(std::filesystem::path(options.report_dir) / stale);
   const std::size_t n = scenarios.size();
+  if (n == 0) out << "no scenario selected: nothing to run (exit " << kExitNothingSelected << ")\n";
+  std::string stopped_at;  // -x: the first scenario that did not meet its expectation
   for (std::size_t i = 0; i < n; ++i) {
-    if (cancelled()) {
+    if (cancelled() || !stopped_at.empty()) {
       report::ScenarioResult r;
       r.name = scenarios[i].name;
       r.id = scenarios[i].id();
@@ -124,7 +129,8 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
       r.expected = scenarios[i].expect.expected_label();
       r.world_size = scenarios[i].world_size;
       r.status = report::Status::kCancelled;
-      r.reason = "not run: the run was cancelled by " + cancel_signal_name();
+      r.reason = stopped_at.empty() ? "not run: the run was cancelled by " + cancel_signal_name()
+                                    : "not run: -x/--exitfirst stopped the run after " + stopped_at + " failed";
       run.results.push_back(std::move(r));
       continue;
     }
@@ -145,12 +151,13 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
       r.reason = "skipped, and --no-skip makes a skip a failure: " + r.reason;
     }
     if (options.progress) out << "\r\033[K";
-    out << '[' << std::setw(3) << i + 1 << '/' << n << "] " << label(r.status) << ' ' << r.id << "  ("
+    out << '[' << std::setw(3) << i + 1 << '/' << n << "] " << label(r) << ' ' << r.id << "  ("
         << std::fixed << std::setprecision(2) << r.duration_s << " s)";
-    if (r.status == report::Status::kPass && r.diagnosis) out << "  " << to_string(r.diagnosis->kind);
+    if (r.status == report::Status::kPass && r.diagnosis) out << "  " << to_string(r.diagnosis->kind) << " as expected";
     out << '\n';
     if (r.status != report::Status::kPass && !r.reason.empty()) out << "        " << r.reason << '\n';
     out.flush();
+    if (options.exit_first && (r.status == report::Status::kFail || r.status == report::Status::kError)) stopped_at = r.id;
     run.results.push_back(std::move(r));
   }
   if (!cancelled()) check_invariance(scenarios, run.results);
@@ -159,7 +166,11 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
   if (!options.defer_report) write_report(run, options.report_dir);
 
   std::map<report::Status, int> counts;
-  for (const auto& r : run.results) ++counts[r.status];
+  int expected_diagnoses = 0;
+  for (const auto& r : run.results) {
+    ++counts[r.status];
+    expected_diagnoses += r.status == report::Status::kPass && r.diagnosis;
+  }
   // Summary table: one row per scenario directory.
   struct Row {
     int pass = 0, fail = 0, skip = 0, error = 0;
@@ -185,8 +196,10 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
   out << "\n" << counts[report::Status::kPass] << " passed, " << counts[report::Status::kFail] << " failed, "
       << counts[report::Status::kSkip] << " skipped, " << counts[report::Status::kError] << " errors"
       << (run.cancelled_by.empty() ? "" : ", " + std::to_string(counts[report::Status::kCancelled]) + " cancelled by " + run.cancelled_by)
+      << (stopped_at.empty() ? "" : ", " + std::to_string(counts[report::Status::kCancelled]) + " not run (-x)")
       << " in "
       << std::fixed << std::setprecision(1) << run.duration_s << " s; report: " << options.report_dir << '\n';
+  if (expected_diagnoses) out << "(" << expected_diagnoses << " of the passes are XFAIL: the injected bug gave the expected diagnosis)\n";
   if (all_skipped(run)) out << "every selected scenario was skipped: nothing was checked\n";
   if (!run.containment.contained) out << "not contained: " << run.containment.reason << '\n';
   return run;
@@ -225,6 +238,7 @@ bool all_skipped(const report::RunSummary& run) {
 }
 
 int suite_exit_code(const report::RunSummary& run) {
+  if (run.results.empty()) return kExitNothingSelected;
   if (!all_met(run)) return kExitUnmet;
   return all_skipped(run) ? kExitAllSkipped : kExitMet;
 }

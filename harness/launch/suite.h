@@ -26,7 +26,8 @@ void check_invariance(const std::vector<scenario::Scenario>& scenarios,
 report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
                              const LaunchOptions& options, std::ostream& out);
 
-// Writes report_dir/results.json and report_dir/junit.xml: once per run, after every check.
+// Writes report_dir/results.json, report_dir/junit.xml and report_dir/report.md (a table a person
+// reads: every scenario's status, what it expected and what it got): once per run, after every check.
 void write_report(const report::RunSummary& run, const std::string& report_dir);
 
 // Keeps the scenarios whose id or a tag matches `filter` (ECMAScript regex, searched); all when
@@ -44,9 +45,11 @@ bool all_skipped(const report::RunSummary& run);
 // error) and 128 + the signal (cancelled).
 inline constexpr int kExitMet = 0;          // every scenario met its expectation, at least one ran
 inline constexpr int kExitUnmet = 1;        // a scenario failed, errored or was cancelled
+inline constexpr int kExitNothingSelected = 5;  // no scenario selected (as pytest's 5): nothing was checked
 inline constexpr int kExitAllSkipped = 6;   // every selected scenario skipped; nothing was checked
 
-// kExitUnmet unless all_met, else kExitAllSkipped when all_skipped, else kExitMet.
+// kExitNothingSelected when the run has no scenario, else kExitUnmet unless all_met, else
+// kExitAllSkipped when all_skipped, else kExitMet.
 int suite_exit_code(const report::RunSummary& run);
 
 }  // namespace lockstep::launch

@@ -1,5 +1,8 @@
 #include "harness/report/results.h"
 
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -277,6 +280,69 @@ void write_junit_xml(const RunSummary& run, const std::string& path) {
   }
   xml += "  </testsuite>\n</testsuites>\n";
   write_file_atomically(path, xml);
+}
+
+namespace {
+
+// One Markdown table cell: one line, pipes and backticks escaped, at most 300 characters.
+std::string md_cell(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (ch == '\n' || ch == '\r' || ch == '\t') {
+      out += ' ';
+    } else if (ch == '|' || ch == '`' || ch == '<' || ch == '>' || ch == '*' || ch == '_' || ch == '[' || ch == ']') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) >= 0x20 || ch < 0) {
+      out += ch;
+    }
+    if (out.size() > 300) {
+      out += "...";
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void write_markdown_summary(const RunSummary& run, const std::string& path) {
+  const Counts c = count(run);
+  std::ostringstream md;
+  md << "# lockstep run\n\n";
+  md << "lockstep " << md_cell(run.lockstep_version) << ", LibTorch " << md_cell(run.torch_version) << ", started "
+     << md_cell(run.started_at) << ", " << std::fixed << std::setprecision(1) << run.duration_s << " s.\n\n";
+  int xfail = 0;
+  for (const auto& r : run.results) xfail += r.status == Status::kPass && r.diagnosis;
+  md << "**" << c.pass << " passed** (" << xfail << " XFAIL: the injected bug gave the expected diagnosis), " << c.fail
+     << " failed, " << c.error << " errors, " << c.skip << " skipped, " << c.cancelled << " not run";
+  if (!run.cancelled_by.empty()) md << " (cancelled by " << run.cancelled_by << ")";
+  md << ".\n\n";
+  if (run.results.empty()) md << "No scenario was selected: nothing was checked.\n";
+  if (!run.results.empty()) {
+    md << "| status | scenario | expected | observed | s | reason |\n|---|---|---|---|---:|---|\n";
+    auto rank = [](const ScenarioResult& r) {
+      switch (r.status) {
+        case Status::kFail: return 0;
+        case Status::kError: return 1;
+        case Status::kCancelled: return 2;
+        case Status::kSkip: return 4;
+        case Status::kPass: return 3;
+      }
+      return 5;
+    };
+    std::vector<const ScenarioResult*> order;
+    for (const auto& r : run.results) order.push_back(&r);
+    std::stable_sort(order.begin(), order.end(), [&](const auto* a, const auto* b) { return rank(*a) < rank(*b); });
+    for (const auto* r : order) {
+      const std::string status = r->status == Status::kPass && r->diagnosis ? "XFAIL" : std::string(to_string(r->status));
+      const std::string observed = r->diagnosis ? std::string(to_string(r->diagnosis->kind)) : (r->status == Status::kPass ? "pass" : "");
+      md << "| " << status << " | " << md_cell(r->id) << " | " << md_cell(r->expected) << " | " << observed << " | " << std::fixed
+         << std::setprecision(2) << r->duration_s << " | " << md_cell(r->reason) << " |\n";
+    }
+  }
+  if (!run.containment.contained) md << "\nNot contained: " << md_cell(run.containment.reason) << "\n";
+  write_file_atomically(path, md.str());
 }
 
 }  // namespace lockstep::report

@@ -92,5 +92,9 @@ void write_results_json(const RunSummary& run, const std::string& path);
 // Writes DIR/junit.xml: one <testcase> per scenario variant, skips as <skipped/>, fails as
 // <failure/>, errors as <error/>. Every user-supplied string is XML-escaped.
 void write_junit_xml(const RunSummary& run, const std::string& path);
+// Writes DIR/report.md for a person: the counts, then one table row per scenario variant (status,
+// with XFAIL for an expected diagnosis that was found; expected; what was observed; seconds; the
+// reason), failures first. Untrusted text (messages, reasons) is escaped for Markdown tables.
+void write_markdown_summary(const RunSummary& run, const std::string& path);
 
 }  // namespace lockstep::report

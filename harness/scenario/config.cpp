@@ -316,6 +316,8 @@ void Config::finish() const {
     if (!impl_->table || !impl_->table->contains(o.key)) present.push_back(o.key);
   }
   const auto& log = *impl_->read;
+  // Every unknown key of the table is named, not only the first.
+  std::vector<std::string> errors;
   for (const auto& key : present) {
     if (log.seen.count(key)) continue;
     std::string message = "unknown key";
@@ -337,8 +339,29 @@ void Config::finish() const {
     } else {
       message += "; allowed keys in " + impl_->label + ": " + join(log.order);
     }
-    internal::fail_at_key(*this, key, message);
+    try {
+      internal::fail_at_key(*this, key, message);
+    } catch (const InputError& e) {
+      errors.emplace_back(e.what());
+    }
   }
+  if (errors.empty()) return;
+  std::string all = errors.front();
+  for (std::size_t i = 1; i < errors.size(); ++i) all += "\n" + errors[i];
+  throw InputError(all);
+}
+
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_distance = 3;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_distance && d < std::max<std::size_t>(c.size(), 2)) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
 }
 
 std::string format_double(double value) {

@@ -58,6 +58,10 @@ class Config {
   std::shared_ptr<Impl> impl_;
 };
 
+// The candidate closest to `word` by edit distance when it is close (at most 2 edits, and fewer
+// than the candidate's length), for "did you mean"; "" when none is.
+std::string closest(const std::string& word, const std::vector<std::string>& candidates);
+
 // Range-checked readers for the keys of a table (workloads, systems under test, faults), so
 // that one key has one rule wherever it is read. Each returns `fallback` when `key` is absent
 // and throws InputError "file:line: <key>: must be in [lo, hi], got v" (or "must be >= lo")

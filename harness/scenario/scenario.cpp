@@ -1,5 +1,10 @@
 #include "harness/scenario/scenario.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <sstream>
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -273,6 +278,48 @@ std::optional<SystemSpec> read_system(const Config& root) {
   return sys;
 }
 
+// A command that cannot start is refused when its file is loaded (validate and run alike), naming
+// the key: argv[0], after {dir} is replaced by the scenario's folder, must be {python}, on PATH,
+// or (an absolute path) an executable file; after {python}, a first argument naming a .py file by
+// an absolute path (or under {dir}) must exist. Paths relative to where the ranks start are not
+// checked here. (The
+// interpreter itself is checked by the command that runs it: --python, LOCKSTEP_PYTHON.)
+void check_command(const Config& t, const std::vector<std::string>& command, const std::string& file) {
+  const std::string dir = fs::path(file).parent_path().empty() ? "." : fs::path(file).parent_path().string();
+  auto with_dir = [&](std::string arg) {
+    for (auto at = arg.find("{dir}"); at != std::string::npos; at = arg.find("{dir}", at + dir.size())) arg.replace(at, 5, dir);
+    return arg;
+  };
+  std::error_code ec;
+  const std::string argv0 = with_dir(command.at(0));
+  if (argv0.find("{python}") != std::string::npos) {
+    if (command.size() < 2) return;
+    const std::string script = with_dir(command[1]);
+    const bool placed = fs::path(script).is_absolute() || command[1].find("{dir}") != std::string::npos;
+    if (script.size() > 3 && placed && script.compare(script.size() - 3, 3, ".py") == 0 &&
+        script.find('{') == std::string::npos && !fs::is_regular_file(script, ec)) {
+      t.fail("command", "the script '" + command[1] + "' (" + script + ") does not exist");
+    }
+    return;
+  }
+  if (argv0.find('{') != std::string::npos) return;  // another placeholder: resolved when the ranks start
+  if (argv0.find('/') != std::string::npos) {
+    if (!fs::path(argv0).is_absolute() && command[0].find("{dir}") == std::string::npos) return;  // relative to where the ranks start
+    if (!fs::exists(argv0, ec)) t.fail("command", "'" + command[0] + "' (" + argv0 + ") does not exist");
+    if (fs::is_directory(argv0, ec) || ::access(argv0.c_str(), X_OK) != 0) {
+      t.fail("command", "'" + command[0] + "' (" + argv0 + ") is not an executable file");
+    }
+    return;
+  }
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string d; std::getline(dirs, d, ':');) {
+    const fs::path candidate = fs::path(d.empty() ? "." : d) / argv0;
+    if (::access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate, ec)) return;
+  }
+  t.fail("command", "'" + argv0 + "' is not on PATH");
+}
+
 // [workload] kind = "program": every key is read here (the launcher runs the program, no
 // workload of lockstep's).
 ProgramSpec read_program(const Config& t) {
@@ -440,6 +487,8 @@ std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
     s.system = read_system(root);
     if (s.system && s.program) root.fail("system", "[system] and [workload] kind = \"program\" exclude each other");
     if (check) check(s);
+    if (s.program) check_command(workload, s.program->command, path);
+    if (s.system) check_command(root.get_table("system"), s.system->command, path);
     out.push_back(std::move(s));
   }
   return out;
@@ -551,15 +600,29 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
 std::vector<Scenario> load_paths(const std::vector<std::string>& paths, const VariantCheck& check) {
   std::vector<Scenario> out;
   std::map<std::string, std::string> file_of_id;
+  // Every file is read: a broken one is reported with the others', all at once, as one error.
+  std::vector<std::string> errors;
+  std::size_t files = 0;
   for (const auto& file : expand_paths(paths)) {
-    for (auto& s : load_file(file, check)) {
-      auto [it, inserted] = file_of_id.emplace(s.id(), s.file);
-      if (!inserted) {
-        throw InputError(s.file + ": duplicate scenario id \"" + s.id() + "\" (also defined in " +
-                         it->second + ")");
+    ++files;
+    try {
+      for (auto& s : load_file(file, check)) {
+        auto [it, inserted] = file_of_id.emplace(s.id(), s.file);
+        if (!inserted) {
+          throw InputError(s.file + ": duplicate scenario id \"" + s.id() + "\" (also defined in " +
+                           it->second + ")");
+        }
+        out.push_back(std::move(s));
       }
-      out.push_back(std::move(s));
+    } catch (const InputError& e) {
+      errors.emplace_back(e.what());
     }
+  }
+  if (errors.size() == 1) throw InputError(errors.front());
+  if (!errors.empty()) {
+    std::string all = std::to_string(errors.size()) + " of " + std::to_string(files) + " scenario files have errors:";
+    for (const auto& e : errors) all += "\n" + e;
+    throw InputError(all);
   }
   return out;
 }

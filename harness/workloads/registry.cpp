@@ -3,6 +3,7 @@
 #include "harness/comm/faults.h"
 #include "harness/perf/cost.h"
 #include "harness/core/error.h"
+#include "harness/scenario/config.h"
 #include "harness/workloads/workload.h"
 
 namespace lockstep::workloads {
@@ -37,10 +38,18 @@ void validate(const scenario::Scenario& s) {
   const WorkloadSpec* spec = find(s.workload);
   if (!spec) {
     std::string names;
-    for (const auto& w : all()) names += (names.empty() ? "" : ", ") + w.name;
+    std::vector<std::string> kinds;
+    for (const auto& w : all()) {
+      names += (names.empty() ? "" : ", ") + w.name;
+      kinds.push_back(w.name);
+    }
+    names += ", program";  // a user's program (scenario/scenario.cpp reads its keys)
+    kinds.push_back("program");
+    const std::string best = scenario::closest(s.workload, kinds);
     // "lookup" is a capability of systems under test; lockstep's own lookup takes a graph.
     const std::string hint = s.workload == "lookup" ? "; 'lookup' is for a system under test ([system]): lockstep's own partition lookup on a graph is 'graph_lookup'" : "";
-    s.workload_config.fail("kind", "unknown workload '" + s.workload + "' (known: " + names + ")" + hint);
+    s.workload_config.fail("kind", "unknown workload '" + s.workload + "'" + (best.empty() ? "" : " (did you mean '" + best + "'?)") +
+                                       " (known: " + names + ")" + hint);
   }
   if (s.backend == scenario::Backend::kGloo && s.device == scenario::Device::kCuda &&
       !spec->gpu_compute_host_exchange) {
