@@ -199,7 +199,7 @@ TEST_F(FirstHourTest, CatalogSaysWhereItLooksAndFilters) {
 // Every subcommand's help ends with examples; the containment paragraph is written once, in the
 // top-level help, and each subcommand's --no-contain points at it.
 TEST_F(FirstHourTest, HelpHasExamplesAndSharedTextOnce) {
-  for (const std::string cmd : {"run", "list", "validate", "record", "catalog", "torchrun"}) {
+  for (const std::string cmd : {"run", "list", "validate", "record", "catalog", "torchrun", "compare", "report", "baseline", "rank"}) {
     const auto r = lockstep(cmd + " --help");
     EXPECT_EQ(r.code, 0) << cmd;
     EXPECT_CONTAINS(r.out, "Examples:");
@@ -208,6 +208,38 @@ TEST_F(FirstHourTest, HelpHasExamplesAndSharedTextOnce) {
   const auto top = lockstep("--help");
   EXPECT_CONTAINS(top.out, "Containment:");
   EXPECT_CONTAINS(top.out, "5 no scenario was selected");
+}
+
+}  // namespace
+
+namespace {
+
+// Repeats print one summary line for the run, not one per repeat, and lay their folders out
+// flat: REPORT_DIR/repeat-1, repeat-2 side by side, REPORT_DIR/results.json pointing into
+// repeat-1 (its artifacts exist there).
+TEST_F(FirstHourTest, RepeatsPrintOneSummaryAndLayTheirFoldersFlat) {
+  write("s/a.toml", small("fh.rep"));
+  const std::string db = dir_ + "/b.db";
+  const auto rec = lockstep("record " + quote(dir_ + "/s") + " --baseline " + quote(db) + " --repeat 2 --report-dir " + quote(dir_ + "/rec"));
+  EXPECT_EQ(rec.code, 0) << rec.out << rec.err;
+  auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(rec.out, " passed, "), 1u) << rec.out;
+  const std::string report = dir_ + "/chk";
+  const auto chk = lockstep("run " + quote(dir_ + "/s") + " --baseline " + quote(db) + " --repeat 2 --report-dir " + quote(report));
+  EXPECT_EQ(chk.code, 0) << chk.out << chk.err;
+  EXPECT_EQ(count(chk.out, " passed, "), 1u) << chk.out;
+  EXPECT_TRUE(fs::is_directory(report + "/repeat-1")) << chk.out;
+  EXPECT_TRUE(fs::is_directory(report + "/repeat-2")) << chk.out;
+  const auto j = results(report);
+  ASSERT_TRUE(j.is_object());
+  const std::string artifacts = j["scenarios"][0].value("artifacts", "");
+  EXPECT_EQ(artifacts.rfind("repeat-1/", 0), 0u) << artifacts;
+  EXPECT_TRUE(fs::exists(report + "/" + artifacts + "/rank0.log")) << artifacts;
+  EXPECT_TRUE(fs::exists(report + "/report.md"));
 }
 
 }  // namespace

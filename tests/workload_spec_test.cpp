@@ -138,7 +138,7 @@ class SharedSchemaTest : public ::testing::TestWithParam<SharedKey> {
     const std::string path = tmp_.write("s" + std::to_string(n_++) + ".toml",
                                         "name = \"t.shared\"\n[run]\nworld_size = 2\n[workload]\nkind = \"" + k.kind + "\"\n" + k.line +
                                             "\n[expect]\noutcome = \"pass\"\n" +
-                                            (with_system ? "[system]\nname = \"t\"\ncommand = [\"x\"]\n" : ""));
+                                            (with_system ? "[system]\nname = \"t\"\ncommand = [\"true\"]\n" : ""));
     const std::string m = error_of([&] { (void)lockstep::validate::load_file(path); });
     if (m.empty()) return m;
     EXPECT_CONTAINS(m, path + ":");

@@ -23,8 +23,11 @@ Session run_repeated(const std::vector<scenario::Scenario>& scenarios, const lau
   Session s;
   for (int i = 0; i < repeat; ++i) {
     launch::LaunchOptions o = options;
-    if (i > 0) o.report_dir = (fs::path(options.report_dir) / ("repeat-" + std::to_string(i + 1))).string();
+    // Flat: with several repeats each has its own folder beside the others (and the checks'
+    // confirm-K), and REPORT_DIR's results.json points into repeat-1.
+    if (repeat > 1) o.report_dir = (fs::path(options.report_dir) / ("repeat-" + std::to_string(i + 1))).string();
     o.defer_report = i == 0;  // check_session writes it, after the baseline checks
+    o.quiet_summary = true;   // one summary for the session, after the checks (print_summary)
     if (repeat > 1) {
       o.label = "repeat " + std::to_string(i + 1) + "/" + std::to_string(repeat);
       out << "== " << o.label << " ==\n";
@@ -40,7 +43,7 @@ int check_session(Store& store, const std::string& environment, const std::vecto
                   std::ostream& out, std::map<std::string, std::pair<std::string, std::string>>* verdicts) {
   const auto base = load_baseline(store, environment);
   if (base.empty()) {
-    launch::write_report(session.runs.front(), options.report_dir);  // the runs are kept, unchecked
+    write_session_report(session, options.report_dir);  // the runs are kept, unchecked
     throw InputError(store.db().path() + ": no recorded runs for environment '" + environment +
                      "'; record them first with `lockstep record PATHS --baseline " + store.db().path() + "`");
   }
@@ -142,9 +145,19 @@ int check_session(Store& store, const std::string& environment, const std::vecto
       (*verdicts)[l.id] = {l.verdict, detail};
     }
   }
-  const auto& dir = options.report_dir;
-  launch::write_report(session.runs.front(), dir);
+  write_session_report(session, options.report_dir);
   return failed;
+}
+
+void write_session_report(const Session& session, const std::string& report_dir) {
+  report::RunSummary run = session.runs.front();
+  const fs::path rel = fs::path(session.dirs.front()).lexically_relative(report_dir);
+  if (!rel.empty() && rel != ".") {
+    for (auto& r : run.results) {
+      if (!r.artifacts.empty()) r.artifacts = (rel / r.artifacts).generic_string();
+    }
+  }
+  launch::write_report(run, report_dir);
 }
 
 }  // namespace lockstep::baseline

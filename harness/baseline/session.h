@@ -20,8 +20,9 @@ struct Session {
   std::vector<std::string> dirs;         // report dir of each repeat: DIR, DIR/repeat-2, ...
 };
 
-// Runs the suite `repeat` times; repeat 1 writes to options.report_dir, repeat i > 1 to
-// options.report_dir/repeat-i.
+// Runs the suite `repeat` times, each repeat's artifacts in options.report_dir/repeat-i (one
+// repeat: options.report_dir itself); the repeats print their scenarios' lines, not their own
+// summaries (the caller prints one, launch::print_summary).
 Session run_repeated(const std::vector<scenario::Scenario>& scenarios, const launch::LaunchOptions& options,
                      int repeat, std::ostream& out);
 
@@ -33,6 +34,10 @@ Session run_repeated(const std::vector<scenario::Scenario>& scenarios, const lau
 // scenarios that failed a baseline check, and each scenario's verdict ("ok", a diagnosis kind,
 // "not in baseline", ...) and detail in `verdicts` when given. Throws InputError when the
 // environment has no recorded runs.
+// Writes report_dir/results.json, junit.xml and report.md of the session's first run, its
+// artifacts paths relative to report_dir (into repeat-1/ when there are several repeats).
+void write_session_report(const Session& session, const std::string& report_dir);
+
 int check_session(Store& store, const std::string& environment, const std::vector<scenario::Scenario>& scenarios,
                   Session& session, const launch::LaunchOptions& options, int repeat, const RuleOptions& rule,
                   std::ostream& out, std::map<std::string, std::pair<std::string, std::string>>* verdicts = nullptr);

@@ -14,6 +14,10 @@ namespace lockstep::cli {
 
 void add_baseline(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("baseline", "Maintain a baseline database: check, import, export");
+  cmd->footer("Examples:\n"
+              "  lockstep baseline check --baseline base.db\n"
+              "  lockstep baseline export --baseline base.db --out base.json   # reviewable text\n"
+              "  lockstep baseline SUBCOMMAND --help");
   cmd->require_subcommand(1);
   auto db = std::make_shared<std::string>();
 

@@ -21,6 +21,9 @@ void add_compare(CLI::App& app, int& exit_code) {
     baseline::RuleOptions rule;
   };
   auto a = std::make_shared<Args>();
+  cmd->footer("Examples:\n"
+              "  lockstep compare --baseline base.db --from torch-1.13 --to torch-2.15\n"
+              "  lockstep compare --baseline base.db --from torch-1.13 --to torch-2.15 --json > compat.json");
   // Show ratios from 2 samples a side (a change still needs the test to reject at alpha,
   // which 2 against 2 never does).
   a->rule.min_samples = 2;

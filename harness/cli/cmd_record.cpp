@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -79,6 +80,8 @@ void add_record(CLI::App& app, int& exit_code) {
     opts.no_skip = a->no_skip;
     opts.progress = isatty(STDOUT_FILENO);
     int code = launch::kExitMet;  // the worst of the repeats: unmet, then all skipped
+    opts.quiet_summary = a->repeat > 1;  // one summary, after the last repeat
+    std::optional<report::RunSummary> last;
     for (int i = 0; i < a->repeat; ++i) {
       // Each repeat is recorded as soon as it ends (an interrupted session keeps what it
       // measured); its artifacts are read now, so every repeat can reuse REPORT_DIR.
@@ -98,6 +101,10 @@ void add_record(CLI::App& app, int& exit_code) {
       if (code != launch::kExitUnmet && repeat_code != launch::kExitMet) code = repeat_code;
       std::cout << "recorded run " << uid << " (" << env.name << ", repeat " << i + 1 << "/" << a->repeat << ") in "
                 << a->baseline << '\n';
+      last = run;
+    }
+    if (opts.quiet_summary && last) {
+      launch::print_summary(*last, opts.report_dir, std::cout, "the last of " + std::to_string(a->repeat) + " repeats");
     }
     if (fresh) link_latest(opts.report_dir);
     exit_code = exit_code_after(code);

@@ -14,6 +14,7 @@ void add_report(CLI::App& app, int& exit_code) {
       "Write the performance baseline report: OUT/index.html (self-contained) and OUT/report.md: a\n"
       "summary first (the latest check's declared changes, the comparison of two environments), then\n"
       "each metric over the runs in recording order, marking the checks that declared a change");
+  cmd->footer("Examples:\n  lockstep report --baseline base.db --out perf-report   # perf-report/index.html, report.md");
   auto db = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto opts = std::make_shared<baseline::ReportOptions>();

@@ -156,6 +156,8 @@ void add_run(CLI::App& app, int& exit_code) {
     } else {
       std::cout << "(" << a->baseline << " is read-only: this check is not kept in its history)\n";
     }
+    launch::print_summary(session.runs.front(), opts.report_dir, std::cout,
+                          a->repeat > 1 ? "repeat 1 of " + std::to_string(a->repeat) + ", after the baseline checks" : "after the baseline checks");
     if (fresh) link_latest(opts.report_dir);
     exit_code = exit_code_after(failed == 0 ? launch::suite_exit_code(session.runs.front()) : launch::kExitUnmet);
   });

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,27 @@ std::string name_part(const std::string& script) {
   return stem.empty() ? "program" : stem;
 }
 
+// "0,2" -> {0, 2}; "" -> {} (every rank). InputError on anything else or a rank outside the world.
+std::vector<int> parse_ranks_filter(const std::string& text, int world_size) {
+  std::vector<int> ranks;
+  if (text.empty()) return ranks;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) {
+    std::size_t used = 0;
+    int r = -1;
+    try {
+      r = std::stoi(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != part.size() || r < 0 || r >= world_size) {
+      throw InputError("--local-ranks-filter: '" + part + "' is not a rank in [0, " + std::to_string(world_size) + ")");
+    }
+    ranks.push_back(r);
+  }
+  return ranks;
+}
+
 }  // namespace
 
 void add_torchrun(CLI::App& app, int& exit_code) {
@@ -83,6 +105,10 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     double timeout_s = 600;
     bool no_contain = false;
     std::string python;
+    std::string local_ranks_filter;
+    std::string redirects = "0";
+    std::string tee;
+    std::string log_dir;
   };
   auto a = std::make_shared<Args>();
   cmd->prefix_command();  // the first argument that is not one of these options is the script
@@ -117,6 +143,14 @@ void add_torchrun(CLI::App& app, int& exit_code) {
                   "rank has started, is a timeout (run.timeout_s); start-up has its own bound, 120 s")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 3600.0) & finite());
+  cmd->add_option("--local-ranks-filter,--local_ranks_filter", a->local_ranks_filter,
+                  "torchrun's: echo only these ranks' output on the console (comma-separated, e.g. 0 or 0,2); every\n"
+                  "rank's output is in its log either way");
+  cmd->add_option("--redirects,-r", a->redirects,
+                  "torchrun's: 0 (default) echoes each rank's lines live with a [rankN]: prefix; any other value keeps\n"
+                  "the ranks' output in their logs only (REPORT_DIR/<scenario>/rank<N>.log)");
+  cmd->add_option("--tee,-t", a->tee, "torchrun's: accepted; the ranks' output always goes to their logs (and the console, see --redirects)");
+  cmd->add_option("--log-dir,--log_dir", a->log_dir, "torchrun's: as --report-dir when that is not given");
   add_no_contain_flag(cmd, a->no_contain);
   cmd->footer(
       "Examples:\n"
@@ -159,7 +193,9 @@ void add_torchrun(CLI::App& app, int& exit_code) {
 
     // The scenario a file with [workload] kind = "program" would give, expecting pass.
     scenario::Scenario s;
-    s.name = "torchrun." + name_part(script) + (n_nodes > 1 ? ".node" + std::to_string(a->node_rank) : "");
+    // A module's name part is its last component ("train" of -m pkg.train).
+    const std::string named = module ? script.substr(script.rfind('.') + 1) + ".py" : script;
+    s.name = "torchrun." + name_part(named) + (n_nodes > 1 ? ".node" + std::to_string(a->node_rank) : "");
     s.file = script;
     s.description = "lockstep torchrun " + script;
     s.tags = {"torchrun"};
@@ -184,11 +220,15 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     opts.nodes.node_rank = a->node_rank;
     if (!a->standalone) opts.nodes.master_addr = a->master_addr;
     if (port->count() > 0 || n_nodes > 1) opts.nodes.master_port = a->master_port;
+    if (a->report_dir.empty()) a->report_dir = a->log_dir;
     const bool fresh = a->report_dir.empty();
     opts.report_dir = fresh ? fresh_report_dir() : a->report_dir;
     prepare_report_dir(opts.report_dir, "--report-dir");
     launch::install_cancel_handlers();
-    opts.progress = isatty(STDOUT_FILENO);
+    // The ranks' lines, live, as torchrun prints them; no progress line to redraw between them.
+    opts.echo = a->redirects == "0";
+    opts.echo_ranks = parse_ranks_filter(a->local_ranks_filter, s.world_size);
+    opts.progress = !opts.echo && isatty(STDOUT_FILENO);
 
     const auto run = launch::run_suite({s}, opts, std::cout);
     if (fresh) link_latest(opts.report_dir);

@@ -55,6 +55,10 @@ void set_activity(const std::string& what) {
   if (g_own_slot) Board::store_phase(g_own_slot->activity, what);
 }
 
+void set_engine_timeout(double seconds) {
+  if (g_own_slot && seconds > 0) g_own_slot->engine_timeout_ms.store(static_cast<std::int64_t>(seconds * 1000.0));
+}
+
 void mark_fired(std::size_t index) {
   if (!g_own_slot || index >= 64) return;
   g_own_slot->fired.fetch_or(std::uint64_t{1} << index);
@@ -186,6 +190,7 @@ SlotView Board::view(int rank) const {
   v.fired = s.fired.load();
   v.changed = s.changed.load();
   v.max_step = s.max_step.load();
+  v.engine_timeout_ms = s.engine_timeout_ms.load();
   return v;
 }
 

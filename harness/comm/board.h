@@ -62,6 +62,7 @@ struct alignas(64) BoardSlot {
   std::atomic<std::uint64_t> fired{0};       // bit i: the scenario's [[inject]] #i fired here
   std::atomic<std::uint64_t> changed{0};     // bit i: ... and changed what this rank does
   std::atomic<std::int64_t> max_step{-1};    // the highest step a collective was issued from
+  std::atomic<std::int64_t> engine_timeout_ms{0};  // a program's own process-group timeout (0: none said)
   static constexpr int kFlightRing = 16;     // the flight recorder: the last 16 collectives
   FlightRecord flight[kFlightRing];          // collective seq s is in flight[s % kFlightRing]
 };
@@ -81,6 +82,7 @@ struct SlotView {
   std::string phase, last_phase, activity;
   std::uint64_t fired = 0, changed = 0;
   std::int64_t max_step = -1;
+  std::int64_t engine_timeout_ms = 0;
 
   bool in_collective() const { return issued > completed; }
   // Past start-up: the rank has issued its first call, or has ended.
@@ -145,6 +147,9 @@ void set_own_slot(BoardSlot* slot);
 // Publishes what this rank is doing before its first collective (24 characters at most), so
 // that a start-up that takes too long is reported with it.
 void set_activity(const std::string& what);
+// Publishes the timeout this rank's program gave its process group (init_process_group's
+// `timeout`), so that the launcher's watchdog speaks before the program's engine gives up.
+void set_engine_timeout(double seconds);
 // Records that the scenario's [[inject]] number `index` fired on this rank and changed what it
 // does; the launcher reports an injection that fired on no rank as an error. Safe to call just
 // before a crash.

@@ -14,6 +14,9 @@ inline constexpr const char* kVerifyChannel = "LOCKSTEP_VERIFY_CHANNEL";  // aut
 // never (as `--no-contain`); require: refuse (exit 2) a local run whose namespaces cannot be
 // made here (harness/launch/contain.h).
 inline constexpr const char* kContain = "LOCKSTEP_CONTAIN";
+// The cap of every rank log in MiB (default 8): the first and last halves are kept
+// (harness/launch/log_pump.h).
+inline constexpr const char* kLogCapMb = "LOCKSTEP_LOG_CAP_MB";
 
 // Set by the launcher for each of lockstep's own ranks (`lockstep rank`).
 inline constexpr const char* kStoreHosted = "LOCKSTEP_STORE_HOSTED";  // 1: the launcher hosts the store, rank 0 does not

@@ -304,7 +304,9 @@ void gather(const scenario::Scenario& s, const LaunchOptions& options, report::S
         std::vector<std::string> env = program_env(s, r, program_port, dir, board_path, nodes.master_addr);
         // The other nodes' ranks publish on their own boards: compare over the control group.
         if (multi_node) set_env(env, env::assign(env::kVerifyChannel, "control"));
-        procs.spawn(program_argv, env, rank::log_path(dir, r));
+        const bool echoed = options.echo && (options.echo_ranks.empty() ||
+                                             std::find(options.echo_ranks.begin(), options.echo_ranks.end(), r) != options.echo_ranks.end());
+        procs.spawn(program_argv, env, rank::log_path(dir, r), echoed ? "[rank" + std::to_string(r) + "]:" : "");
         continue;
       }
       std::vector<std::string> argv = {options.binary, "rank", s.file, "--variant", std::to_string(s.variant_index),

@@ -5,6 +5,7 @@
 // reaped (no orphan survives), and the outcome is one diagnosis naming the failing rank, its
 // last completed collective and what the others were waiting in.
 #include <string>
+#include <vector>
 
 #include "harness/report/results.h"
 #include "harness/scenario/scenario.h"
@@ -19,6 +20,14 @@ struct LaunchOptions {
   // `--no-skip`: run_suite turns every skipped scenario into a failure, its reason kept.
   bool no_skip = false;
   bool progress = false;   // run_suite: redraw a progress line on a terminal (isatty)
+  // Programs: echo each rank's output lines live on stdout after "[rankN]:", as torchrun does
+  // (`lockstep torchrun`), for the ranks in echo_ranks (empty: every rank). The logs are written
+  // either way.
+  bool echo = false;
+  std::vector<int> echo_ranks;
+  // run_suite prints each scenario's line but not the per-directory table and the summary line:
+  // a caller that runs the suite several times (repeats) prints one summary (print_summary).
+  bool quiet_summary = false;
   // `-x`/`--exitfirst`: run_suite stops after the first scenario that does not meet its
   // expectation; the rest are reported as cancelled ("not run: ...").
   bool exit_first = false;

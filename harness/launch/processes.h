@@ -1,6 +1,6 @@
 #pragma once
-// The launcher's child processes: forked and exec'd with PR_SET_PDEATHSIG, their output in a
-// log file, killed and reaped by the destructor whatever happens.
+// The launcher's child processes: forked and exec'd with PR_SET_PDEATHSIG, their output through a
+// pipe into a capped log file (log_pump.h), killed and reaped by the destructor whatever happens.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <chrono>
@@ -18,6 +19,7 @@
 
 #include "harness/core/env.h"
 #include "harness/core/error.h"
+#include "harness/launch/log_pump.h"
 
 namespace lockstep::launch {
 
@@ -114,17 +116,32 @@ class RankProcesses {
   RankProcesses() = default;
   RankProcesses(const RankProcesses&) = delete;
   RankProcesses& operator=(const RankProcesses&) = delete;
-  ~RankProcesses() { kill_all(); }
+  ~RankProcesses() {
+    kill_all();
+    if (pump_) pump_->stop();
+  }
 
+  // Starts argv with env; its stdout and stderr go to `log` (capped, log_pump.h) and, with a
+  // non-empty `label` ("[rank1]:"), each line also to this process's stdout after the label.
   void spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-             const std::string& log) {
+             const std::string& log, const std::string& label = "") {
     std::vector<char*> args, envp;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
+    int out[2];
+    LOCKSTEP_CHECK(pipe2(out, O_CLOEXEC) == 0, "pipe2 failed: ", std::strerror(errno));
+    if (!pump_) pump_ = std::make_unique<LogPump>();
+    try {
+      pump_->add(out[0], log, label);  // creates the log; owns the read end from here
+    } catch (...) {
+      close(out[1]);
+      throw;
+    }
     const pid_t parent = getpid();
     const pid_t pid = fork();
+    if (pid < 0) close(out[1]);
     LOCKSTEP_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
     if (pid == 0) {
       // Only async-signal-safe calls until exec. A rank never outlives the launcher.
@@ -133,24 +150,22 @@ class RankProcesses {
       // script's children, a Python program's workers).
       setpgid(0, 0);
       if (getppid() != parent) _exit(127);
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-      }
+      dup2(out[1], 1);  // the copies lose O_CLOEXEC; the pipe's own ends close at exec
+      dup2(out[1], 2);
       execve(args[0], args.data(), envp.data());
       _exit(127);
     }
+    close(out[1]);
     Child child;
     child.pid = pid;
     children_.push_back(child);
     groups_gone_ = false;
   }
 
-  // Reaps whatever has exited; returns true when every child has.
+  // Reaps whatever has exited; returns true when every child has. A child reaped here has its
+  // whole output in its log when this returns.
   bool reap() {
-    bool all = true;
+    bool all = true, some = false;
     for (auto& c : children_) {
       if (c.exited) continue;
       int st = 0;
@@ -159,10 +174,12 @@ class RankProcesses {
         c.exited = true;
         c.status = st;
         c.exit_time = Clock::now();
+        some = true;
       } else {
         all = false;
       }
     }
+    if (some && pump_) pump_->drain();
     return all;
   }
 
@@ -192,6 +209,7 @@ class RankProcesses {
       usleep(5000);
     }
     groups_gone_ = true;
+    if (pump_) pump_->drain();
   }
 
   std::vector<Child>& children() { return children_; }
@@ -200,6 +218,7 @@ class RankProcesses {
   static constexpr std::chrono::seconds kGroupGrace{10};
   std::vector<Child> children_;
   bool groups_gone_ = false;
+  std::unique_ptr<LogPump> pump_;  // the children's output into their logs; stopped in the destructor
 };
 
 }  // namespace lockstep::launch

@@ -165,6 +165,11 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
   run.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!options.defer_report) write_report(run, options.report_dir);
 
+  if (!options.quiet_summary) print_summary(run, options.report_dir, out);
+  return run;
+}
+
+void print_summary(const report::RunSummary& run, const std::string& report_dir, std::ostream& out, const std::string& note) {
   std::map<report::Status, int> counts;
   int expected_diagnoses = 0;
   for (const auto& r : run.results) {
@@ -187,7 +192,7 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
   }
   std::size_t width = 9;
   for (const auto& [dir, _] : rows) width = std::max(width, dir.size());
-  out << '\n' << std::left << std::setw(static_cast<int>(width)) << "directory" << std::right << "  pass  fail  skip error   time s\n";
+  if (!rows.empty()) out << '\n' << std::left << std::setw(static_cast<int>(width)) << "directory" << std::right << "  pass  fail  skip error   time s\n";
   for (const auto& [dir, row] : rows) {
     out << std::left << std::setw(static_cast<int>(width)) << dir << std::right << std::setw(6) << row.pass << std::setw(6)
         << row.fail << std::setw(6) << row.skip << std::setw(6) << row.error << std::setw(9) << std::fixed
@@ -196,13 +201,12 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
   out << "\n" << counts[report::Status::kPass] << " passed, " << counts[report::Status::kFail] << " failed, "
       << counts[report::Status::kSkip] << " skipped, " << counts[report::Status::kError] << " errors"
       << (run.cancelled_by.empty() ? "" : ", " + std::to_string(counts[report::Status::kCancelled]) + " cancelled by " + run.cancelled_by)
-      << (stopped_at.empty() ? "" : ", " + std::to_string(counts[report::Status::kCancelled]) + " not run (-x)")
-      << " in "
-      << std::fixed << std::setprecision(1) << run.duration_s << " s; report: " << options.report_dir << '\n';
+      << (run.cancelled_by.empty() && counts[report::Status::kCancelled] ? ", " + std::to_string(counts[report::Status::kCancelled]) + " not run (-x)" : "")
+      << (note.empty() ? "" : " (" + note + ")") << " in "
+      << std::fixed << std::setprecision(1) << run.duration_s << " s; report: " << report_dir << '\n';
   if (expected_diagnoses) out << "(" << expected_diagnoses << " of the passes are XFAIL: the injected bug gave the expected diagnosis)\n";
   if (all_skipped(run)) out << "every selected scenario was skipped: nothing was checked\n";
   if (!run.containment.contained) out << "not contained: " << run.containment.reason << '\n';
-  return run;
 }
 
 std::vector<scenario::Scenario> filter_scenarios(std::vector<scenario::Scenario> scenarios, const std::string& filter) {

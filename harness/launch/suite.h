@@ -26,6 +26,10 @@ void check_invariance(const std::vector<scenario::Scenario>& scenarios,
 report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
                              const LaunchOptions& options, std::ostream& out);
 
+// The per-directory table and the summary line of `run` ("N passed, ..."), and what the run did
+// not check; `note` is added to the summary line (e.g. "repeat 1 of 5").
+void print_summary(const report::RunSummary& run, const std::string& report_dir, std::ostream& out, const std::string& note = "");
+
 // Writes report_dir/results.json, report_dir/junit.xml and report_dir/report.md (a table a person
 // reads: every scenario's status, what it expected and what it got): once per run, after every check.
 void write_report(const report::RunSummary& run, const std::string& report_dir);

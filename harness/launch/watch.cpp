@@ -69,6 +69,7 @@ class BoardSource final : public ProgressSource {
     k.bad_exit = c.exited && !(exit_code(c) == rank::kExitClean && (exit_finishes_ || v.state == comm::RankState::kFinished));
     k.started = exit_finishes_ || v.started();
     k.progress = v.issued + v.completed + v.p2p + static_cast<std::int64_t>(v.state);
+    k.engine_timeout_s = static_cast<double>(v.engine_timeout_ms) / 1000.0;
   }
 
   bool finished(int child) const override { return exit_finishes_ || board_.view(rank_of(child)).state == comm::RankState::kFinished; }
@@ -569,7 +570,16 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
   switch (end.verdict) {
     case Watchdog::Verdict::kStartupTimeout: return {source.startup(dog, exits), ""};
     case Watchdog::Verdict::kDeadline: return {source.deadline(dog), ""};
-    case Watchdog::Verdict::kTimeout: return {source.timeout(kids, timeout_s), ""};
+    case Watchdog::Verdict::kTimeout: {
+      // A program's shorter engine timeout brought the watchdog's forward: the message says so.
+      Diagnosis d = source.timeout(kids, dog.timeout_s());
+      if (dog.timeout_s() < timeout_s) {
+        d.message += " (lockstep's timeout " + std::to_string(static_cast<long long>(timeout_s)) + " s was brought down to " +
+                     std::to_string(static_cast<long long>(dog.timeout_s())) + " s, " + std::to_string(static_cast<int>(Watchdog::kEngineTimeoutShare * 100)) +
+                     "% of the timeout the program gave init_process_group, so that lockstep speaks before its engine gives up)";
+      }
+      return {d, ""};
+    }
     default: return {};
   }
 }

@@ -10,7 +10,8 @@ double seconds(Watchdog::Clock::duration d) { return std::chrono::duration<doubl
 }  // namespace
 
 Watchdog::Watchdog(int world_size, Limits limits, Clock::time_point spawned)
-    : limits_(limits), spawned_(spawned), started_at_(static_cast<std::size_t>(world_size)), last_change_(spawned) {}
+    : limits_(limits), spawned_(spawned), started_at_(static_cast<std::size_t>(world_size)), last_change_(spawned),
+      timeout_s_(limits.timeout_s) {}
 
 Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_point now) {
   std::int64_t total = 0;
@@ -23,6 +24,7 @@ Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_
     all_exited = all_exited && k.exited;
     if (k.bad_exit && !first_bad_) first_bad_ = now;
     if (!k.exited && !started_at_[r]) starting_.push_back(static_cast<int>(r));
+    if (k.engine_timeout_s > 0) timeout_s_ = std::min(timeout_s_, k.engine_timeout_s * kEngineTimeoutShare);
   }
   if (total != last_total_) {
     last_total_ = total;
@@ -38,7 +40,7 @@ Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_
   }
   // Every live rank has started; the idle clock counts from the last start at the earliest,
   // since a start is progress.
-  return idle_s_ > limits_.timeout_s ? Verdict::kTimeout : Verdict::kWatch;
+  return idle_s_ > timeout_s_ ? Verdict::kTimeout : Verdict::kWatch;
 }
 
 Watchdog::Limits watchdog_limits(const scenario::Scenario& s) {

@@ -35,7 +35,13 @@ class Watchdog {
     bool bad_exit = false;      // exited other than cleanly-and-finished
     bool started = false;       // issued its first collective (or reported progress)
     std::int64_t progress = 0;  // any counter that moves when the rank makes progress
+    double engine_timeout_s = 0;  // the timeout the rank's program gave its own engine (0: none said)
   };
+
+  // A program's engine gives up after its own timeout (init_process_group's `timeout`): the
+  // watchdog's timeout is then at most this share of the shortest one, so that lockstep names the
+  // stalled rank before the waiting ranks' engines raise.
+  static constexpr double kEngineTimeoutShare = 0.75;
 
   enum class Verdict {
     kWatch,           // keep polling
@@ -56,6 +62,9 @@ class Watchdog {
   std::optional<double> startup_seconds(int rank) const;
   // Seconds without progress at the last observation (in the collective phase).
   double idle_seconds() const { return idle_s_; }
+  // The timeout in force: limits().timeout_s, or less when a rank's program set a shorter engine
+  // timeout (kEngineTimeoutShare of it).
+  double timeout_s() const { return timeout_s_; }
   const Limits& limits() const { return limits_; }
 
  private:
@@ -67,6 +76,7 @@ class Watchdog {
   std::optional<Clock::time_point> first_bad_;
   std::vector<int> starting_;
   double idle_s_ = 0;
+  double timeout_s_ = 0;
 };
 
 // The limits of a scenario's run.

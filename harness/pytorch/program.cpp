@@ -183,6 +183,20 @@ std::string hex(std::int64_t v) {
   return os.str();
 }
 
+// The run's digest of a program without DDP: lockstep's FNV-1a over every rank's 63-bit digest
+// (8 little-endian bytes each) in rank order, shifted right by one (63 bits, as the ranks').
+std::int64_t combine_rank_digests(const std::vector<std::int64_t>& digests) {
+  std::uint64_t h = 1469598103934665603ULL;  // lockstep's FNV-1a (scenarios/README.md, Outputs)
+  for (const std::int64_t d : digests) {
+    const auto u = static_cast<std::uint64_t>(d);
+    for (int b = 0; b < 8; ++b) {
+      h ^= (u >> (8 * b)) & 0xffu;
+      h *= 1099511628211ULL;
+    }
+  }
+  return static_cast<std::int64_t>(h >> 1);
+}
+
 }  // namespace
 }  // namespace lockstep::pytorch
 
@@ -319,7 +333,7 @@ void ls_check_same_count(std::int64_t value, const char* subject, const char* un
 }
 
 int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps, double steps_per_s, double median_step_s,
-              std::int64_t replica_digest) {
+              std::int64_t replica_digest, std::int64_t rank_digest) {
   const std::string fail = failure ? failure : "";
   if (!rt) {
     // A program on its own backend (wrap = "none") only reports its steps. A wrapped program that
@@ -344,6 +358,7 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
   }
   if (finished) return 0;
   rank::RankStatus& st = rt->status();
+  std::int64_t program_digest = -1;
   if (!fail.empty()) {
     finished = true;
     if (auto d = rt->explain("error: " + fail)) rt->diagnosed(*d);
@@ -366,6 +381,10 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
     if (replica_digest >= 0) {
       rt->check_same_value(replica_digest, "the DistributedDataParallel module's parameters differ between the ranks at the end of the program",
                            "DDP keeps its replicas identical; a rank's gradient all-reduce stopped, was skipped or differed");
+    } else if (rank_digest >= 0) {
+      // No replicas to compare (a sharded or hand-written program): the run's digest is every
+      // rank's, in rank order, for baselines and upgrade comparisons.
+      program_digest = combine_rank_digests(rt->gather_values(rank_digest));
     }
   }
   finished = true;
@@ -374,10 +393,13 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
   st.metrics = program_metrics(steps, steps_per_s, median_step_s);
   st.metrics["collectives"] = static_cast<double>(rt->collectives_issued());
   if (replica_digest >= 0) st.digest = hex(replica_digest);
+  else if (program_digest >= 0) st.digest = hex(program_digest);
   rt->settle();
   return 0;
 }
 
-const char* ls_version(void) { return "3"; }
+void ls_engine_timeout(double seconds) { comm::set_engine_timeout(seconds); }
+
+const char* ls_version(void) { return "5"; }
 
 }  // extern "C"

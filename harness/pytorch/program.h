@@ -62,14 +62,20 @@ LS_API int ls_end(std::int64_t id, const char* failure);
 LS_API void ls_check_same_count(std::int64_t value, const char* subject, const char* unit, std::int64_t step);
 // At the program's end: `failure` "" meets the other ranks in one verified barrier and compares
 // the DDP replicas' digest (-1: no DDP), then writes the status with the program's steps, steps
-// per second and median step in seconds (0: not measured); a failure is reported instead, with
+// per second and median step in seconds (0: not measured) and the run's digest: the replicas'
+// when there is DDP, else, with `rank_digest` >= 0 (the parameters this rank's optimizers hold),
+// every rank's combined in rank order (program_digest); a failure is reported instead, with
 // `failure_step`, the program's step when it failed (-1 unknown).
 // Returns the exit code the process must end with when it is not the program's own: 2 (bad input)
 // when lockstep was to verify the program and it never created its default group; else 0.
 LS_API int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps, double steps_per_s,
-                     double median_step_s, std::int64_t replica_digest);
-// The version of this C interface: "3" (ls_finish takes the failure's step). The Python side
+                     double median_step_s, std::int64_t replica_digest, std::int64_t rank_digest);
+// The version of this C interface: "5" (3: ls_finish takes the failure's step; 4:
+// ls_engine_timeout; 5: ls_finish takes the rank's digest of a program without DDP). The Python side
 // refuses a library of another version at load.
+// The program gave its process group `seconds` as its timeout (init_process_group's `timeout`):
+// published on the board, where the launcher's watchdog reads it (harness/launch/watchdog.h).
+LS_API void ls_engine_timeout(double seconds);
 LS_API const char* ls_version(void);
 
 }  // extern "C"

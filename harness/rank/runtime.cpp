@@ -153,6 +153,8 @@ Runtime::Groups Runtime::gather_groups(std::int64_t value) {
   return g;
 }
 
+std::vector<std::int64_t> Runtime::gather_values(std::int64_t value) { return gather_groups(value).all; }
+
 void Runtime::check_same_value(std::int64_t value, const std::string& subject, const std::string& reason) {
   const Groups g = gather_groups(value);
   if (g.groups.size() == 1) return;

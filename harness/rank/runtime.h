@@ -87,6 +87,8 @@ class Runtime {
   bool board_verifies() const { return board_verifies_; }
   // The rank skipped a collective its peers wait in: the diagnosis that explains `failure`.
   std::optional<Diagnosis> explain(const std::string& failure);
+  // Every rank's `value`, in rank order (one verified all-gather on lockstep's chain).
+  std::vector<std::int64_t> gather_values(std::int64_t value);
 
  private:
   void mark(bool ok);

@@ -17,7 +17,9 @@ program's first line:
   with its optimizer steps, and the next begins at the first DataLoader batch or module forward after
   them (or when an optimizer that already stepped steps again), so a logging all-reduce after
   optimizer.step() is still the iteration's, and several optimizers or accumulation micro-steps
-  make one iteration. A program without an optimizer counts the batches its DataLoaders yielded
+  make one iteration. A program that has shown neither a batch nor a forward (a loop of bare
+  tensors) has nothing to mark where an iteration begins: there, a call after the optimizer's step
+  is the next step (step n: n optimizer steps completed). A program without an optimizer counts the batches its DataLoaders yielded
   (step n: after the (n+1)-th batch). Steps are counted with torch's public optimizer step hooks
   (torch >= 2.0) or a counting wrapper on each optimizer class's step (1.13): an optimizer's step
   stays a bound method, as LR schedulers need. Every collective carries that step and the
@@ -40,10 +42,11 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 
 _failure = [""]          # the program's uncaught exception, as the diagnosis quotes it
 _failure_step = [-1]     # the program's step when it was raised
-_ABI_VERSION = b"3"      # the C interface this file speaks (program.h's ls_version)
+_ABI_VERSION = b"5"      # the C interface this file speaks (program.h's ls_version)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -94,8 +97,11 @@ def _load_library():
     lib.ls_end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
     lib.ls_check_same_count.restype = None
     lib.ls_check_same_count.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_engine_timeout.restype = None
+    lib.ls_engine_timeout.argtypes = [ctypes.c_double]
     lib.ls_finish.restype = ctypes.c_int
-    lib.ls_finish.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_double, ctypes.c_double, ctypes.c_int64]
+    lib.ls_finish.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_double, ctypes.c_double, ctypes.c_int64,
+                              ctypes.c_int64]
     return lib
 
 
@@ -146,8 +152,10 @@ class _Steps:
         self.pending = False     # the last iteration's optimizer stepped; the next has not begun
         self.stepped = set()     # ids of the optimizers that stepped in the pending iteration
         self.depth = 0           # optimizer steps in progress (a wrapper's step runs its inner one's)
+        self.marks = False       # the program has shown where its iterations begin (a batch, a forward)
         self.batches = 0
         self.has_optimizer = False
+        self.optimizers = []     # weak references, in creation order
         self.ddp = None
         self.first = self.last = 0.0
         self.starts = 0
@@ -155,6 +163,8 @@ class _Steps:
 
     def current(self):
         if self.has_optimizer:
+            if self.pending and not self.marks:
+                self._begin_next()  # no batch or forward to mark a start: anything after the step is the next
             return self.iterations - 1 if self.pending else self.iterations
         return self.batches - 1 if self.batches else -1
 
@@ -171,7 +181,9 @@ class _Steps:
         self.pending = False
         self.stepped = set()
 
-    def optimizer_created(self):
+    def optimizer_created(self, optimizer=None):
+        if optimizer is not None:
+            self.optimizers.append(weakref.ref(optimizer))
         if not self.has_optimizer:
             self.has_optimizer = True
             self._started()
@@ -193,6 +205,7 @@ class _Steps:
         self.stepped.add(id(optimizer))
 
     def forward(self, module):
+        self.marks = True
         if self.pending:
             self._begin_next()
         if self.ddp is None and self.is_ddp(module):
@@ -201,6 +214,7 @@ class _Steps:
     is_ddp = staticmethod(lambda module: False)
 
     def batch(self):
+        self.marks = True
         self.batches += 1
         if self.pending:
             self._begin_next()
@@ -209,6 +223,18 @@ class _Steps:
 
     def count(self):
         return self.iterations if self.has_optimizer else self.batches
+
+    def optimized_parameters(self):
+        """The parameters the program's optimizers hold, each once, in creation and group order."""
+        seen, out = set(), []
+        for ref in self.optimizers:
+            opt = ref()
+            for group in getattr(opt, "param_groups", []) if opt is not None else []:
+                for p in group.get("params", []):
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        out.append(p)
+        return out
 
     def rate(self):
         return (self.starts - 1) / (self.last - self.first) if self.starts > 1 and self.last > self.first else 0.0
@@ -223,16 +249,19 @@ class _Steps:
         return d[mid] if len(d) % 2 else (d[mid - 1] + d[mid]) / 2
 
 
-def _parameter_digest(module):
+def _parameter_digest(parameters):
     """63 bits of a BLAKE2 hash of every parameter's exact value, in order (bf16 and f16 are widened
-    to f32, which is exact)."""
+    to f32, which is exact). A DTensor is taken as this rank's local shard."""
     import hashlib
 
     import torch
 
     h = hashlib.blake2b(digest_size=8)
-    for p in module.parameters():
-        t = p.detach().cpu()
+    for p in parameters:
+        t = p.detach()
+        if hasattr(t, "to_local"):
+            t = t.to_local()
+        t = t.cpu()
         if t.dtype in (torch.bfloat16, torch.float16):
             t = t.float()
         h.update(str(t.dtype).encode())
@@ -462,11 +491,15 @@ class _Runtime:
         if self.finished:
             return
         self.finished = True
-        digest = -1
+        digest = rank_digest = -1
         if self.steps.ddp is not None and not failure:
-            digest = _parameter_digest(self.steps.ddp.module)
+            digest = _parameter_digest(self.steps.ddp.module.parameters())
+        elif not failure:
+            held = self.steps.optimized_parameters()
+            if held:
+                rank_digest = _parameter_digest(held)
         code = self.lib.ls_finish(failure.encode(), _failure_step[0] if failure else -1, self.steps.count(), self.steps.rate(),
-                                  self.steps.median_duration(), digest)
+                                  self.steps.median_duration(), digest, rank_digest)
         if code:
             sys.stderr.write("lockstep: the program never called init_process_group: lockstep verified none of its collectives\n")
             sys.stderr.flush()
@@ -668,12 +701,18 @@ def install():
 
     if wrap:
         group_class = _make_group_class(dist, runtime)
+        _keep_out_of_compile(torch, group_class)
         init = dist.init_process_group
 
         def init_process_group(*args, **kwargs):
             out = init(*args, **kwargs)
             real = c10d._get_default_group()
             runtime.open(real)
+            # The program's own engine timeout (a timedelta, keyword or third positional): the
+            # launcher's watchdog speaks before it runs out.
+            timeout = kwargs.get("timeout", args[2] if len(args) > 2 else None)
+            if hasattr(timeout, "total_seconds") and timeout.total_seconds() > 0:
+                runtime.lib.ls_engine_timeout(timeout.total_seconds())
             wrapper = group_class(real)
             runtime.group = wrapper
             _swap_default_group(c10d, real, wrapper)
@@ -726,10 +765,25 @@ def install():
     return state
 
 
+def _keep_out_of_compile(torch, group_class):
+    """torch.compile (torch >= 2.1) must not trace lockstep's group: its methods run eagerly, as
+    the program's own group's do (torch.compiler.disable, a public API)."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    if disable is None:
+        return
+    for name, member in list(vars(group_class).items()):
+        if callable(member) and not name.startswith("__"):
+            setattr(group_class, name, disable(member))
+
+
 def _describe_failure(kind, value, tb, steps):
     """"ValueError: bad batch (raised at train.py:44, step 5)": the exception's last line, the
     innermost frame of the program's own code in its traceback, and the program's step."""
-    line = "".join(traceback.format_exception_only(kind, value)).strip().splitlines()[-1]
+    lines = "".join(traceback.format_exception_only(kind, value)).strip().splitlines()
+    # The "Type: message" line: the first that names the type (a long message may add lines
+    # after it; a SyntaxError puts the source lines before it), else the last.
+    names = (kind.__name__, getattr(kind, "__module__", "") + "." + kind.__qualname__)
+    line = next((l for l in lines if l.startswith(names)), lines[-1] if lines else kind.__name__)
     site = ""
     for frame, lineno in traceback.walk_tb(tb):
         name = frame.f_code.co_filename
@@ -745,7 +799,7 @@ def _report_only(steps, failure):
     if not path or failure:
         return
     lib = _load_library()
-    lib.ls_finish(b"", -1, steps.count(), steps.rate(), steps.median_duration(), -1)
+    lib.ls_finish(b"", -1, steps.count(), steps.rate(), steps.median_duration(), -1, -1)
 
 
 def _install_steps(torch, DistributedDataParallel, steps, runtime):
@@ -772,7 +826,7 @@ def _install_steps(torch, DistributedDataParallel, steps, runtime):
     @functools.wraps(optimizer_init)
     def counted_init(self, *args, **kwargs):
         optimizer_init(self, *args, **kwargs)
-        steps.optimizer_created()
+        steps.optimizer_created(self)
         if not hooks:
             _count_class_steps(type(self), steps)
 

@@ -5,8 +5,10 @@ scheduler (--scheduler: StepLR, LambdaLR, OneCycleLR or ReduceLROnPlateau), auto
 the CPU (--amp; with torch's GradScaler where the torch has one for the CPU), gradient
 accumulation over --accumulate micro-batches with DDP's no_sync() on all but the last, gradient
 clipping, one or two optimizers (--optimizers 2: a second one for the head), the optimizers built
-before or after init_process_group (--early), and a logging all-reduce of the loss after
-optimizer.step(). It runs under torch 1.13 (no GradScaler on the CPU there) and 2.x.
+before or after init_process_group (--early), DDP's find_unused_parameters (--find-unused) and
+static_graph (--static-graph), a torch.compile'd model (--compile, torch 2.x), and a logging
+all-reduce of the loss after optimizer.step(). It runs under torch 1.13 (no GradScaler on the
+CPU there, no torch.compile) and 2.x.
 
 --digest-out FILE: rank 0 writes the replicas' parameter digest there at the end (the same 63
 bits of BLAKE2 that lockstep reports), so a native run and a run under lockstep can be compared.
@@ -59,6 +61,19 @@ def digest(module):
     return int.from_bytes(h.digest(), "little") >> 1
 
 
+class Net(nn.Module):
+    """body -> head, plus an auxiliary head that only some iterations use (find_unused_parameters)."""
+
+    def __init__(self, body, head, aux):
+        super().__init__()
+        self.body, self.head, self.aux = body, head, aux
+
+    def forward(self, x, use_aux=False):
+        h = self.body(x)
+        out = self.head(h)
+        return out + self.aux(h) if use_aux and self.aux is not None else out
+
+
 def make_scheduler(kind, opt, steps, gamma):
     sched = torch.optim.lr_scheduler
     if kind == "steplr":
@@ -80,6 +95,9 @@ def main():
     ap.add_argument("--amp", action="store_true")
     ap.add_argument("--optimizers", type=int, default=1, choices=[1, 2])
     ap.add_argument("--early", action="store_true", help="build the model and optimizers before init_process_group")
+    ap.add_argument("--find-unused", action="store_true", help="DDP(find_unused_parameters=True), with a branch unused on odd iterations")
+    ap.add_argument("--static-graph", action="store_true", help="DDP(static_graph=True)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the DDP model (torch >= 2.0)")
     ap.add_argument("--bug", default="", choices=["", "log-f64", "lr-rank", "exit-early"])
     ap.add_argument("--bug-rank", type=int, default=1)
     ap.add_argument("--bug-step", type=int, default=5)
@@ -90,17 +108,24 @@ def main():
     dim, classes = 32, 4
     body = nn.Sequential(nn.Linear(dim, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU())
     head = nn.Linear(64, classes)
-    model = nn.Sequential(body, head)
+    model = Net(body, head, nn.Linear(64, classes) if args.find_unused else None)
 
     def optimizers(params_of):
         if args.optimizers == 1:
             return [torch.optim.SGD(params_of(model), lr=0.1, momentum=0.9)]
-        return [torch.optim.SGD(params_of(body), lr=0.1, momentum=0.9), torch.optim.Adam(params_of(head), lr=0.01)]
+        return [torch.optim.SGD(params_of(body), lr=0.1, momentum=0.9),
+                torch.optim.Adam(list(params_of(head)) + (list(params_of(model.aux)) if model.aux is not None else []), lr=0.01)]
 
     opts = optimizers(lambda m: m.parameters()) if args.early else None
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    ddp = DDP(model)
+    extra = {}
+    if args.find_unused:
+        extra["find_unused_parameters"] = True
+    if args.static_graph:
+        extra["static_graph"] = True
+    ddp = DDP(model, **extra)
+    forward = torch.compile(ddp) if args.compile else ddp
     if opts is None:
         opts = optimizers(lambda m: m.parameters())
     gamma = 0.5 if not (args.bug == "lr-rank" and rank == args.bug_rank) else 0.05
@@ -125,7 +150,8 @@ def main():
             sync = m == args.accumulate - 1
             with (contextlib.nullcontext() if sync else ddp.no_sync()):
                 with autocast():
-                    loss = F.cross_entropy(ddp(x[m]), y[m]) / args.accumulate
+                    use_aux = args.find_unused and it % 2 == 0
+                    loss = F.cross_entropy(forward(x[m], use_aux) if use_aux else forward(x[m]), y[m]) / args.accumulate
                 (scaler.scale(loss) if scaler else loss).backward()
             total += loss.detach().float()
         if scaler:
