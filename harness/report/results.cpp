@@ -313,9 +313,16 @@ void write_markdown_summary(const RunSummary& run, const std::string& path) {
   md << "lockstep " << md_cell(run.lockstep_version) << ", LibTorch " << md_cell(run.torch_version) << ", started "
      << md_cell(run.started_at) << ", " << std::fixed << std::setprecision(1) << run.duration_s << " s.\n\n";
   int xfail = 0;
-  for (const auto& r : run.results) xfail += r.status == Status::kPass && r.diagnosis;
-  md << "**" << c.pass << " passed** (" << xfail << " XFAIL: the injected bug gave the expected diagnosis), " << c.fail
-     << " failed, " << c.error << " errors, " << c.skip << " skipped, " << c.cancelled << " not run";
+  std::vector<std::string> systems;
+  for (const auto& r : run.results) {
+    xfail += r.status == Status::kPass && r.diagnosis;
+    if (!r.system.empty() && std::find(systems.begin(), systems.end(), r.system) == systems.end()) systems.push_back(r.system);
+  }
+  // What the programs and systems under test ran on, beside lockstep's own LibTorch above.
+  for (const auto& s : systems) md << "Ran on: " << md_cell(s) << ".\n\n";
+  md << "**" << c.pass << " passed**";
+  if (xfail) md << " (" << xfail << " XFAIL: the injected bug gave the expected diagnosis)";
+  md << ", " << c.fail << " failed, " << c.error << " errors, " << c.skip << " skipped, " << c.cancelled << " not run";
   if (!run.cancelled_by.empty()) md << " (cancelled by " << run.cancelled_by << ")";
   md << ".\n\n";
   if (run.results.empty()) md << "No scenario was selected: nothing was checked.\n";
@@ -341,6 +348,8 @@ void write_markdown_summary(const RunSummary& run, const std::string& path) {
          << std::setprecision(2) << r->duration_s << " | " << md_cell(r->reason) << " |\n";
     }
   }
+  md << "\nEach scenario's rank logs, traces (`trace.json` opens in Perfetto) and statuses are in its `artifacts` folder "
+        "(results.json), under this report's folder.\n";
   if (!run.containment.contained) md << "\nNot contained: " << md_cell(run.containment.reason) << "\n";
   write_file_atomically(path, md.str());
 }

@@ -632,6 +632,10 @@ namespace internal {
 Config load_document(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw InputError(path + ": not a regular file");
+  if (fs::path(path).extension() == ".py") {
+    throw InputError(path + ": a Python program, not a scenario file (TOML); to check a training script, run `lockstep torchrun "
+                     "--nproc-per-node N " + path + " [args]`");
+  }
   try {
     return make_root_config(std::make_shared<const toml::table>(toml::parse_file(path)), path);
   } catch (const toml::parse_error& e) {
