@@ -243,3 +243,17 @@ TEST_F(FirstHourTest, RepeatsPrintOneSummaryAndLayTheirFoldersFlat) {
 }
 
 }  // namespace
+
+namespace {
+
+// A training script given to `run` (where a scenario file belongs) is refused with a pointer to
+// `lockstep torchrun`, not a TOML parse error.
+TEST_F(FirstHourTest, AScriptGivenToRunPointsToTorchrun) {
+  const std::string script = write("train.py", "import torch\n");
+  const auto r = lockstep("run " + quote(script) + " --report-dir " + quote(dir_ + "/r"));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_CONTAINS(r.err, "a Python program, not a scenario file");
+  EXPECT_CONTAINS(r.err, "lockstep torchrun");
+}
+
+}  // namespace

@@ -404,6 +404,10 @@ std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
     throw InputError(path + ": is a directory; expected a scenario file (*.toml)");
   }
   if (!fs::is_regular_file(path, ec)) throw InputError(path + ": not a regular file (a scenario is a .toml file)");
+  if (fs::path(path).extension() == ".py") {
+    throw InputError(path + ": a Python program, not a scenario file (TOML); to check a training script, run `lockstep torchrun "
+                     "--nproc-per-node N " + path + " [args]`");
+  }
   std::shared_ptr<const toml::table> document;
   try {
     document = std::make_shared<const toml::table>(toml::parse_file(path));
@@ -632,10 +636,6 @@ namespace internal {
 Config load_document(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw InputError(path + ": not a regular file");
-  if (fs::path(path).extension() == ".py") {
-    throw InputError(path + ": a Python program, not a scenario file (TOML); to check a training script, run `lockstep torchrun "
-                     "--nproc-per-node N " + path + " [args]`");
-  }
   try {
     return make_root_config(std::make_shared<const toml::table>(toml::parse_file(path)), path);
   } catch (const toml::parse_error& e) {
