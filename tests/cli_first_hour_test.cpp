@@ -240,6 +240,8 @@ TEST_F(FirstHourTest, RepeatsPrintOneSummaryAndLayTheirFoldersFlat) {
   EXPECT_EQ(artifacts.rfind("repeat-1/", 0), 0u) << artifacts;
   EXPECT_TRUE(fs::exists(report + "/" + artifacts + "/rank0.log")) << artifacts;
   EXPECT_TRUE(fs::exists(report + "/report.md"));
+  EXPECT_TRUE(fs::exists(report + "/baseline/index.html")) << "run --baseline writes the baseline's HTML report";
+  EXPECT_CONTAINS(chk.out, "baseline report: " + report + "/baseline/index.html");
 }
 
 }  // namespace

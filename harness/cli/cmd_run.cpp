@@ -9,6 +9,7 @@
 
 #include "harness/core/env.h"
 #include "harness/baseline/environment.h"
+#include "harness/baseline/report.h"
 #include "harness/baseline/session.h"
 #include "harness/cli/commands.h"
 #include "harness/core/error.h"
@@ -156,6 +157,11 @@ void add_run(CLI::App& app, int& exit_code) {
     } else {
       std::cout << "(" << a->baseline << " is read-only: this check is not kept in its history)\n";
     }
+    // The baseline's HTML report (charts of every metric over the recorded runs and this check)
+    // beside the run's report.md: what `lockstep report` writes, for this check.
+    const std::string html_dir = (std::filesystem::path(opts.report_dir) / "baseline").string();
+    baseline::write_report(*store, html_dir);
+    std::cout << "baseline report: " << html_dir << "/index.html\n";
     launch::print_summary(session.runs.front(), opts.report_dir, std::cout,
                           a->repeat > 1 ? "repeat 1 of " + std::to_string(a->repeat) + ", after the baseline checks" : "after the baseline checks");
     if (fresh) link_latest(opts.report_dir);
