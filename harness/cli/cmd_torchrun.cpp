@@ -181,10 +181,6 @@ void add_torchrun(CLI::App& app, int& exit_code) {
                        std::to_string(a->nproc_per_node * n_nodes));
     }
     if (std::error_code ec; !module && !fs::is_regular_file(script, ec)) throw InputError("torchrun: no such script: " + script);
-    check_python(a->python, {});
-    if (a->python.empty() && std::getenv(env::kPython) && *std::getenv(env::kPython)) {
-      launch::require_interpreter(std::getenv(env::kPython), env::kPython);
-    }
     // One node on this machine's loopback is a local run; other nodes must reach this one's ranks.
     std::string not_local;
     if (n_nodes > 1) not_local = "a multi-node run (--nnodes " + a->nnodes + "): its ranks reach the other nodes over the network";
@@ -212,6 +208,7 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     p.python_modules = {"torch"};
     p.where = "lockstep torchrun";
     s.program = std::move(p);
+    check_python(a->python, {s});  // a misspelt --python or LOCKSTEP_PYTHON: exit 2, naming it
 
     launch::LaunchOptions opts;
     opts.binary = launch::self_executable();

@@ -7,9 +7,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <sstream>
+#include <vector>
 
 #include "harness/core/env.h"
 #include "harness/core/error.h"
+#include "harness/core/fs.h"
 
 namespace lockstep::launch {
 namespace {
@@ -206,6 +209,43 @@ void LogPump::stop() {
   }
   ::close(wake_[0]);
   ::close(wake_[1]);
+}
+
+std::string log_last_line(const std::string& file, const std::string& skip_prefix) {
+  // Only the log's tail is read: a rank may print gigabytes.
+  constexpr std::size_t kTail = 64u << 10;
+  const std::string tail = read_tail(file, kTail);
+  std::istringstream in(tail);
+  std::vector<std::string> lines;
+  std::string first;
+  if (tail.size() == kTail) std::getline(in, first);  // the first line may be cut: skip it
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
+  }
+  std::string pick;
+  std::size_t tb = lines.size();
+  for (std::size_t i = lines.size(); i-- > 0;) {
+    if (lines[i].rfind("Traceback (most recent call last):", 0) == 0) {
+      tb = i;
+      break;
+    }
+  }
+  if (tb < lines.size()) {
+    for (std::size_t i = tb + 1; i < lines.size(); ++i) {
+      if (lines[i][0] != ' ') {
+        pick = lines[i];
+        break;
+      }
+    }
+  }
+  for (std::size_t i = lines.size(); pick.empty() && i-- > 0;) {
+    if (lines[i].find("Warning:") == std::string::npos && lines[i][0] != ' ' &&
+        (skip_prefix.empty() || lines[i].rfind(skip_prefix, 0) != 0)) {
+      pick = lines[i];
+    }
+  }
+  if (pick.size() > 300) pick = pick.substr(0, 300) + "...";
+  return pick;
 }
 
 }  // namespace lockstep::launch

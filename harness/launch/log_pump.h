@@ -17,6 +17,11 @@
 
 namespace lockstep::launch {
 
+// The line of a rank's log that says why it ended: the exception line of the last Python
+// traceback when there is one, else the last line that is not a warning (nor starts with
+// `skip_prefix`, when given: lockstep's own words in a program's output).
+std::string log_last_line(const std::string& file, const std::string& skip_prefix = "");
+
 // The cap in bytes of every rank log: LOCKSTEP_LOG_CAP_MB (a whole number of MiB, at least 1),
 // else 8 MiB. InputError naming the variable when it is not a positive integer.
 std::size_t log_cap_bytes();

@@ -91,9 +91,6 @@ struct Judgement {
 Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, const Watchdog& dog, WatchEnd end,
                 double timeout_s, const std::string& dir);
 
-// The line of a rank's log that says why it ended: the exception line of the last Python
-// traceback when there is one, else the last line that is not a warning (nor starts with
-// `skip_prefix`, when given: lockstep's own words in a program's output).
-std::string log_last_line(const std::string& file, const std::string& skip_prefix = "");
+
 
 }  // namespace lockstep::launch

@@ -71,4 +71,7 @@ using scenario::format_double;  // config.h
 // file:line messages. Throws InputError.
 Config load_document(const std::string& path);
 
+// Refuses (InputError naming `t`'s "command" key) a command that cannot start: command_check.cpp.
+void check_command(const Config& t, const std::vector<std::string>& command, const std::string& file);
+
 }  // namespace lockstep::scenario::internal

@@ -1,10 +1,5 @@
 #include "harness/scenario/scenario.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <sstream>
-
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -28,7 +23,6 @@ constexpr double kMaxTimeoutS = 3600.0;
 constexpr double kMaxDeadlineS = 86400.0;
 constexpr std::size_t kMaxInjections = 64;  // one bit each on the progress board
 constexpr std::size_t kMaxVariants = 4096;
-constexpr const char* kCatalogFile = "catalog.toml";
 const std::vector<std::string> kRunKeys = {"world_size", "backend",   "device",
                                            "verify",     "timeout_s", "seed",
                                            "ranks_per_node", "startup_timeout_s", "deadline_s"};
@@ -278,48 +272,6 @@ std::optional<SystemSpec> read_system(const Config& root) {
   return sys;
 }
 
-// A command that cannot start is refused when its file is loaded (validate and run alike), naming
-// the key: argv[0], after {dir} is replaced by the scenario's folder, must be {python}, on PATH,
-// or (an absolute path) an executable file; after {python}, a first argument naming a .py file by
-// an absolute path (or under {dir}) must exist. Paths relative to where the ranks start are not
-// checked here. (The
-// interpreter itself is checked by the command that runs it: --python, LOCKSTEP_PYTHON.)
-void check_command(const Config& t, const std::vector<std::string>& command, const std::string& file) {
-  const std::string dir = fs::path(file).parent_path().empty() ? "." : fs::path(file).parent_path().string();
-  auto with_dir = [&](std::string arg) {
-    for (auto at = arg.find("{dir}"); at != std::string::npos; at = arg.find("{dir}", at + dir.size())) arg.replace(at, 5, dir);
-    return arg;
-  };
-  std::error_code ec;
-  const std::string argv0 = with_dir(command.at(0));
-  if (argv0.find("{python}") != std::string::npos) {
-    if (command.size() < 2) return;
-    const std::string script = with_dir(command[1]);
-    const bool placed = fs::path(script).is_absolute() || command[1].find("{dir}") != std::string::npos;
-    if (script.size() > 3 && placed && script.compare(script.size() - 3, 3, ".py") == 0 &&
-        script.find('{') == std::string::npos && !fs::is_regular_file(script, ec)) {
-      t.fail("command", "the script '" + command[1] + "' (" + script + ") does not exist");
-    }
-    return;
-  }
-  if (argv0.find('{') != std::string::npos) return;  // another placeholder: resolved when the ranks start
-  if (argv0.find('/') != std::string::npos) {
-    if (!fs::path(argv0).is_absolute() && command[0].find("{dir}") == std::string::npos) return;  // relative to where the ranks start
-    if (!fs::exists(argv0, ec)) t.fail("command", "'" + command[0] + "' (" + argv0 + ") does not exist");
-    if (fs::is_directory(argv0, ec) || ::access(argv0.c_str(), X_OK) != 0) {
-      t.fail("command", "'" + command[0] + "' (" + argv0 + ") is not an executable file");
-    }
-    return;
-  }
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string d; std::getline(dirs, d, ':');) {
-    const fs::path candidate = fs::path(d.empty() ? "." : d) / argv0;
-    if (::access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate, ec)) return;
-  }
-  t.fail("command", "'" + argv0 + "' is not on PATH");
-}
-
 // [workload] kind = "program": every key is read here (the launcher runs the program, no
 // workload of lockstep's).
 ProgramSpec read_program(const Config& t) {
@@ -491,8 +443,8 @@ std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
     s.system = read_system(root);
     if (s.system && s.program) root.fail("system", "[system] and [workload] kind = \"program\" exclude each other");
     if (check) check(s);
-    if (s.program) check_command(workload, s.program->command, path);
-    if (s.system) check_command(root.get_table("system"), s.system->command, path);
+    if (s.program) internal::check_command(workload, s.program->command, path);
+    if (s.system) internal::check_command(root.get_table("system"), s.system->command, path);
     out.push_back(std::move(s));
   }
   return out;
@@ -564,72 +516,6 @@ std::string Scenario::slug() const {
 }
 
 std::vector<Scenario> load_file(const std::string& path, const VariantCheck& check) { return load(path, check); }
-
-std::vector<std::string> expand_paths(const std::vector<std::string>& paths) {
-  // Sorted and de-duplicated by normalised path; each keeps the spelling first seen.
-  std::map<std::string, std::string> files;
-  auto add = [&](const std::string& file) {
-    files.emplace(fs::path(file).lexically_normal().generic_string(), file);
-  };
-  for (const auto& path : paths) {
-    std::error_code ec;
-    fs::file_status status = fs::status(path, ec);
-    if (ec || !fs::exists(status)) throw InputError("no such file or directory: " + path);
-    if (!fs::is_directory(status)) {
-      // A FIFO or a device would block or never end: only regular files are scenarios.
-      if (!fs::is_regular_file(status)) throw InputError(path + ": not a regular file (a scenario is a .toml file)");
-      add(path);
-      continue;
-    }
-    std::size_t found = 0;
-    try {
-      for (const auto& entry : fs::recursive_directory_iterator(path)) {
-        // catalog.toml is the known-bug catalog (lockstep catalog), not a scenario.
-        if (entry.path().extension() == ".toml" && entry.is_regular_file() && entry.path().filename() != kCatalogFile) {
-          add(entry.path().generic_string());
-          ++found;
-        }
-      }
-    } catch (const fs::filesystem_error& e) {
-      throw InputError(path + ": cannot list directory: " + e.code().message());
-    }
-    if (found == 0) throw InputError(path + ": no scenario files (*.toml) in this directory");
-  }
-  std::vector<std::string> out;
-  out.reserve(files.size());
-  for (auto& [normal, spelled] : files) out.push_back(std::move(spelled));
-  return out;
-}
-
-std::vector<Scenario> load_paths(const std::vector<std::string>& paths, const VariantCheck& check) {
-  std::vector<Scenario> out;
-  std::map<std::string, std::string> file_of_id;
-  // Every file is read: a broken one is reported with the others', all at once, as one error.
-  std::vector<std::string> errors;
-  std::size_t files = 0;
-  for (const auto& file : expand_paths(paths)) {
-    ++files;
-    try {
-      for (auto& s : load_file(file, check)) {
-        auto [it, inserted] = file_of_id.emplace(s.id(), s.file);
-        if (!inserted) {
-          throw InputError(s.file + ": duplicate scenario id \"" + s.id() + "\" (also defined in " +
-                           it->second + ")");
-        }
-        out.push_back(std::move(s));
-      }
-    } catch (const InputError& e) {
-      errors.emplace_back(e.what());
-    }
-  }
-  if (errors.size() == 1) throw InputError(errors.front());
-  if (!errors.empty()) {
-    std::string all = std::to_string(errors.size()) + " of " + std::to_string(files) + " scenario files have errors:";
-    for (const auto& e : errors) all += "\n" + e;
-    throw InputError(all);
-  }
-  return out;
-}
 
 namespace internal {
 
