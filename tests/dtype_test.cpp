@@ -56,7 +56,47 @@ TEST(CommTypesTest, DTypeNamesAndSizes) {
   EXPECT_EQ(*reduce_op_from_string("avg"), ReduceOp::kAvg);
   EXPECT_FALSE(reduce_op_from_string("prod").has_value());
   EXPECT_EQ(*op_from_string("all_to_all"), Op::kAllToAll);
-  EXPECT_FALSE(op_from_string("reduce_scatter").has_value());
+  EXPECT_EQ(*op_from_string("reduce_scatter"), Op::kReduceScatter);
+  EXPECT_FALSE(op_from_string("reduce_scatter_tensor").has_value());
+}
+
+// Every op's name reads back to the op (codes are stable: traces and programs carry them), and
+// each carries exactly the fields c10d gives it: the reduce op for the reducing ones, a root for the
+// rooted ones, a peer and tag for point-to-point.
+TEST(CommTypesTest, OpTableFields) {
+  struct Want {
+    Op op;
+    const char* name;
+    int code;
+    bool reduces, rooted, p2p;
+  };
+  const Want wants[] = {
+      {Op::kAllReduce, "all_reduce", 0, true, false, false},   {Op::kAllGather, "all_gather", 1, false, false, false},
+      {Op::kAllToAll, "all_to_all", 2, false, false, false},   {Op::kBroadcast, "broadcast", 3, false, true, false},
+      {Op::kBarrier, "barrier", 4, false, false, false},       {Op::kSend, "send", 5, false, false, true},
+      {Op::kRecv, "recv", 6, false, false, true},              {Op::kReduceScatter, "reduce_scatter", 7, true, false, false},
+      {Op::kReduce, "reduce", 8, true, true, false},           {Op::kGather, "gather", 9, false, true, false},
+      {Op::kScatter, "scatter", 10, false, true, false},
+  };
+  ASSERT_EQ(std::size(wants), static_cast<std::size_t>(kOpCount));
+  for (const auto& w : wants) {
+    EXPECT_EQ(static_cast<int>(w.op), w.code) << w.name;
+    EXPECT_EQ(to_string(w.op), w.name);
+    EXPECT_EQ(*op_from_string(w.name), w.op);
+    Call c;
+    c.op = w.op;
+    c.in.count = 8;
+    c.reduce = ReduceOp::kMax;
+    c.root = 1;
+    c.tag = 3;
+    const Fingerprint fp = fingerprint_of(c);
+    EXPECT_EQ(fp.reduce, w.reduces ? ReduceOp::kMax : ReduceOp::kSum) << w.name;
+    EXPECT_EQ(fp.root, w.rooted ? 1 : -1) << w.name;
+    const std::string text = describe(c);
+    EXPECT_EQ(text.find(" max") != std::string::npos, w.reduces) << text;
+    EXPECT_EQ(text.find("root=1") != std::string::npos, w.rooted) << text;
+    EXPECT_EQ(text.find("tag=3") != std::string::npos, w.p2p) << text;
+  }
 }
 
 TEST(CommTypesTest, DescribeCall) {

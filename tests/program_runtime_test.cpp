@@ -47,7 +47,7 @@ TEST(ProgramRuntimeTest, ExportsOnlyItsCInterface) {
   std::set<std::string> got;
   for (std::string s; symbols >> s;) got.insert(s);
   const std::set<std::string> expected = {"ls_code", "ls_open", "ls_board_verifies", "ls_carry", "ls_begin", "ls_end", "ls_check_same_count",
-                                          "ls_finish", "ls_engine_timeout", "ls_version"};
+                                          "ls_finish", "ls_engine_timeout", "ls_unverified", "ls_version"};
   EXPECT_EQ(got, expected);
 }
 
@@ -62,7 +62,8 @@ TEST(ProgramRuntimeTest, CodesAreLockstepsEnumerators) {
   EXPECT_EQ(code("dtype", "bf16"), static_cast<int>(comm::DType::kBF16));
   EXPECT_EQ(code("dtype", "i64"), static_cast<int>(comm::DType::kI64));
   EXPECT_EQ(code("reduce", "avg"), static_cast<int>(comm::ReduceOp::kAvg));
-  EXPECT_EQ(code("op", "reduce_scatter"), -1);
+  EXPECT_EQ(code("op", "reduce_scatter"), static_cast<int>(comm::Op::kReduceScatter));
+  EXPECT_EQ(code("op", "reduce_scatter_tensor"), -1);
   EXPECT_EQ(code("colour", "red"), -1);
   ::dlclose(lib);
 }

@@ -284,8 +284,8 @@ std::vector<FlightView> read_flight(const BoardSlot& slot) {
 std::string FlightView::describe() const {
   std::ostringstream os;
   os << '#' << seq << ' ' << to_string(op);
-  if (op != Op::kBarrier) os << ' ' << to_string(dtype) << '[' << count << ']';
-  if (op == Op::kAllReduce) os << ' ' << to_string(reduce);
+  if (traits(op).data) os << ' ' << to_string(dtype) << '[' << count << ']';
+  if (traits(op).reduces) os << ' ' << to_string(reduce);
   os << " (" << site_text(phase, step) << ") "
      << (state == FlightState::kCompleted ? "completed" : state == FlightState::kFailed ? "failed" : "in flight");
   return os.str();

@@ -72,9 +72,9 @@ bool applies_to(const Fault& f, Op op) {
   switch (f.kind) {
     case Fault::Kind::kDtype:
     case Fault::Kind::kCount: return op != Op::kBarrier;
-    case Fault::Kind::kRoot: return op == Op::kBroadcast;
-    case Fault::Kind::kReduce: return op == Op::kAllReduce;
-    case Fault::Kind::kSplit: return op == Op::kAllToAll;
+    case Fault::Kind::kRoot: return traits(op).rooted;
+    case Fault::Kind::kReduce: return traits(op).reduces;
+    case Fault::Kind::kSplit: return traits(op).splits;
     case Fault::Kind::kCorrupt: return op != Op::kBarrier && op != Op::kSend;
     case Fault::Kind::kSkip:
     case Fault::Kind::kCrash:

@@ -170,8 +170,9 @@ class GlooBackend final : public Backend {
         std::vector<at::Tensor> t{wire_tensor(call.in, call)};
         return pending(pg_->recv(t, call.root, call.tag), {});
       }
+      default: break;  // a program's ops (reduce_scatter, ...): its own engine carries them
     }
-    throw CommError("gloo: unknown op");
+    throw CommError("gloo: lockstep's own ranks do not issue " + std::string(to_string(call.op)));
   }
 
   std::unique_ptr<Pending> all_reduce(Call& call) {

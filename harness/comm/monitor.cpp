@@ -93,7 +93,8 @@ trace::Record trace_record(const Call& call, int rank, std::int64_t t_start_us, 
   r.seq = call.seq;
   r.kind = is_p2p(call.op) ? trace::kP2p : trace::kCollective;
   r.op = to_string(call.op);
-  if (call.op != Op::kBarrier) {
+  const OpTraits& t = traits(call.op);
+  if (t.data) {
     std::size_t bytes = call.in.bytes();
     if (call.op == Op::kAllGather) bytes = call.out.bytes();
     if (call.op == Op::kAllToAll) {
@@ -108,13 +109,13 @@ trace::Record trace_record(const Call& call, int rank, std::int64_t t_start_us, 
   } else {
     r.bytes = 0;
   }
-  if (call.op == Op::kAllReduce) r.reduce = to_string(call.reduce);
-  if (call.op == Op::kBroadcast) r.root = call.root;
-  if (is_p2p(call.op)) {
+  if (t.reduces) r.reduce = to_string(call.reduce);
+  if (t.rooted) r.root = call.root;
+  if (t.p2p) {
     r.peer = call.root;
     r.tag = call.tag;
   }
-  if (call.op == Op::kAllToAll) {
+  if (t.splits) {
     r.send_counts = call.send_counts;
     r.recv_counts = call.recv_counts;
   }
@@ -134,11 +135,11 @@ trace::Record trace_record(int rank, const FlightView& f) {
   r.seq = f.seq;
   r.kind = trace::kCollective;
   r.op = to_string(f.op);
-  if (f.op != Op::kBarrier) {
+  if (traits(f.op).data) {
     r.dtype = to_string(f.dtype);
     r.count = f.count;
   }
-  if (f.op == Op::kAllReduce) r.reduce = to_string(f.reduce);
+  if (traits(f.op).reduces) r.reduce = to_string(f.reduce);
   r.phase = f.phase;
   r.step = f.step;
   r.index = f.index;

@@ -163,6 +163,8 @@ class NcclBackend final : public Backend {
         LOCKSTEP_NCCL_CHECK(ncclRecv(call.in.data, static_cast<size_t>(call.in.count),
                                      nccl_dtype(call.in.dtype), call.root, comm_, stream_));
         break;
+      default:  // a program's ops (reduce_scatter, ...): its own engine carries them
+        throw CommError("nccl: lockstep's own ranks do not issue " + std::string(to_string(call.op)));
     }
     cudaEvent_t event;
     LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));

@@ -10,9 +10,20 @@ constexpr std::array<std::string_view, 8> kDTypeNames = {"f32", "f64", "f16", "b
                                                          "i8",  "u8",  "i32", "i64"};
 constexpr std::array<std::size_t, 8> kDTypeSizes = {4, 8, 2, 2, 1, 1, 4, 8};
 constexpr std::array<std::string_view, 4> kReduceNames = {"sum", "max", "min", "avg"};
-constexpr std::array<std::string_view, 7> kOpNames = {"all_reduce", "all_gather", "all_to_all",
-                                                      "broadcast",  "barrier",    "send",
-                                                      "recv"};
+// The ops, in Op's order: name, data, reduces, rooted, splits, p2p.
+constexpr std::array<OpTraits, kOpCount> kOps = {{
+    {"all_reduce", true, true, false, false, false},
+    {"all_gather", true, false, false, false, false},
+    {"all_to_all", true, false, false, true, false},
+    {"broadcast", true, false, true, false, false},
+    {"barrier", false, false, false, false, false},
+    {"send", true, false, false, false, true},
+    {"recv", true, false, false, false, true},
+    {"reduce_scatter", true, true, false, false, false},
+    {"reduce", true, true, true, false, false},
+    {"gather", true, false, true, false, false},
+    {"scatter", true, false, true, false, false},
+}};
 
 template <typename E, std::size_t N>
 std::optional<E> lookup(const std::array<std::string_view, N>& names, std::string_view name) {
@@ -35,7 +46,8 @@ std::uint64_t fnv1a(std::string_view s) {
 
 std::string_view to_string(DType dtype) { return kDTypeNames[static_cast<std::size_t>(dtype)]; }
 std::string_view to_string(ReduceOp op) { return kReduceNames[static_cast<std::size_t>(op)]; }
-std::string_view to_string(Op op) { return kOpNames[static_cast<std::size_t>(op)]; }
+const OpTraits& traits(Op op) { return kOps[static_cast<std::size_t>(op)]; }
+std::string_view to_string(Op op) { return traits(op).name; }
 std::string_view to_string(DeviceType device) {
   return device == DeviceType::kCpu ? "cpu" : "cuda";
 }
@@ -45,18 +57,24 @@ std::optional<DType> dtype_from_string(std::string_view name) {
 std::optional<ReduceOp> reduce_op_from_string(std::string_view name) {
   return lookup<ReduceOp>(kReduceNames, name);
 }
-std::optional<Op> op_from_string(std::string_view name) { return lookup<Op>(kOpNames, name); }
+std::optional<Op> op_from_string(std::string_view name) {
+  for (std::size_t i = 0; i < kOps.size(); ++i) {
+    if (kOps[i].name == name) return static_cast<Op>(i);
+  }
+  return std::nullopt;
+}
 std::size_t element_size(DType dtype) { return kDTypeSizes[static_cast<std::size_t>(dtype)]; }
 
 Fingerprint fingerprint_of(const Call& call) {
   Fingerprint fp;
   fp.op = call.op;
-  fp.dtype = call.op == Op::kBarrier ? DType::kU8 : call.in.dtype;
-  fp.device = call.op == Op::kBarrier ? DeviceType::kCpu : call.in.device;
-  fp.reduce = call.op == Op::kAllReduce ? call.reduce : ReduceOp::kSum;
-  fp.count = (call.op == Op::kBarrier || call.op == Op::kAllToAll) ? 0 : call.in.count;
-  fp.root = call.op == Op::kBroadcast ? call.root : -1;
-  if (call.op == Op::kAllToAll) {
+  const OpTraits& t = traits(call.op);
+  fp.dtype = t.data ? call.in.dtype : DType::kU8;
+  fp.device = t.data ? call.in.device : DeviceType::kCpu;
+  fp.reduce = t.reduces ? call.reduce : ReduceOp::kSum;
+  fp.count = (!t.data || t.splits) ? 0 : call.in.count;
+  fp.root = t.rooted ? call.root : -1;
+  if (t.splits) {
     std::uint64_t h = 1469598103934665603ull;
     for (auto c : call.send_counts) h = (h ^ static_cast<std::uint64_t>(c)) * 1099511628211ull;
     fp.splits_hash = h;
@@ -70,14 +88,15 @@ Fingerprint fingerprint_of(const Call& call) {
 
 std::string describe(const Call& call) {
   std::ostringstream os;
-  os << to_string(call.op);
-  if (call.op == Op::kBarrier) return os.str();
+  const OpTraits& t = traits(call.op);
+  os << t.name;
+  if (!t.data) return os.str();
   os << ' ' << to_string(call.in.dtype) << '[' << call.in.count << ']';
   if (call.in.device != DeviceType::kCpu) os << '@' << to_string(call.in.device);
-  if (call.op == Op::kAllReduce) os << ' ' << to_string(call.reduce);
-  if (call.op == Op::kBroadcast) os << " root=" << call.root;
-  if (call.op == Op::kSend || call.op == Op::kRecv) os << " peer=" << call.root << " tag=" << call.tag;
-  if (call.op == Op::kAllToAll) {
+  if (t.reduces) os << ' ' << to_string(call.reduce);
+  if (t.rooted) os << " root=" << call.root;
+  if (t.p2p) os << " peer=" << call.root << " tag=" << call.tag;
+  if (t.splits) {
     os << " send=[";
     for (std::size_t i = 0; i < call.send_counts.size(); ++i) os << (i ? "," : "") << call.send_counts[i];
     os << "] recv=[";
@@ -89,13 +108,14 @@ std::string describe(const Call& call) {
 
 std::string describe(const Fingerprint& fp) {
   std::ostringstream os;
-  os << to_string(fp.op);
-  if (fp.op == Op::kBarrier) return os.str();
+  const OpTraits& t = traits(fp.op);
+  os << t.name;
+  if (!t.data) return os.str();
   os << ' ' << to_string(fp.dtype);
-  if (fp.op != Op::kAllToAll) os << '[' << fp.count << ']';
+  if (!t.splits) os << '[' << fp.count << ']';
   if (fp.device != DeviceType::kCpu) os << '@' << to_string(fp.device);
-  if (fp.op == Op::kAllReduce) os << ' ' << to_string(fp.reduce);
-  if (fp.op == Op::kBroadcast) os << " root=" << fp.root;
+  if (t.reduces) os << ' ' << to_string(fp.reduce);
+  if (t.rooted) os << " root=" << fp.root;
   return os.str();
 }
 

@@ -12,7 +12,26 @@ namespace lockstep::comm {
 enum class DType : std::uint8_t { kF32, kF64, kF16, kBF16, kI8, kU8, kI32, kI64 };
 enum class DeviceType : std::uint8_t { kCpu, kCuda };
 enum class ReduceOp : std::uint8_t { kSum, kMax, kMin, kAvg };
-enum class Op : std::uint8_t { kAllReduce, kAllGather, kAllToAll, kBroadcast, kBarrier, kSend, kRecv };
+// Codes are stable (traces, boards and the program interface carry them): new ops go at the end.
+enum class Op : std::uint8_t {
+  kAllReduce, kAllGather, kAllToAll, kBroadcast, kBarrier, kSend, kRecv,
+  kReduceScatter, kReduce, kGather, kScatter
+};
+inline constexpr int kOpCount = 11;
+
+// What a call of each op carries that its ranks must agree on, beside its dtype, device and
+// count: the one table (types.cpp) from which the fingerprint, the verifier's record, the
+// descriptions, the trace record and the fault injector's choices are derived. Adding an op is a
+// row there.
+struct OpTraits {
+  std::string_view name;  // "all_reduce", as in traces and the program interface
+  bool data;     // carries a buffer (all but barrier); `count` is elements per rank
+  bool reduces;  // the reduce op matters (all_reduce, reduce_scatter, reduce)
+  bool rooted;   // `root` is a root every rank names (broadcast, reduce, gather, scatter)
+  bool splits;   // per-peer counts (all_to_all): `count` is 0, the splits are compared
+  bool p2p;      // `root` is the peer, `tag` matters (send, recv)
+};
+const OpTraits& traits(Op op);
 
 std::string_view to_string(DType dtype);      // "f32", "bf16", ...
 std::string_view to_string(ReduceOp op);      // "sum", ...
@@ -45,10 +64,12 @@ struct CallSite {
 
 struct Call {
   Op op = Op::kBarrier;
-  View in;                 // all_reduce and broadcast work in place on `in`
+  View in;                 // all_reduce and broadcast work in place on `in`; reduce_scatter,
+                           // reduce, gather, scatter: `in` is this rank's chunk (its count is
+                           // what ranks compare), whichever side of the call holds it
   View out;                // all_gather, all_to_all, recv
   ReduceOp reduce = ReduceOp::kSum;
-  int root = -1;           // broadcast root, or send/recv peer
+  int root = -1;           // a rooted op's root (traits), or send/recv peer
   int tag = 0;             // send/recv tag
   std::vector<std::int64_t> send_counts;  // all_to_all: elements to each rank
   std::vector<std::int64_t> recv_counts;  // all_to_all: elements from each rank
@@ -59,7 +80,7 @@ struct Call {
                            // (e.g. "f32 upcast"); recorded in the trace
 };
 
-inline bool is_p2p(Op op) { return op == Op::kSend || op == Op::kRecv; }
+inline bool is_p2p(Op op) { return traits(op).p2p; }
 
 // The fields that every rank must agree on for one collective slot.
 struct Fingerprint {
@@ -68,7 +89,7 @@ struct Fingerprint {
   ReduceOp reduce = ReduceOp::kSum;
   DeviceType device = DeviceType::kCpu;
   std::int64_t count = 0;  // elements per rank (all_gather: input count)
-  int root = -1;           // broadcast root; -1 for ops without one
+  int root = -1;           // a rooted op's root; -1 for ops without one
   std::uint64_t splits_hash = 0;  // all_to_all: hash of this rank's row of the split matrix
   std::int64_t seq = -1;
   std::int64_t step = -1;

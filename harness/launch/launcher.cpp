@@ -5,6 +5,7 @@
 #include <thread>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -51,6 +52,36 @@ std::string random_token() {
     s += kHex[b & 15];
   }
   return s;
+}
+
+// A program's calls lockstep did not verify (each rank's status, unverified_calls): one note naming
+// them and the ranks that made them, and the metric unverified_calls (the most any rank made), so
+// that a pass never hides a call that was not checked.
+void note_unverified(const std::string& dir, int first, int end, report::ScenarioResult& res) {
+  std::map<std::string, std::pair<std::int64_t, std::vector<int>>> calls;
+  std::int64_t most = 0;
+  for (int r = first; r < end; ++r) {
+    const auto st = rank::read_status(rank::status_path(dir, r));
+    if (!st) continue;
+    std::int64_t n = 0;
+    for (const auto& [name, count] : st->unverified) {
+      auto& c = calls[name];
+      c.first = std::max(c.first, count);
+      c.second.push_back(r);
+      n += count;
+    }
+    most = std::max(most, n);
+  }
+  res.metrics["unverified_calls"] = static_cast<double>(most);
+  if (calls.empty()) return;
+  std::ostringstream os;
+  os << "not verified by lockstep (ran unchanged on the program's group): ";
+  bool first_call = true;
+  for (const auto& [name, c] : calls) {
+    os << (first_call ? "" : ", ") << name << " x" << c.first << " (" << rank_list(c.second) << ")";
+    first_call = false;
+  }
+  res.notes.push_back(os.str());
 }
 
 // "; last collectives: rank 0: #6 all_reduce f32[1316] sum (train.py:88 step 26) completed,
@@ -372,6 +403,7 @@ void gather(const scenario::Scenario& s, const LaunchOptions& options, report::S
       for (int r = first; r < first + local && res.system.empty(); ++r) {
         if (auto st = rank::read_status(rank::status_path(dir, r))) res.system = st->system;
       }
+      note_unverified(dir, first, first + local, res);
     }
     if (auto st = rank::read_status(rank::status_path(dir, first)); st && st->outcome == rank::Outcome::kOk) {
       for (const auto& [k, v] : st->metrics) res.metrics[k] = v;

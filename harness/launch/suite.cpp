@@ -156,6 +156,7 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
     if (r.status == report::Status::kPass && r.diagnosis) out << "  " << to_string(r.diagnosis->kind) << " as expected";
     out << '\n';
     if (r.status != report::Status::kPass && !r.reason.empty()) out << "        " << r.reason << '\n';
+    for (const auto& note : r.notes) out << "        note: " << note << '\n';
     out.flush();
     if (options.exit_first && (r.status == report::Status::kFail || r.status == report::Status::kError)) stopped_at = r.id;
     run.results.push_back(std::move(r));

@@ -400,6 +400,10 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
 
 void ls_engine_timeout(double seconds) { comm::set_engine_timeout(seconds); }
 
-const char* ls_version(void) { return "5"; }
+void ls_unverified(const char* name, std::int64_t count) {
+  if (rt && name && count > 0) rt->status().unverified[name] += count;
+}
+
+const char* ls_version(void) { return "6"; }
 
 }  // extern "C"

@@ -70,9 +70,14 @@ LS_API void ls_check_same_count(std::int64_t value, const char* subject, const c
 // when lockstep was to verify the program and it never created its default group; else 0.
 LS_API int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps, double steps_per_s,
                      double median_step_s, std::int64_t replica_digest, std::int64_t rank_digest);
-// The version of this C interface: "5" (3: ls_finish takes the failure's step; 4:
-// ls_engine_timeout; 5: ls_finish takes the rank's digest of a program without DDP). The Python side
-// refuses a library of another version at load.
+// The program made `count` calls named `name` ("allreduce_coalesced") that lockstep did not verify
+// (they ran unchanged on the program's group): written in the rank's status (unverified_calls),
+// whatever its outcome, and named in the scenario's notes.
+LS_API void ls_unverified(const char* name, std::int64_t count);
+// The version of this C interface: "6" (3: ls_finish takes the failure's step; 4:
+// ls_engine_timeout; 5: ls_finish takes the rank's digest of a program without DDP; 6: ls_unverified,
+// ops reduce_scatter, reduce, gather, scatter). The Python side refuses a library of another
+// version at load.
 // The program gave its process group `seconds` as its timeout (init_process_group's `timeout`):
 // published on the board, where the launcher's watchdog reads it (harness/launch/watchdog.h).
 LS_API void ls_engine_timeout(double seconds);

@@ -41,6 +41,7 @@ nlohmann::json to_json(const RankStatus& s) {
   }
   if (!s.message.empty()) j["message"] = s.message;
   if (s.step >= 0) j["step"] = s.step;
+  if (!s.unverified.empty()) j["unverified_calls"] = s.unverified;
   if (s.outcome == Outcome::kOk) {
     j["metrics"] = s.metrics;
     if (!s.program || !s.digest.empty()) j["digest"] = s.digest;
@@ -78,6 +79,7 @@ RankStatus status_from_json(const nlohmann::json& j) {
     }
     if (j.contains("collectives")) s.collectives = j.at("collectives").get<std::int64_t>();
     if (j.contains("perf")) s.perf = j.at("perf");
+    if (j.contains("unverified_calls")) s.unverified = j.at("unverified_calls").get<std::map<std::string, std::int64_t>>();
     return s;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("a rank status has a key of the wrong type: ") + e.what());

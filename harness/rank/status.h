@@ -43,6 +43,9 @@ struct RankStatus {
   std::map<std::string, report::Series> series;
   std::optional<std::int64_t> collectives;
   nlohmann::json perf;  // harness/perf/cost.h's to_json, with "slowdown_fired"; null when none
+  // A program's rank: the calls it made that lockstep did not verify, by name ("allreduce_coalesced"),
+  // with how many; named in the scenario's notes, never silent. Any outcome.
+  std::map<std::string, std::int64_t> unverified;
 };
 
 nlohmann::json to_json(const RankStatus& s);

@@ -31,8 +31,8 @@ program's first line:
   (DDP's own contract), and writes the rank's status for the launcher with its throughput
   (steps_per_s) and the replicas' parameter digest; an uncaught exception is reported instead.
 
-Collectives lockstep does not verify (reduce, gather, scatter, reduce_scatter, coalesced calls) run
-unchanged on the program's group and are counted in the rank's status (unverified_calls).
+Collectives lockstep does not verify (coalesced calls, a reduce op it does not know) run unchanged on
+the program's group and are counted in the rank's status (unverified_calls).
 """
 import array
 import atexit
@@ -46,7 +46,7 @@ import weakref
 
 _failure = [""]          # the program's uncaught exception, as the diagnosis quotes it
 _failure_step = [-1]     # the program's step when it was raised
-_ABI_VERSION = b"5"      # the C interface this file speaks (program.h's ls_version)
+_ABI_VERSION = b"6"      # the C interface this file speaks (program.h's ls_version)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -97,6 +97,8 @@ def _load_library():
     lib.ls_end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
     lib.ls_check_same_count.restype = None
     lib.ls_check_same_count.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_unverified.restype = None
+    lib.ls_unverified.argtypes = [ctypes.c_char_p, ctypes.c_int64]
     lib.ls_engine_timeout.restype = None
     lib.ls_engine_timeout.argtypes = [ctypes.c_double]
     lib.ls_finish.restype = ctypes.c_int
@@ -287,7 +289,8 @@ class _Runtime:
 
         self.torch = torch
         self.lib = _load_library()
-        self.ops = _codes(self.lib, "op", ["all_reduce", "all_gather", "all_to_all", "broadcast", "barrier", "send", "recv"])
+        self.ops = _codes(self.lib, "op", ["all_reduce", "all_gather", "all_to_all", "broadcast", "barrier", "send", "recv",
+                                           "reduce_scatter", "reduce", "gather", "scatter"])
         self.reduces = _codes(self.lib, "reduce", ["sum", "max", "min", "avg"])
         dtypes = _codes(self.lib, "dtype", ["f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"])
         self.dtype_code = {
@@ -498,6 +501,8 @@ class _Runtime:
             held = self.steps.optimized_parameters()
             if held:
                 rank_digest = _parameter_digest(held)
+        for name, n in sorted(self.unverified.items()):
+            self.lib.ls_unverified(name.encode(), n)
         code = self.lib.ls_finish(failure.encode(), _failure_step[0] if failure else -1, self.steps.count(), self.steps.rate(),
                                   self.steps.median_duration(), digest, rank_digest)
         if code:
@@ -521,6 +526,17 @@ def _make_group_class(dist, runtime):
             if op == k:
                 return v
         return None
+
+    def reduce_label(opts):
+        """"product": the reduce op's own name, for a call lockstep does not verify."""
+        op = getattr(opts, "reduceOp", opts)
+        for name in ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "AVG", "PREMUL_SUM"):
+            try:
+                if hasattr(ReduceOp, name) and op == getattr(ReduceOp, name):
+                    return name.lower()
+            except (TypeError, RuntimeError):  # a ReduceOp that does not compare (premul_sum's)
+                continue
+        return "?"
 
     def one(tensors):
         return tensors[0] if isinstance(tensors, (list, tuple)) else tensors
@@ -573,7 +589,7 @@ def _make_group_class(dist, runtime):
                 return w
             red = reduce_name(opts)
             if red is None:
-                runtime.unverified_call("all_reduce(%s)" % opts.reduceOp)
+                runtime.unverified_call("all_reduce(%s)" % reduce_label(opts))
                 return run()
             return runtime.carry(runtime.describe("all_reduce", one(tensors), reduce=red), run)
 
@@ -629,6 +645,57 @@ def _make_group_class(dist, runtime):
             return runtime.carry(runtime.describe("recv", t, out=t, root=src, tag=tag), lambda: self._real.recv(tensors, src, tag),
                                  list(tensors))
 
+        # The rooted and reducing collectives: each verified by the fields that matter to it (the
+        # reduce op, the root, this rank's chunk: dtype and count), as lockstep's table of ops says
+        # (harness/comm/types.cpp).
+        def _reducing(self, op, chunk, opts, run, root=-1):
+            red = reduce_name(opts)
+            if red is None:
+                runtime.unverified_call("%s(%s)" % (op, reduce_label(opts)))
+                return run()
+            return runtime.carry(runtime.describe(op, chunk, reduce=red, root=root), run)
+
+        def reduce_scatter(self, outputs, inputs, opts=None):
+            opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
+            run = lambda: self._real.reduce_scatter(outputs, inputs, opts)  # noqa: E731
+            w = self._many(outputs, "reduce_scatter", run)
+            return w if w is not None else self._reducing("reduce_scatter", one(outputs), opts, run)
+
+        def _reduce_scatter_base(self, output, input, opts=None):
+            opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
+            return self._reducing("reduce_scatter", output, opts, lambda: self._real._reduce_scatter_base(output, input, opts))
+
+        def reduce_scatter_single(self, output, input, opts=None):  # reduce_scatter_tensor's method in torch 2.15
+            opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
+            return self._reducing("reduce_scatter", output, opts, lambda: self._real.reduce_scatter_single(output, input, opts))
+
+        def gather_single(self, output, input, opts=None):  # a gather into one tensor (torch 2.15)
+            opts = opts if opts is not None else c10d_c.GatherOptions()
+            return runtime.carry(runtime.describe("gather", input, root=int(opts.rootRank)),
+                                 lambda: self._real.gather_single(output, input, opts))
+
+        def reduce(self, tensors, opts=None):
+            opts = opts if opts is not None else c10d_c.ReduceOptions()
+            run = lambda: self._real.reduce(tensors, opts)  # noqa: E731
+            w = self._many(tensors, "reduce", run)
+            return w if w is not None else self._reducing("reduce", one(tensors), opts, run, root=int(opts.rootRank))
+
+        def gather(self, outputs, inputs, opts=None):
+            opts = opts if opts is not None else c10d_c.GatherOptions()
+            run = lambda: self._real.gather(outputs, inputs, opts)  # noqa: E731
+            w = self._many(inputs, "gather", run)
+            if w is not None:
+                return w
+            return runtime.carry(runtime.describe("gather", one(inputs), root=int(opts.rootRank)), run)
+
+        def scatter(self, outputs, inputs, opts=None):
+            opts = opts if opts is not None else c10d_c.ScatterOptions()
+            run = lambda: self._real.scatter(outputs, inputs, opts)  # noqa: E731
+            w = self._many(outputs, "scatter", run)
+            if w is not None:
+                return w
+            return runtime.carry(runtime.describe("scatter", one(outputs), root=int(opts.rootRank)), run)
+
     # Everything else torch may call on a group (its backends, name, device, sequence number,
     # hooks) is the program's group's: the base class's own methods would answer for an empty
     # ProcessGroup.
@@ -641,8 +708,7 @@ def _make_group_class(dist, runtime):
         elif callable(attr) and not isinstance(attr, type):
             setattr(LockstepGroup, name, lambda self, *a, _name=name, **k: getattr(self._real, _name)(*a, **k))
 
-    for name in ("reduce", "gather", "scatter", "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_single",
-                 "allreduce_coalesced", "allgather_coalesced", "alltoall", "recv_anysource", "gather_single",
+    for name in ("allreduce_coalesced", "allgather_coalesced", "alltoall", "recv_anysource",
                  "monitored_barrier", "all_gather_single_coalesced", "reduce_scatter_single_coalesced",
                  "allgather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced"):
         if hasattr(dist.ProcessGroup, name):

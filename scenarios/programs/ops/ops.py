@@ -1,13 +1,16 @@
 """A plain torch.distributed program (no lockstep code in it) that issues every collective
 lockstep verifies in programs, through the public API, on the default group and on a group of
 its own (new_group, not verified): all_reduce (sum, max), broadcast, all_gather,
-all_gather_into_tensor (torch 2.x: torch 1.13's Gloo has no _allgather_base), all_to_all_single
-with and without splits, barrier, send and recv, and reduce_scatter (unverified, passed through;
-torch 2.x only). Each result is checked against its closed form, so a wrapper that changed a
-result fails the program.
+all_gather_into_tensor and reduce_scatter_tensor / reduce_scatter (torch 2.x: torch 1.13's Gloo has
+neither), all_to_all_single with and without splits, barrier, send and recv, reduce, gather and
+scatter. Each result is checked against its closed form, so a wrapper that changed a result fails
+the program.
 
   --bug recv-dtype   rank 1 receives rank 0's f32 message into an f16 buffer
   --bug a2a-splits   rank 1 expects one element too many from every rank in the all_to_all
+  --bug rs-max       rank 1 reduce-scatters with MAX where the others SUM (round 1; torch 2.x)
+  --bug reduce-root  rank 0 reduces to root 0 where the others name the last rank (round 1)
+  --bug gather-count rank 1 gathers 3 elements where the others gather 2 (round 1)
   --backend nccl     the same on CUDA tensors (one GPU per rank, cuda:LOCAL_RANK)
 """
 import argparse
@@ -17,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 p = argparse.ArgumentParser()
-p.add_argument("--bug", choices=["none", "recv-dtype", "a2a-splits"], default="none")
+p.add_argument("--bug", choices=["none", "recv-dtype", "a2a-splits", "rs-max", "reduce-root", "gather-count"], default="none")
 p.add_argument("--rounds", type=int, default=3)
 p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
 args = p.parse_args()
@@ -49,6 +52,25 @@ for i in range(args.rounds):
         rs = torch.empty(2)
         dist.reduce_scatter(rs, [torch.full((2,), float(k)) for k in range(ws)])
         assert torch.equal(rs, torch.full((2,), float(r * ws)))
+        # chunk k of rank j holds j + k: rank r gets sum_j (j + r), or max_j (j + r) with MAX
+        rst = torch.empty(2)
+        red_op = dist.ReduceOp.MAX if args.bug == "rs-max" and r == 1 and i == 1 else dist.ReduceOp.SUM
+        dist.reduce_scatter_tensor(rst, torch.arange(ws).repeat_interleave(2).float() + r, op=red_op)
+        if args.bug == "none":
+            assert torch.equal(rst, torch.full((2,), float(sum(range(ws)) + ws * r))), rst
+    root = ws - 1
+    red = torch.full((3,), float(r + 1))
+    dist.reduce(red, 0 if args.bug == "reduce-root" and r == 0 and i == 1 else root)
+    if r == root and args.bug == "none":
+        assert torch.equal(red, torch.full((3,), float(ws * (ws + 1) // 2))), red
+    n = 3 if args.bug == "gather-count" and r == 1 and i == 1 else 2
+    parts = [torch.empty(2) for _ in range(ws)] if r == root else None
+    dist.gather(torch.full((n,), float(r)), parts, dst=root)
+    if r == root and args.bug == "none":
+        assert all(torch.equal(o, torch.full((2,), float(k))) for k, o in enumerate(parts))
+    got_s = torch.empty(2)
+    dist.scatter(got_s, [torch.full((2,), float(10 + k)) for k in range(ws)] if r == root else None, src=root)
+    assert torch.equal(got_s, torch.full((2,), float(10 + r)))
     a = torch.arange(ws, dtype=torch.int64) + 10 * r
     got = torch.empty_like(a)
     dist.all_to_all_single(got, a)

@@ -1,0 +1,157 @@
+// Every collective c10d offers, in a user's program under lockstep: reduce_scatter (torch 2.x),
+// reduce, gather and scatter are verified with the fields that matter to each (reduce op, root,
+// count), and a call lockstep does not verify is named in the scenario's notes, never silent.
+// Expected values come from the programs (scenarios/programs/ops/ops.py: root = world_size - 1,
+// chunks of 2 and 3 elements) and from c10d's contracts, not from lockstep's output.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kOps = LOCKSTEP_SOURCE_DIR "/scenarios/programs/ops/ops.py";
+
+std::string venv_python() {
+  std::string out;
+  if (FILE* p = ::popen(LOCKSTEP_SOURCE_DIR "/ci/setup --program-python", "r")) {
+    char buf[512];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out.substr(0, out.find_last_not_of("\n") + 1);
+}
+
+std::string python_for(const std::string& which) { return which == "debian" ? "/usr/bin/python3" : venv_python(); }
+
+bool has_torch(const std::string& python) {
+  return !python.empty() && fs::exists(python) &&
+         std::system(("'" + python + "' -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+}
+
+nlohmann::json only_result(const std::string& report) {
+  std::ifstream in(report + "/results.json");
+  if (!in) return nullptr;
+  return nlohmann::json::parse(in).at("scenarios").at(0);
+}
+
+class ProgramCollectivesTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    python_ = python_for(GetParam());
+    if (!has_torch(python_)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
+  }
+  test::CliResult torchrun(const std::string& report, const std::string& script_and_args, int ranks = 3) {
+    return test::run_cli(LOCKSTEP_BINARY,
+                         "torchrun --nproc-per-node " + std::to_string(ranks) + " --python '" + python_ + "' --report-dir '" + report +
+                             "' " + script_and_args,
+                         tmp_.path());
+  }
+  std::string python_;
+  test::TempDir tmp_{"lockstep_program_collectives"};
+};
+
+// ops.py's 3 rounds over 3 ranks: reduce, gather and scatter (root 2) reach the trace with their
+// root, reduce with its reduce op, and (torch 2.x) reduce_scatter_tensor with its reduce op and
+// chunk; nothing is left unverified.
+TEST_P(ProgramCollectivesTest, RootedAndReducingCollectivesAreTracedWithTheirFields) {
+  const std::string report = tmp_.path() + "/r";
+  const auto r = torchrun(report, kOps);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto s = only_result(report);
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s.at("metrics").at("unverified_calls").get<double>(), 0) << s.dump();
+  EXPECT_FALSE(s.contains("notes")) << s.dump();
+  std::map<std::string, int> seen;
+  std::ifstream trace(report + "/" + s.at("artifacts").get<std::string>() + "/rank1.trace.jsonl");
+  ASSERT_TRUE(trace) << s.dump();
+  for (std::string line; std::getline(trace, line);) {
+    const auto j = nlohmann::json::parse(line);
+    const std::string op = j.value("op", "");
+    if (op == "reduce" || op == "gather" || op == "scatter") {
+      EXPECT_EQ(j.value("root", -1), 2) << line;
+      ++seen[op];
+    }
+    if (op == "reduce") EXPECT_EQ(j.value("reduce", ""), "sum") << line;
+    if (op == "reduce") EXPECT_EQ(j.value("count", 0), 3) << line;
+    if (op == "gather" || op == "scatter") EXPECT_EQ(j.value("count", 0), 2) << line;
+    if (op == "reduce_scatter") {
+      EXPECT_EQ(j.value("reduce", ""), "sum") << line;
+      EXPECT_EQ(j.value("count", 0), 2) << line;
+      EXPECT_FALSE(j.contains("root")) << line;
+      ++seen[op];
+    }
+  }
+  EXPECT_EQ(seen["reduce"], 3);
+  EXPECT_EQ(seen["gather"], 3);
+  EXPECT_EQ(seen["scatter"], 3);
+  // torch 2.x: reduce_scatter (list form) and reduce_scatter_tensor each round; 1.13's Gloo has none.
+  EXPECT_EQ(seen["reduce_scatter"], GetParam() == "debian" ? 0 : 6);
+}
+
+// The faults of ops.py each name the field and the rank: a root that differs in reduce, a count
+// that differs in gather, and (torch 2.x) a reduce op that differs in reduce_scatter_tensor, which
+// the engine itself runs without complaint.
+TEST_P(ProgramCollectivesTest, ARootCountOrReduceOpThatDiffersIsNamed) {
+  struct Case {
+    const char* bug;
+    int rank;
+    const char* field;
+    bool torch2_only;
+  };
+  for (const Case& c : {Case{"reduce-root", 0, "root differs", false}, Case{"gather-count", 1, "count differs", false},
+                        Case{"rs-max", 1, "reduce op differs", true}}) {
+    if (c.torch2_only && GetParam() == "debian") continue;
+    const std::string report = tmp_.path() + "/" + c.bug;
+    const auto r = torchrun(report, std::string(kOps) + " --bug " + c.bug);
+    EXPECT_EQ(r.code, 1) << c.bug << ": " << r.out << r.err;
+    const auto s = only_result(report);
+    ASSERT_FALSE(s.is_null()) << r.out << r.err;
+    const auto& d = s.at("diagnosis");
+    EXPECT_EQ(d.at("kind"), "collective_mismatch") << d.dump();
+    EXPECT_EQ(d.at("rank"), c.rank) << d.dump();
+    EXPECT_NE(d.at("message").get<std::string>().find(c.field), std::string::npos) << d.dump();
+  }
+}
+
+// A call lockstep does not verify (an all-reduce with PRODUCT, a reduce op outside lockstep's
+// table) still runs, and the run says so: the metric counts it and a note names it with the ranks
+// that made it, on the console too.
+TEST_P(ProgramCollectivesTest, AnUnverifiedCallIsNamedInTheNotes) {
+  const std::string script = tmp_.path() + "/product.py";
+  std::ofstream(script) << "import torch, torch.distributed as dist\n"
+                           "dist.init_process_group('gloo')\n"
+                           "for _ in range(2):\n"
+                           "    t = torch.full((2,), 2.0)\n"
+                           "    dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)\n"
+                           "    assert t.tolist() == [4.0, 4.0], t\n"
+                           "    dist.all_reduce(t)\n"
+                           "dist.destroy_process_group()\n";
+  const std::string report = tmp_.path() + "/product";
+  const auto r = torchrun(report, script, 2);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const auto s = only_result(report);
+  ASSERT_FALSE(s.is_null()) << r.out << r.err;
+  EXPECT_EQ(s.at("metrics").at("unverified_calls").get<double>(), 2) << s.dump();
+  ASSERT_TRUE(s.contains("notes")) << s.dump();
+  const std::string note = s.at("notes").at(0);
+  EXPECT_NE(note.find("all_reduce("), std::string::npos) << note;
+  EXPECT_NE(note.find("all_reduce(product) x2 (ranks 0,1)"), std::string::npos) << note;
+  EXPECT_NE(r.out.find("note: not verified by lockstep"), std::string::npos) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Torches, ProgramCollectivesTest, ::testing::Values("debian", "venv"));
+
+}  // namespace
+}  // namespace lockstep
