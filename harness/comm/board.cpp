@@ -10,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "harness/core/diagnosis.h"
 #include "harness/core/error.h"
 
 namespace lockstep::comm {
@@ -105,6 +106,20 @@ std::string SlotView::waiting_in() const {
   return os.str();
 }
 
+std::vector<int> SlotView::group_ranks() const {
+  std::vector<int> ranks;
+  for (int r = 0; r < 64; ++r) {
+    if (group_mask >> r & 1u) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+std::string SlotView::waiting_in_group() const {
+  std::ostringstream os;
+  os << to_string(group_op) << " on the group of " << rank_list(group_ranks()) << " (" << site_text(group_phase, group_step) << ')';
+  return os.str();
+}
+
 std::string SlotView::last_completed() const {
   if (completed == 0) return "no collective";
   std::ostringstream os;
@@ -191,6 +206,12 @@ SlotView Board::view(int rank) const {
   v.changed = s.changed.load();
   v.max_step = s.max_step.load();
   v.engine_timeout_ms = s.engine_timeout_ms.load();
+  v.group_issued = s.group_issued.load();
+  v.group_completed = s.group_completed.load();
+  v.group_op = static_cast<Op>(s.group_op.load());
+  v.group_mask = s.group_mask.load();
+  v.group_step = s.group_step.load();
+  v.group_phase = load_phase(s.group_phase);
   return v;
 }
 
@@ -223,7 +244,7 @@ std::int64_t Board::progress() const {
   std::int64_t total = 0;
   for (int r = 0; r < world_size_; ++r) {
     total += slots_[r].issued.load() + slots_[r].completed.load() + slots_[r].p2p.load() +
-             slots_[r].state.load();
+             slots_[r].group_issued.load() + slots_[r].group_completed.load() + slots_[r].state.load();
   }
   return total;
 }

@@ -63,6 +63,14 @@ struct alignas(64) BoardSlot {
   std::atomic<std::uint64_t> changed{0};     // bit i: ... and changed what this rank does
   std::atomic<std::int64_t> max_step{-1};    // the highest step a collective was issued from
   std::atomic<std::int64_t> engine_timeout_ms{0};  // a program's own process-group timeout (0: none said)
+  // A program's calls on its other process groups (new_group; Call::group), numbered apart from the
+  // collectives above: progress for the watchdog, and where a hang leaves the rank.
+  std::atomic<std::int64_t> group_issued{0};
+  std::atomic<std::int64_t> group_completed{0};
+  std::atomic<std::int32_t> group_op{0};        // Op of the last issued one
+  std::atomic<std::uint64_t> group_mask{0};     // its group's ranks: bit r for rank r (ranks < 64)
+  std::atomic<std::int64_t> group_step{-1};
+  std::atomic<std::uint64_t> group_phase[3]{};
   static constexpr int kFlightRing = 16;     // the flight recorder: the last 16 collectives
   FlightRecord flight[kFlightRing];          // collective seq s is in flight[s % kFlightRing]
 };
@@ -83,10 +91,22 @@ struct SlotView {
   std::uint64_t fired = 0, changed = 0;
   std::int64_t max_step = -1;
   std::int64_t engine_timeout_ms = 0;
+  std::int64_t group_issued = 0, group_completed = 0, group_step = -1;
+  Op group_op = Op::kBarrier;
+  std::uint64_t group_mask = 0;
+  std::string group_phase;
 
   bool in_collective() const { return issued > completed; }
+  // In a call on another of the program's groups (its last issued one has not completed).
+  bool in_group_call() const { return group_issued > group_completed; }
+  // "all_reduce on the group of ranks 0,1 (groups.py:36)" for the group call in flight.
+  std::string waiting_in_group() const;
+  // The ranks of the group call in flight.
+  std::vector<int> group_ranks() const;
   // Past start-up: the rank has issued its first call, or has ended.
-  bool started() const { return issued > 0 || p2p > 0 || state == RankState::kFinished || state == RankState::kFailed; }
+  bool started() const {
+    return issued > 0 || p2p > 0 || group_issued > 0 || state == RankState::kFinished || state == RankState::kFailed;
+  }
   // "collective #13 all_reduce (train step 27)" for the one in flight.
   std::string waiting_in() const;
   // "collective #12 all_reduce (train step 27)" or "no collective" for the last completed.

@@ -29,6 +29,11 @@ std::unique_ptr<Pending> Communicator::start(Call call) {
   return top_->start(call);
 }
 
+std::unique_ptr<Pending> Communicator::start_at(Call call, const CallSite& site) {
+  call.site = site;
+  return top_->start(call);
+}
+
 void Communicator::all_reduce(View buf, ReduceOp op) {
   Call c;
   c.op = Op::kAllReduce;

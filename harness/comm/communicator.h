@@ -50,6 +50,10 @@ class Communicator {
 
   // Issues `call` as given (site stamped here). For tests and fault-free replays.
   std::unique_ptr<Pending> start(Call call);
+  // Issues `call` from `site` as given, leaving this communicator's own site and call index as they
+  // are: a program's point-to-point call, which only its peer sees, so that it does not shift the
+  // call index of the collectives every rank issues from one site.
+  std::unique_ptr<Pending> start_at(Call call, const CallSite& site);
 
  private:
   std::unique_ptr<Backend> top_;

@@ -37,20 +37,32 @@ class MonitoredPending final : public Pending {
 Monitor::Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, const std::string& trace_path)
     : inner_(std::move(inner)), board_(board) {
   if (!trace_path.empty()) {
-    trace_ = std::fopen(trace_path.c_str(), "w");
-    LOCKSTEP_CHECK(trace_ != nullptr, "cannot write trace file ", trace_path);
-    std::setvbuf(trace_, nullptr, _IOFBF, 1 << 20);
+    std::FILE* f = std::fopen(trace_path.c_str(), "w");
+    LOCKSTEP_CHECK(f != nullptr, "cannot write trace file ", trace_path);
+    std::setvbuf(f, nullptr, _IOFBF, 1 << 20);
+    trace_ = std::shared_ptr<std::FILE>(f, [](std::FILE* p) { std::fclose(p); });
   }
 }
 
-Monitor::~Monitor() {
-  if (trace_) std::fclose(trace_);
-}
+Monitor::Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, std::shared_ptr<std::FILE> trace, int trace_rank)
+    : inner_(std::move(inner)), board_(board), trace_(std::move(trace)), trace_rank_(trace_rank) {}
+
+Monitor::~Monitor() = default;
 
 std::unique_ptr<Pending> Monitor::start(Call& call) {
   const bool p2p = is_p2p(call.op);
   call.seq = p2p ? next_p2p_++ : next_seq_++;
-  if (board_) {
+  const bool other_group = !call.group.empty();
+  if (board_ && other_group) {
+    // A call on another of the program's groups: progress, and where a hang leaves the rank.
+    std::uint64_t mask = 0;
+    for (int r : call.group) mask |= r >= 0 && r < 64 ? std::uint64_t{1} << r : 0;
+    board_->group_op.store(static_cast<std::int32_t>(call.op), std::memory_order_relaxed);
+    board_->group_mask.store(mask, std::memory_order_relaxed);
+    board_->group_step.store(call.site.step, std::memory_order_relaxed);
+    Board::store_phase(board_->group_phase, call.site.phase);
+    board_->group_issued.fetch_add(1, std::memory_order_release);
+  } else if (board_) {
     if (p2p) {
       board_->p2p.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -63,27 +75,29 @@ std::unique_ptr<Pending> Monitor::start(Call& call) {
     }
   }
   const std::int64_t t0 = trace_ || board_ ? now_us() : 0;
-  if (board_ && !p2p) flight_issued(*board_, call.seq, call, t0);
+  if (board_ && !p2p && !other_group) flight_issued(*board_, call.seq, call, t0);
   auto inner = inner_->start(call);
   return std::make_unique<MonitoredPending>(this, call, std::move(inner), t0);
 }
 
 void Monitor::finish(const Call& call, std::int64_t t_start_us, bool ok, const std::string& error) {
-  if (board_ && ok && !is_p2p(call.op)) {
+  if (board_ && !call.group.empty()) {
+    if (ok) board_->group_completed.fetch_add(1, std::memory_order_release);
+  } else if (board_ && ok && !is_p2p(call.op)) {
     board_->last_op.store(static_cast<std::int64_t>(call.op), std::memory_order_relaxed);
     board_->last_step.store(call.site.step, std::memory_order_relaxed);
     Board::store_phase(board_->last_phase, call.site.phase);
     board_->completed.store(call.seq + 1, std::memory_order_release);
   }
-  if (board_ && !is_p2p(call.op)) flight_done(*board_, call.seq, ok, now_us());
+  if (board_ && !is_p2p(call.op) && call.group.empty()) flight_done(*board_, call.seq, ok, now_us());
   if (!trace_) return;
   std::string line;
   line.reserve(384);
-  trace::append_line(line, trace_record(call, inner_->rank(), t_start_us, now_us(), ok ? nullptr : &error));
+  trace::append_line(line, trace_record(call, trace_rank_ >= 0 ? trace_rank_ : inner_->rank(), t_start_us, now_us(), ok ? nullptr : &error));
   // Buffered: flushed when the rank ends (normally, diagnosed, or by an injected crash). A rank
   // killed by the watchdog loses its unflushed tail; the flight recorder on the board keeps its
   // last BoardSlot::kFlightRing collectives, which the launcher adds to the trace.
-  std::fwrite(line.data(), 1, line.size(), trace_);
+  std::fwrite(line.data(), 1, line.size(), trace_.get());
 }
 
 trace::Record trace_record(const Call& call, int rank, std::int64_t t_start_us, std::int64_t t_end_us,
@@ -120,6 +134,7 @@ trace::Record trace_record(const Call& call, int rank, std::int64_t t_start_us, 
     r.recv_counts = call.recv_counts;
   }
   if (!call.wire.empty()) r.wire = call.wire;
+  if (!call.group.empty()) r.group = std::vector<std::int64_t>(call.group.begin(), call.group.end());
   r.phase = call.site.phase;
   r.step = call.site.step;
   r.index = call.site.index;

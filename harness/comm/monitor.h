@@ -16,6 +16,11 @@ class Monitor final : public Backend {
  public:
   // `board` may be null (no launcher); `trace_path` "" disables the trace.
   Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, const std::string& trace_path);
+  // A monitor that appends to another's trace (`trace` null: none): a program's other process
+  // groups, numbered apart, in the rank's one trace file. Each record is one write of one line.
+  // Its records carry `trace_rank`, the rank's own (the group's rank is the engine's).
+  Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, std::shared_ptr<std::FILE> trace, int trace_rank);
+  std::shared_ptr<std::FILE> trace_file() const { return trace_; }
   ~Monitor() override;
 
   int rank() const override { return inner_->rank(); }
@@ -31,7 +36,8 @@ class Monitor final : public Backend {
 
   std::unique_ptr<Backend> inner_;
   BoardSlot* board_;
-  std::FILE* trace_ = nullptr;
+  std::shared_ptr<std::FILE> trace_;
+  int trace_rank_ = -1;  // -1: the engine's rank
   std::int64_t next_seq_ = 0;
   std::int64_t next_p2p_ = 0;
 };

@@ -76,6 +76,9 @@ struct Call {
   CallSite site;
   std::int64_t seq = -1;   // collectives: the n-th collective of this rank (0-based, equal on
                            // every rank for one slot); send/recv: the n-th p2p call
+  std::vector<int> group;  // the process group's ranks (global, in group order) when the call is on
+                           // a group other than the default one (a program's new_group); empty:
+                           // every rank. Ranks, peers and roots above are the group's own.
   std::string wire;        // set by a backend that carries the call differently than asked
                            // (e.g. "f32 upcast"); recorded in the trace
 };

@@ -81,7 +81,8 @@ std::string site_of(const std::int64_t* rec) {
   return os.str();
 }
 
-std::string args_of(const std::int64_t* rec, int ws) {
+// `members`: the group's ranks, so that a root reads as the rank it is.
+std::string args_of(const std::int64_t* rec, int ws, const std::vector<int>* members = nullptr) {
   Fingerprint fp;
   fp.op = static_cast<Op>(rec[kOp]);
   fp.dtype = static_cast<DType>(rec[kDType]);
@@ -89,6 +90,7 @@ std::string args_of(const std::int64_t* rec, int ws) {
   fp.device = static_cast<DeviceType>(rec[kDevice]);
   fp.count = rec[kCount];
   fp.root = static_cast<int>(rec[kRoot]);
+  if (members && fp.root >= 0 && fp.root < static_cast<int>(members->size())) fp.root = (*members)[static_cast<std::size_t>(fp.root)];
   std::string s = describe(fp);
   if (fp.op == Op::kAllToAll) {
     std::ostringstream os;
@@ -156,12 +158,12 @@ class VerifiedPending final : public Pending {
  public:
   VerifiedPending(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> control,
                   std::unique_ptr<Pending> data, std::vector<std::int64_t> record,
-                  std::vector<std::int64_t> gathered, int ws)
+                  std::vector<std::int64_t> gathered, int ws, std::vector<int> members)
       : guard_(std::move(guard)), control_(std::move(control)), data_(std::move(data)), record_(std::move(record)),
-        gathered_(std::move(gathered)), ws_(ws) {}
+        gathered_(std::move(gathered)), ws_(ws), members_(std::move(members)) {}
   void wait() override {
     control_->wait();
-    if (auto d = check_fingerprints(gathered_, ws_)) {
+    if (auto d = check_fingerprints(gathered_, ws_, nullptr, members_.empty() ? nullptr : &members_)) {
       hold_engine_failures();
       throw DiagnosisError(*d);
     }
@@ -177,6 +179,7 @@ class VerifiedPending final : public Pending {
   std::vector<std::int64_t> record_;    // read by the control all_gather (moving keeps the buffer)
   std::vector<std::int64_t> gathered_;  // written by it
   int ws_;
+  std::vector<int> members_;
 };
 
 // A receive: the sender's record arrives on the control group, and is compared with the
@@ -189,10 +192,11 @@ class VerifiedPending final : public Pending {
 class VerifiedRecv final : public Pending {
  public:
   VerifiedRecv(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> data, Call call,
-               int rank, int ws)
+               int rank, int ws, std::vector<int> members)
       : guard_(std::move(guard)), data_(std::move(data)), state_(std::make_shared<State>()) {
     state_->call = std::move(call);
     state_->rank = rank;
+    state_->members = std::move(members);
     state_->record.resize(fingerprint_words(ws));
   }
   ~VerifiedRecv() override {
@@ -235,12 +239,13 @@ class VerifiedRecv final : public Pending {
     std::unique_ptr<Pending> control;
     Call call;
     int rank = 0;
+    std::vector<int> members;
     std::vector<std::int64_t> record;  // written by the control receive
     std::optional<Diagnosis> mismatch;
     std::exception_ptr failure;  // what the checker's control receive threw
     void verify() {
       control->wait();
-      mismatch = check_p2p(record, call, rank);
+      mismatch = check_p2p(record, call, rank, members.empty() ? nullptr : &members);
     }
   };
   std::unique_ptr<PendingGuard> guard_;
@@ -310,8 +315,16 @@ std::vector<std::int64_t> encode_fingerprint(const Call& call, int world_size) {
 }
 
 std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gathered, int ws,
-                                            const std::vector<bool>* present) {
+                                            const std::vector<bool>* present, const std::vector<int>* members) {
   const std::size_t w = fingerprint_words(ws);
+  // Positions are the group's ranks; messages and blame name the ranks themselves.
+  auto G = [&](int r) { return members ? (*members)[static_cast<std::size_t>(r)] : r; };
+  auto names = [&](const std::vector<int>& rs) {
+    std::vector<int> g;
+    for (int r : rs) g.push_back(G(r));
+    return rank_list(g);
+  };
+  const std::string on = members ? " on the group of " + rank_list(*members) : "";
   auto rec = [&](int r) { return gathered.data() + static_cast<std::size_t>(r) * w; };
   auto known = [&](int r) { return !present || (*present)[static_cast<std::size_t>(r)]; };
   int first = 0;
@@ -339,24 +352,24 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
     }
     const auto& bad = *bad_ptr;
     std::ostringstream os;
-    os << "collective #" << seq << ": ";
+    os << "collective #" << seq << on << ": ";
     for (std::size_t g = 0; g < sites.size(); ++g) {
       const auto* r0 = rec(sites[g].front());
-      os << (g ? "; " : "") << rank_list(sites[g]) << " issued it from " << site_of(r0) << " ("
-         << args_of(r0, ws) << ")";
+      os << (g ? "; " : "") << names(sites[g]) << " issued it from " << site_of(r0) << " ("
+         << args_of(r0, ws, members) << ")";
     }
     const auto* mine = rec(bad.front());
     const auto* other = rec(bad.front() == sites.front().front() ? sites[1].front()
                                                                   : sites.front().front());
     if (phase_of(mine) == "finalize") {
-      os << ": " << rank_list(bad) << " reached the end of the workload while others still issue collectives";
+      os << ": " << names(bad) << " reached the end of the workload while others still issue collectives";
     } else if (phase_of(other) == "finalize") {
-      os << ": " << rank_list(bad) << " issued a collective after the others reached the end";
+      os << ": " << names(bad) << " issued a collective after the others reached the end";
     } else {
-      os << ": " << rank_list(bad) << " skipped or added a collective before this one";
+      os << ": " << names(bad) << " skipped or added a collective before this one";
     }
     // The step of the collective the blamed ranks did not take part in: the others' site.
-    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), bad.front(), seq, other[kStep]};
+    return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), G(bad.front()), seq, other[kStep]};
   }
 
   // 2. Arguments at the same call site.
@@ -368,12 +381,12 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
     const auto* good_rec = rec(bad.front() == args.front().front() ? args[1].front()
                                                                     : args.front().front());
     std::ostringstream os;
-    os << "collective #" << seq << " (" << site_of(rec(first)) << "): ";
+    os << "collective #" << seq << on << " (" << site_of(rec(first)) << "): ";
     for (std::size_t g = 0; g < args.size(); ++g) {
-      os << (g ? ", " : "") << rank_list(args[g]) << ' ' << args_of(rec(args[g].front()), ws);
+      os << (g ? ", " : "") << names(args[g]) << ' ' << args_of(rec(args[g].front()), ws, members);
     }
     os << ": " << differing_fields(rec(bad.front()), good_rec, ws);
-    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), bad.front(), seq, rec(first)[kStep]};
+    return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), G(bad.front()), seq, rec(first)[kStep]};
   }
 
   // 3. all_to_all: what i sends to j must be what j expects from i. Blame the rank party to
@@ -406,22 +419,22 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
       }
       constexpr std::size_t kShown = 6;
       std::ostringstream os;
-      os << "collective #" << seq << " (" << site_of(rec(first)) << "): all_to_all split sizes disagree: ";
+      os << "collective #" << seq << on << " (" << site_of(rec(first)) << "): all_to_all split sizes disagree: ";
       for (std::size_t k = 0; k < std::min(bad.size(), kShown); ++k) {
         const Pair& p = bad[k];
-        os << (k ? "; " : "") << "rank " << p.from << " sends " << p.sent << " elements to rank " << p.to
-           << ", which expects " << p.expected << " from rank " << p.from;
+        os << (k ? "; " : "") << "rank " << G(p.from) << " sends " << p.sent << " elements to rank " << G(p.to)
+           << ", which expects " << p.expected << " from rank " << G(p.from);
       }
       if (bad.size() > kShown) os << "; and " << bad.size() - kShown << " more pairs";
       if (in_every.size() == 1) {
-        os << ": rank " << blame << " is party to every disagreeing pair";
+        os << ": rank " << G(blame) << " is party to every disagreeing pair";
       } else if (in_every.empty()) {
-        os << ": no rank is party to every disagreeing pair; rank " << blame << " is party to the most ("
+        os << ": no rank is party to every disagreeing pair; rank " << G(blame) << " is party to the most ("
            << party[static_cast<std::size_t>(blame)] << " of " << bad.size() << ")";
       } else {
-        os << ": " << rank_list(in_every) << " are party to every disagreeing pair; blaming the lowest";
+        os << ": " << names(in_every) << " are party to every disagreeing pair; blaming the lowest";
       }
-      return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), blame, seq, rec(first)[kStep]};
+      return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), G(blame), seq, rec(first)[kStep]};
     }
   }
   return std::nullopt;
@@ -460,14 +473,19 @@ std::optional<Diagnosis> skipped_collective(const Board& board, int me, std::int
 }
 
 std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, const Call& receiver,
-                                   int receiver_rank) {
+                                   int group_receiver, const std::vector<int>* members) {
   const auto* s = sender.data();
-  const int peer = receiver.root;
+  auto G = [&](std::int64_t r) {
+    return members && r >= 0 && r < static_cast<std::int64_t>(members->size()) ? (*members)[static_cast<std::size_t>(r)]
+                                                                               : static_cast<int>(r);
+  };
+  const int receiver_rank = G(group_receiver);
+  const int peer = G(receiver.root);
   std::ostringstream os;
-  if (static_cast<Op>(s[kOp]) != Op::kSend || s[kRoot] != receiver_rank) {
+  if (static_cast<Op>(s[kOp]) != Op::kSend || s[kRoot] != group_receiver) {
     os << "p2p #" << receiver.seq << ": rank " << receiver_rank << " receives from rank " << peer
        << " but rank " << peer << " issued " << to_string(static_cast<Op>(s[kOp])) << " to rank "
-       << s[kRoot];
+       << G(s[kRoot]);
     return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), peer, receiver.seq, s[kStep]};
   }
   const bool same = s[kDType] == static_cast<std::int64_t>(receiver.in.dtype) &&
@@ -552,9 +570,10 @@ class BoardPending final : public Pending {
 }  // namespace
 
 Verifier::Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control, Board* board,
-                   std::function<void(const Diagnosis&)> on_async_diagnosis, double peer_grace_s)
+                   std::function<void(const Diagnosis&)> on_async_diagnosis, double peer_grace_s,
+                   std::vector<int> members)
     : inner_(std::move(inner)), control_(std::move(control)), board_(board),
-      on_async_diagnosis_(std::move(on_async_diagnosis)), peer_grace_s_(peer_grace_s) {
+      on_async_diagnosis_(std::move(on_async_diagnosis)), peer_grace_s_(peer_grace_s), members_(std::move(members)) {
   if (board_) watcher_ = std::thread([this] { watch(); });
 }
 
@@ -623,7 +642,7 @@ std::unique_ptr<Pending> Verifier::start(Call& call) {
   if (call.op == Op::kRecv) {
     auto guard = std::make_unique<PendingGuard>();
     auto data = inner_->start(call);
-    auto pending = std::make_unique<VerifiedRecv>(std::move(guard), std::move(data), call, me, ws);
+    auto pending = std::make_unique<VerifiedRecv>(std::move(guard), std::move(data), call, me, ws, members_);
     Call c;
     c.op = Op::kRecv;
     c.in = c.out = i64_view(pending->record());
@@ -644,7 +663,7 @@ std::unique_ptr<Pending> Verifier::start(Call& call) {
   auto control = control_->start(g);
   auto data = inner_->start(call);
   return std::make_unique<VerifiedPending>(std::move(guard), std::move(control), std::move(data), std::move(rec),
-                                           std::move(gathered), ws);
+                                           std::move(gathered), ws, members_);
 }
 
 }  // namespace lockstep::comm

@@ -29,14 +29,15 @@ class Board;
 // which must end the process. Point-to-point calls always use the control group.
 class Verifier final : public Backend {
  public:
-  // `control` must be a separate group over the same ranks (host buffers).
+  // `control` must be a separate group over the same ranks (host buffers). `members`: the ranks
+  // (global, in group order) of a group other than the default one, which diagnoses name.
   // `peer_grace_s`: how long a mismatch seen on the board waits for the ranks that have not
   // published their record yet (slower, on a loaded machine), so that the diagnosis groups
   // every rank; after it, the ranks present are judged.
   Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control,
            Board* board = nullptr,
            std::function<void(const Diagnosis&)> on_async_diagnosis = {},
-           double peer_grace_s = 5.0);
+           double peer_grace_s = 5.0, std::vector<int> members = {});
   ~Verifier() override;
 
   int rank() const override { return inner_->rank(); }
@@ -53,6 +54,7 @@ class Verifier final : public Backend {
   Board* board_;
   std::function<void(const Diagnosis&)> on_async_diagnosis_;
   double peer_grace_s_;
+  std::vector<int> members_;  // the group's ranks (global), empty: every rank in order
   std::atomic<std::int64_t> in_flight_{-1};
   std::atomic<bool> stop_{false};
   std::thread watcher_;
@@ -84,9 +86,12 @@ std::size_t fingerprint_words(int world_size);
 // collective_mismatch when the ranks are at the same call site with different arguments,
 // missing_participant when they are at different call sites (a skipped or extra collective).
 // `present`, when given, marks the ranks whose record is known; the others are left out.
+// `members`, when given, are the ranks (global) of the group the records come from, in group
+// order: messages and blame name them instead of the records' positions.
 std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gathered,
                                             int world_size,
-                                            const std::vector<bool>* present = nullptr);
+                                            const std::vector<bool>* present = nullptr,
+                                            const std::vector<int>* members = nullptr);
 // Called when this rank failed on its own (a check, an error) after issuing `issued`
 // collectives, with `here` the site its next call would have. If peers wait in collective
 // #issued at a site this rank has already passed in the same phase, the rank skipped that
@@ -97,7 +102,8 @@ std::optional<Diagnosis> skipped_collective(const Board& board, int me, std::int
                                             const std::string& failure, double wait_s);
 
 // Compares a received p2p record with the receiver's own call.
+// `members` as for check_fingerprints (`receiver_rank` and the peer are the group's).
 std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, const Call& receiver,
-                                   int receiver_rank);
+                                   int receiver_rank, const std::vector<int>* members = nullptr);
 
 }  // namespace lockstep::comm

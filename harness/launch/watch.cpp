@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -16,6 +17,7 @@
 
 #include "harness/core/fs.h"
 #include "harness/launch/cancel.h"
+#include "harness/launch/group_wait.h"
 #include "harness/rank/status.h"
 #include "harness/sut/io.h"
 
@@ -68,7 +70,7 @@ class BoardSource final : public ProgressSource {
     // A rank that exited cleanly without finishing leaves the others waiting.
     k.bad_exit = c.exited && !(exit_code(c) == rank::kExitClean && (exit_finishes_ || v.state == comm::RankState::kFinished));
     k.started = exit_finishes_ || v.started();
-    k.progress = v.issued + v.completed + v.p2p + static_cast<std::int64_t>(v.state);
+    k.progress = v.issued + v.completed + v.p2p + v.group_issued + v.group_completed + static_cast<std::int64_t>(v.state);
     k.engine_timeout_s = static_cast<double>(v.engine_timeout_ms) / 1000.0;
   }
 
@@ -131,6 +133,14 @@ class BoardSource final : public ProgressSource {
 
   Diagnosis timeout(const std::vector<Child>&, double timeout_s) const override {
     if (end_ - first_ < board_.world_size()) return node_timeout(timeout_s);
+    // A program's ranks that wait for each other in calls on different groups: the call issued on
+    // the wrong group, not the time it took.
+    if (auto crossed = crossed_groups(board_, first_, end_, /*same_site=*/false)) {
+      std::ostringstream os;
+      os << "no progress for " << timeout_s << " s: " << crossed->message << others_waiting(-1);
+      crossed->message = os.str();
+      return *crossed;
+    }
     std::int64_t most = 0;
     for (int r = first_; r < end_; ++r) most = std::max(most, board_.view(r).issued);
     // Blame the ranks that are behind: not in a collective, or not yet at the furthest one.
@@ -241,13 +251,14 @@ class BoardSource final : public ProgressSource {
  private:
   // "; ranks 0,2 were waiting in collective #13 all_reduce (mix step 3)" for the ranks other
   // than `except`, grouped by what they wait in (exited ranks show where they stopped).
+  bool deadlocked() const override { return end_ - first_ == board_.world_size() && crossed_groups(board_, first_, end_).has_value(); }
+
   std::string others_waiting(int except) const {
     std::vector<std::pair<std::string, std::vector<int>>> groups;
     for (int r = first_; r < end_; ++r) {
       if (r == except) continue;
       const auto v = board_.view(r);
-      const std::string what =
-          v.in_collective() ? "waiting in " + v.waiting_in() : "not in a collective (last completed " + v.last_completed() + ")";
+      const std::string what = wait_text(v);
       auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == what; });
       if (it == groups.end()) groups.push_back({what, {r}});
       else it->second.push_back(r);
@@ -488,6 +499,9 @@ WatchEnd watch(RankProcesses& procs, ProgressSource& source, Watchdog& dog) {
       source.poll(static_cast<int>(r), c, seen[r]);
     }
     end.verdict = dog.observe(seen, Clock::now());
+    if (end.verdict == Watchdog::Verdict::kWatch && dog.idle_seconds() >= kDeadlockAfterS && source.deadlocked()) {
+      end.verdict = Watchdog::Verdict::kTimeout;
+    }
     if (end.verdict == Watchdog::Verdict::kWatch) std::this_thread::sleep_for(kPoll);
   }
   if (end.cancelled()) procs.kill_all();
@@ -572,7 +586,7 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
     case Watchdog::Verdict::kDeadline: return {source.deadline(dog), ""};
     case Watchdog::Verdict::kTimeout: {
       // A program's shorter engine timeout brought the watchdog's forward: the message says so.
-      Diagnosis d = source.timeout(kids, dog.timeout_s());
+      Diagnosis d = source.timeout(kids, std::min(dog.timeout_s(), std::round(std::max(dog.idle_seconds(), kDeadlockAfterS) * 10) / 10));
       if (dog.timeout_s() < timeout_s) {
         d.message += " (lockstep's timeout " + std::to_string(static_cast<long long>(timeout_s)) + " s was brought down to " +
                      std::to_string(static_cast<long long>(dog.timeout_s())) + " s, " + std::to_string(static_cast<int>(Watchdog::kEngineTimeoutShare * 100)) +

@@ -54,7 +54,15 @@ class ProgressSource {
   virtual Diagnosis startup(const Watchdog& dog, int exits) const = 0;
   virtual Diagnosis deadline(const Watchdog& dog) const = 0;
   virtual Diagnosis timeout(const std::vector<Child>& kids, double timeout_s) const = 0;
+  // Whether the ranks are in a wait that no progress can end (two ranks waiting for each other in
+  // calls on different groups, group_wait.h): the loop then ends with the timeout verdict once no
+  // rank has made progress for kDeadlockAfterS, before timeout_s.
+  virtual bool deadlocked() const { return false; }
 };
+
+// How long a wait that no progress can end (ProgressSource::deadlocked) must last before the loop
+// ends it: long enough that a rank still computing after an asynchronous call has made progress.
+inline constexpr double kDeadlockAfterS = 10;
 
 // lockstep's own ranks and programs, on the run's board; their statuses and logs under `dir`.
 // `exit_finishes`: a clean exit is a finished rank (a program on its own backend, which

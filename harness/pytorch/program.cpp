@@ -31,8 +31,9 @@
 namespace lockstep::pytorch {
 namespace {
 
-// The process's one rank runtime. A program verified by lockstep has one group: the default
-// group of init_process_group. Deliberately never destroyed (as in rank_main.cpp).
+// The process's one rank runtime: the default group of init_process_group is its chain; the
+// program's other groups are chains of their own (ls_open_group). Deliberately never destroyed (as
+// in rank_main.cpp).
 rank::Runtime* rt = nullptr;
 ls_start_fn start_cb = nullptr;
 ls_wait_fn wait_cb = nullptr;
@@ -40,6 +41,16 @@ std::mutex issue_mu;  // one collective at a time: the call site (phase, step, i
 thread_local std::int64_t current_token = 0;
 bool finished = false;
 bool begin_end = false;  // ls_begin may carry the program's calls (ls_open decides)
+rank::VerifyMode verify_mode = rank::VerifyMode::kVerify;
+
+// The program's other process groups (new_group), by id (1, 2, ...; 0 is the default group): the
+// group's ranks and its chain (Runtime::add_group). Its engine is callback group 2 * id, its
+// control group 2 * id + 1.
+struct Group {
+  std::vector<int> members;
+  comm::Communicator* comm = nullptr;
+};
+std::vector<Group> groups(1);
 
 // The program's call begun (ls_begin) and not yet ended (ls_end): at most one, so that lockstep's
 // chain sees one call at a time, in order, as with ls_carry. The wrapper starts and waits for the
@@ -131,27 +142,31 @@ class ExternalPending final : public comm::Pending {
 // (torch 1.13's Gloo receiving f32 into f16) or hang; lockstep's own ranks start early and watch.
 class StartAtWait final : public comm::Pending {
  public:
-  StartAtWait(comm::Call call, std::int64_t token) : call_(std::move(call)), token_(token) {}
-  void wait() override { start_now(0, token_, call_)->wait(); }
+  StartAtWait(comm::Call call, std::int64_t token, int group) : call_(std::move(call)), token_(token), group_(group) {}
+  void wait() override { start_now(group_, token_, call_)->wait(); }
 
  private:
   comm::Call call_;
   std::int64_t token_;
+  int group_;
 };
 
 // The program's backend, as an engine of lockstep's chain. `group` 0 carries the program's own
 // call (the wrapper holds its tensors under the current token) and lockstep's calls (token 0,
 // raw host buffers, e.g. the final barrier); group 1 is the verifier's control group (records of
 // point-to-point calls, and every record when the board cannot verify: ranks on several hosts).
+// The program's other groups (ls_open_group) are 2 * id (its calls) and 2 * id + 1 (control).
 class ProgramEngine final : public comm::Backend {
  public:
   ProgramEngine(int rank, int size, int group) : rank_(rank), size_(size), group_(group) {}
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
-  std::string name() const override { return group_ == 0 ? "program" : "program-control"; }
+  std::string name() const override { return group_ % 2 == 0 ? "program" : "program-control"; }
   std::unique_ptr<comm::Pending> start(comm::Call& call) override {
     if (group_ == 0 && current_external) return std::make_unique<ExternalPending>(current_external);
-    if (group_ == 0) return std::make_unique<StartAtWait>(call, current_token);
+    // A group's engine (even numbers) carries the program's call under the current token, or a
+    // call of lockstep's own (token 0); control groups (odd) only lockstep's.
+    if (group_ % 2 == 0) return std::make_unique<StartAtWait>(call, current_token, group_);
     return start_now(group_, 0, call);
   }
 
@@ -240,6 +255,7 @@ int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_
     spec.control = [=] { return std::make_unique<ProgramEngine>(rank, world_size, 1); };
     spec.mode = mode == "verify" ? rank::VerifyMode::kVerify : mode == "record" ? rank::VerifyMode::kRecord : rank::VerifyMode::kOff;
     spec.trace_path = env::str(env::kTrace);
+    verify_mode = spec.mode;
     const bool verify = spec.mode == rank::VerifyMode::kVerify;
     rt->build(std::move(spec));
     // The control group verifies a call before the program's engine may start it (StartAtWait):
@@ -270,20 +286,46 @@ comm::Call call_of(const ls_call* c) {
   return call;
 }
 
-void set_site(const char* site, std::int64_t step) {
-  rt->communicator()->set_phase(site && *site ? site : "program");
-  rt->communicator()->set_step(step);
+comm::Communicator* chain_of(int group) {
+  return group > 0 && static_cast<std::size_t>(group) < groups.size() ? groups[static_cast<std::size_t>(group)].comm
+                                                                     : rt->communicator();
+}
+
+void set_site(int group, const char* site, std::int64_t step) {
+  comm::Communicator* c = chain_of(group);
+  c->set_phase(site && *site ? site : "program");
+  c->set_step(step);
 }
 }  // namespace
 
-int ls_carry(std::int64_t token, const ls_call* c, const char* site, std::int64_t step) {
-  if (!rt || finished) return 1;
-  comm::Call call = call_of(c);
+int ls_open_group(const std::int32_t* ranks, int n, int me) {
+  if (!rt || finished || !ranks || n <= 0 || me < 0 || me >= n) return -1;
   std::lock_guard<std::mutex> lock(issue_mu);
   drain();
-  set_site(site, step);
+  Group g;
+  g.members.assign(ranks, ranks + n);
+  const int id = static_cast<int>(groups.size());
+  g.comm = &rt->add_group(g.members, std::make_unique<ProgramEngine>(me, n, 2 * id),
+                          std::make_unique<ProgramEngine>(me, n, 2 * id + 1), verify_mode);
+  groups.push_back(std::move(g));
+  return id;
+}
+
+int ls_carry(int group, std::int64_t token, const ls_call* c, const char* site, std::int64_t step) {
+  if (!rt || finished) return 1;
+  if (group < 0 || static_cast<std::size_t>(group) >= groups.size()) return 1;
+  comm::Call call = call_of(c);
+  if (group > 0) call.group = groups[static_cast<std::size_t>(group)].members;
+  std::lock_guard<std::mutex> lock(issue_mu);
+  drain();
   current_token = token;
-  rt->carry(std::move(call));
+  if (comm::is_p2p(call.op)) {
+    // Seen by its peer only: it must not shift the call index of the group's collectives.
+    rt->carry_at(std::move(call), comm::CallSite{site && *site ? site : "program", step, 0}, chain_of(group));
+  } else {
+    set_site(group, site, step);
+    rt->carry(std::move(call), chain_of(group));
+  }
   current_token = 0;
   return 0;
 }
@@ -293,7 +335,7 @@ std::int64_t ls_begin(const ls_call* c, const char* site, std::int64_t step) {
   comm::Call call = call_of(c);
   std::lock_guard<std::mutex> lock(issue_mu);
   drain();
-  set_site(site, step);
+  set_site(0, site, step);
   auto failure = std::make_shared<std::string>();
   current_external = failure;
   auto pending = rt->begin(std::move(call));

@@ -26,7 +26,9 @@ struct ls_call {
 };
 
 // Starts `call` on the program's backend (group 0; `token` > 0: the program's call the wrapper
-// holds, 0: a call of lockstep's own on host buffers) or on the control group (group 1). Returns a
+// holds, 0: a call of lockstep's own on host buffers) or on the control group (group 1); for the
+// program's group `id` (ls_open_group), on that group (2 * id) or on lockstep's control group over
+// its ranks (2 * id + 1), whose ranks are the group's. Returns a
 // handle >= 0 for wait, or -1 with the engine's error in `err`.
 typedef std::int64_t (*ls_start_fn)(int group, std::int64_t token, const ls_call* call, char* err, int errlen);
 // Waits for a started call; 0, or non-zero with the engine's error in `err`.
@@ -41,11 +43,19 @@ LS_API int ls_code(const char* kind, const char* name);
 LS_API int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_wait_fn wait, char* err, int errlen);
 // 1 when the run's board carries the verification (local runs), 0 when the control group does.
 LS_API int ls_board_verifies(void);
-// Carries the program's call `token` from `site` ("train.py:57") at the program's `step`. A
+// Carries the program's call `token` on `group` (0: the default group, else ls_open_group's id)
+// from `site` ("train.py:57") at the program's `step`. A
 // diagnosis or an engine failure ends the process (status file, exit code), as in lockstep's own
 // ranks. Returns 0 when carried, 1 when lockstep no longer carries calls (after ls_finish, or never
 // opened): the caller runs the call itself.
-LS_API int ls_carry(std::int64_t token, const ls_call* call, const char* site, std::int64_t step);
+LS_API int ls_carry(int group, std::int64_t token, const ls_call* call, const char* site, std::int64_t step);
+// A process group the program made besides the default one (new_group, a device mesh's dimension):
+// `ranks` (global, in the group's order, `n` of them), this rank being the group's `me`-th. Returns
+// its id (>= 1) for ls_carry, whose calls are then numbered, traced and verified as that group's
+// (through its control group, 2 * id + 1, which the wrapper makes over the same ranks), or -1
+// when lockstep carries no calls (before ls_open, after ls_finish). Every member calls it in the
+// same order.
+LS_API int ls_open_group(const std::int32_t* ranks, int n, int me);
 // ls_carry in two halves, so that the program's call runs while the program goes on (DDP's
 // bucket all-reduces overlap its backward pass). ls_begin issues the call through lockstep's chain
 // (trace, board, verifier) and returns its id, or -1 when the caller must use ls_carry instead
@@ -76,7 +86,7 @@ LS_API int ls_finish(const char* failure, std::int64_t failure_step, std::int64_
 LS_API void ls_unverified(const char* name, std::int64_t count);
 // The version of this C interface: "6" (3: ls_finish takes the failure's step; 4:
 // ls_engine_timeout; 5: ls_finish takes the rank's digest of a program without DDP; 6: ls_unverified,
-// ops reduce_scatter, reduce, gather, scatter). The Python side refuses a library of another
+// ops reduce_scatter, reduce, gather, scatter; ls_open_group, ls_carry's group). The Python side refuses a library of another
 // version at load.
 // The program gave its process group `seconds` as its timeout (init_process_group's `timeout`):
 // published on the board, where the launcher's watchdog reads it (harness/launch/watchdog.h).

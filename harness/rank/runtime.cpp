@@ -111,9 +111,9 @@ void Runtime::failed(Outcome outcome, const std::string& what, int code) {
   finish(code);
 }
 
-std::unique_ptr<comm::Pending> Runtime::begin(comm::Call call) {
+std::unique_ptr<comm::Pending> Runtime::begin(comm::Call call, comm::Communicator* on) {
   try {
-    return communicator_->start(std::move(call));
+    return (on ? on : communicator_)->start(std::move(call));
   } catch (const DiagnosisError& e) {
     diagnosed(e.diagnosis());
   } catch (const comm::CommError& e) {
@@ -131,7 +131,31 @@ void Runtime::end(comm::Pending& pending) {
   }
 }
 
-void Runtime::carry(comm::Call call) { end(*begin(std::move(call))); }
+void Runtime::carry(comm::Call call, comm::Communicator* on) { end(*begin(std::move(call), on)); }
+
+void Runtime::carry_at(comm::Call call, const comm::CallSite& site, comm::Communicator* on) {
+  std::unique_ptr<comm::Pending> pending;
+  try {
+    pending = (on ? on : communicator_)->start_at(std::move(call), site);
+  } catch (const DiagnosisError& e) {
+    diagnosed(e.diagnosis());
+  } catch (const comm::CommError& e) {
+    comm_failed(e.what());
+  }
+  end(*pending);
+}
+
+comm::Communicator& Runtime::add_group(std::vector<int> members, std::unique_ptr<comm::Backend> engine,
+                                       std::unique_ptr<comm::Backend> control, VerifyMode mode) {
+  std::unique_ptr<comm::Backend> chain = std::move(engine);
+  if (mode == VerifyMode::kVerify) {
+    chain = std::make_unique<comm::Verifier>(std::move(chain), std::move(control), nullptr,
+                                             [this](const Diagnosis& d) { diagnosed(d); }, std::min(5.0, timeout_s_ / 2), members);
+  }
+  chain = std::make_unique<comm::Monitor>(std::move(chain), slot_, monitor_ ? monitor_->trace_file() : nullptr, rank_);
+  // Never destroyed, as the default chain (build).
+  return *new comm::Communicator(std::move(chain));
+}
 
 Runtime::Groups Runtime::gather_groups(std::int64_t value) {
   Groups g;

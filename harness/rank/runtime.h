@@ -69,12 +69,21 @@ class Runtime {
   void settle();
 
   // Issues `call` at the current call site and waits; a diagnosis or an engine failure ends
-  // the rank (diagnosed, comm_failed).
-  void carry(comm::Call call);
+  // the rank (diagnosed, comm_failed). `on`: another group's chain (add_group), else the default.
+  void carry(comm::Call call, comm::Communicator* on = nullptr);
+  // carry from `site` as given (Communicator::start_at).
+  void carry_at(comm::Call call, const comm::CallSite& site, comm::Communicator* on = nullptr);
   // carry in two halves, for a caller that does something between them (a program's wrapper
   // returns to the program): begin issues, end waits; either ends the rank as carry does.
-  std::unique_ptr<comm::Pending> begin(comm::Call call);
+  std::unique_ptr<comm::Pending> begin(comm::Call call, comm::Communicator* on = nullptr);
   void end(comm::Pending& pending);
+  // A chain for another process group of the program (new_group): its calls are numbered apart,
+  // traced in the rank's trace with the group's ranks (`members`, global, in group order), and
+  // verified through `control`, a group of lockstep's own over the same ranks (never the board,
+  // which holds the default group's records). `engine` and `control` speak the group's ranks.
+  // After build(); the chain lives as long as the process.
+  comm::Communicator& add_group(std::vector<int> members, std::unique_ptr<comm::Backend> engine,
+                                std::unique_ptr<comm::Backend> control, VerifyMode mode);
   // Every rank must hold the same `value` (gathered through the chain): when they do not, ends
   // with result_mismatch "<subject>: rank 1 digest .. ; ranks 0,2 digest .. (<reason>)", blaming
   // the rank that stands alone when exactly one does.

@@ -115,6 +115,7 @@ void for_each_field(F&& f) {
   f(key::kSendCounts, &Record::send_counts);
   f(key::kRecvCounts, &Record::recv_counts);
   f(key::kWire, &Record::wire);
+  f(key::kGroup, &Record::group);
   f(key::kPhase, &Record::phase);
   f(key::kStep, &Record::step);
   f(key::kIndex, &Record::index);

@@ -34,6 +34,7 @@ inline constexpr std::string_view kTag = "tag";
 inline constexpr std::string_view kSendCounts = "send_counts";
 inline constexpr std::string_view kRecvCounts = "recv_counts";
 inline constexpr std::string_view kWire = "wire";
+inline constexpr std::string_view kGroup = "group";
 inline constexpr std::string_view kPhase = "phase";
 inline constexpr std::string_view kStep = "step";
 inline constexpr std::string_view kIndex = "index";
@@ -72,6 +73,7 @@ struct Record {
   std::optional<int> peer, tag;
   std::optional<std::vector<std::int64_t>> send_counts, recv_counts;
   std::optional<std::string> wire;
+  std::optional<std::vector<std::int64_t>> group;  // a program's group other than the default: its ranks
   std::optional<std::string> phase;
   std::optional<std::int64_t> step, index;
   std::optional<std::int64_t> t_start_us, t_end_us;  // system clock, µs since the Unix epoch

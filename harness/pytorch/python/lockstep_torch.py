@@ -31,8 +31,11 @@ program's first line:
   (DDP's own contract), and writes the rank's status for the launcher with its throughput
   (steps_per_s) and the replicas' parameter digest; an uncaught exception is reported instead.
 
-Collectives lockstep does not verify (coalesced calls, a reduce op it does not know) run unchanged on
-the program's group and are counted in the rank's status (unverified_calls).
+Every group the program makes after init_process_group (new_group and what calls it: new_subgroups,
+a device mesh's dimensions) is wrapped the same way as its own chain (ls_open_group), verified through
+a Gloo group of lockstep's own over its ranks. Collectives lockstep does not verify (coalesced calls,
+a reduce op it does not know) run unchanged on the program's group and are counted in the rank's
+status (unverified_calls), which the result's notes name.
 """
 import array
 import atexit
@@ -90,7 +93,9 @@ def _load_library():
     lib.ls_open.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, _START, _WAIT, ctypes.c_char_p, ctypes.c_int]
     lib.ls_board_verifies.restype = ctypes.c_int
     lib.ls_carry.restype = ctypes.c_int
-    lib.ls_carry.argtypes = [ctypes.c_int64, ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_carry.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_open_group.restype = ctypes.c_int
+    lib.ls_open_group.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int, ctypes.c_int]
     lib.ls_begin.restype = ctypes.c_int64
     lib.ls_begin.argtypes = [ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
     lib.ls_end.restype = ctypes.c_int
@@ -305,6 +310,8 @@ class _Runtime:
         self.group = None       # the LockstepGroup, once init_process_group ran
         self.real = None        # the program's own default group
         self.control = None     # a Gloo group of lockstep's own (its calls, and verification across hosts)
+        self.controls = {}      # group id -> lockstep's Gloo group over that group's ranks (0: self.control)
+        self.groups_made = 0    # the program's new_group calls so far (every rank makes them in one order)
         self.pending = {}       # token -> the program's call, run by the start callback
         self.works = {}         # handle -> a started Work
         self.next_token = 1
@@ -321,7 +328,7 @@ class _Runtime:
             if token:
                 work = self.started = self.pending.pop(token)()
             else:
-                work = self._run_raw(call.contents)
+                work = self._run_raw(call.contents, self.controls[group // 2])
             handle = self.next_handle
             self.next_handle += 1
             self.works[handle] = work
@@ -352,16 +359,16 @@ class _Runtime:
             return torch.empty(0, dtype=dtype)
         return torch.frombuffer((ctypes.c_char * size).from_address(ptr), dtype=dtype)
 
-    def _run_raw(self, c):
+    def _run_raw(self, c, pg):
         """A call of lockstep's own (its barrier, its digest gather, the verifier's records), on host
-        buffers: it runs on lockstep's Gloo group, whatever backend the program uses."""
-        torch, dist, pg = self.torch, self.dist, self.control
+        buffers: it runs on `pg`, lockstep's Gloo group over the call's group, whatever backend the
+        program uses."""
         if c.op == self.ops["barrier"]:
             return pg.barrier()
         t_in = self._host_tensor(c.inp, c.in_count, c.dtype)
         if c.op == self.ops["all_gather"]:
             out = self._host_tensor(c.out, c.out_count, c.dtype)
-            return pg.allgather([list(out.chunk(self.size))], [t_in])
+            return pg.allgather([list(out.chunk(pg.size()))], [t_in])
         if c.op == self.ops["send"]:
             return pg.send([t_in], c.root, c.tag)
         if c.op == self.ops["recv"]:
@@ -380,6 +387,7 @@ class _Runtime:
         self.rank, self.size = real.rank(), real.size()
         store = dist.distributed_c10d._get_default_store()
         self.control = dist.ProcessGroupGloo(dist.PrefixStore("lockstep-control/", store), self.rank, self.size)
+        self.controls[0] = self.control
         err = ctypes.create_string_buffer(1024)
         if self.lib.ls_open(self.rank, self.size, ("torch " + self.torch.__version__).encode(), self.start_cb, self.wait_cb, err, 1024) != 0:
             raise RuntimeError("lockstep: " + err.value.decode(errors="replace"))
@@ -413,7 +421,7 @@ class _Runtime:
             c.nsplits, c.send_counts, c.recv_counts = n, s_arr, r_arr
         return c, keep
 
-    def carry(self, call, run, results=None):
+    def carry(self, call, run, results=None, group=0):
         """Runs the program's call `run` (which starts it on the program's group and returns its
         Work) under lockstep. A collective is begun in lockstep's chain, started, and returned at
         once as a Work that completes when the call has completed and lockstep has checked it
@@ -424,7 +432,7 @@ class _Runtime:
         works cannot be waited twice) or the program's own Work, complete."""
         c, keep = call  # keep: what c points into, alive while lockstep reads it
         site, step = program_site().encode(), self.steps.current()
-        if results is None:
+        if results is None and group == 0:
             begun = self.lib.ls_begin(ctypes.byref(c), site, step)
             if begun >= 0:
                 return self._begun(begun, run)
@@ -433,7 +441,7 @@ class _Runtime:
         token = self.next_token
         self.next_token += 1
         self.pending[token] = run
-        carried = self.lib.ls_carry(token, ctypes.byref(c), site, step)
+        carried = self.lib.ls_carry(group, token, ctypes.byref(c), site, step)
         if carried != 0:
             self.pending.pop(token, None)
             return run()
@@ -512,7 +520,7 @@ class _Runtime:
 
 
 def _make_group_class(dist, runtime):
-    """LockstepGroup: the program's default group, wrapped."""
+    """LockstepGroup: one of the program's groups (the default one, or one it made), wrapped."""
     import torch._C._distributed_c10d as c10d_c
 
     ReduceOp = dist.ReduceOp
@@ -548,9 +556,13 @@ def _make_group_class(dist, runtime):
         return [s * row for s in splits]
 
     class LockstepGroup(dist.ProcessGroup):
-        def __init__(self, real):
+        def __init__(self, real, gid=0):
             super().__init__(real.rank(), real.size())
             self._real = real
+            self._gid = gid  # lockstep's id of the group (0: the default group; ls_open_group)
+
+        def _carry(self, call, run, results=None):
+            return runtime.carry(call, run, results, self._gid)
 
         def getBackendName(self):
             return "lockstep(%s)" % self._real.name() if hasattr(self._real, "name") else "lockstep"
@@ -575,7 +587,7 @@ def _make_group_class(dist, runtime):
             w = self._many(tensors, "broadcast", run)
             if w is not None:
                 return w
-            return runtime.carry(runtime.describe("broadcast", one(tensors), root=int(opts.rootRank)), run)
+            return self._carry(runtime.describe("broadcast", one(tensors), root=int(opts.rootRank)), run)
 
         def allreduce(self, tensors, opts=None):
             if opts is None or not hasattr(opts, "reduceOp"):
@@ -591,7 +603,7 @@ def _make_group_class(dist, runtime):
             if red is None:
                 runtime.unverified_call("all_reduce(%s)" % reduce_label(opts))
                 return run()
-            return runtime.carry(runtime.describe("all_reduce", one(tensors), reduce=red), run)
+            return self._carry(runtime.describe("all_reduce", one(tensors), reduce=red), run)
 
         def allgather(self, outputs, inputs, opts=None):
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
@@ -605,21 +617,21 @@ def _make_group_class(dist, runtime):
             flat = runtime.torch.empty(0, dtype=t.dtype)
             call = runtime.describe("all_gather", t, out=flat)
             call[0].out_count = t.numel() * self.size()
-            return runtime.carry(call, run)
+            return self._carry(call, run)
 
         def _allgather_base(self, output, input, opts=None):
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
-            return runtime.carry(runtime.describe("all_gather", input, out=output),
+            return self._carry(runtime.describe("all_gather", input, out=output),
                                  lambda: self._real._allgather_base(output, input, opts))
 
         def all_gather_single(self, output, input, opts=None):
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
-            return runtime.carry(runtime.describe("all_gather", input, out=output),
+            return self._carry(runtime.describe("all_gather", input, out=output),
                                  lambda: self._real.all_gather_single(output, input, opts))
 
         def _alltoall(self, output, input, out_splits, in_splits, run):
             size = self.size()
-            return runtime.carry(runtime.describe("all_to_all", input, out=output,
+            return self._carry(runtime.describe("all_to_all", input, out=output,
                                                   send=counts(input, in_splits, size), recv=counts(output, out_splits, size)), run)
 
         def alltoall_base(self, output, input, out_splits, in_splits, opts=None):
@@ -634,15 +646,15 @@ def _make_group_class(dist, runtime):
 
         def barrier(self, opts=None):
             opts = opts if opts is not None else c10d_c.BarrierOptions()
-            return runtime.carry(runtime.describe("barrier"), lambda: self._real.barrier(opts))
+            return self._carry(runtime.describe("barrier"), lambda: self._real.barrier(opts))
 
         def send(self, tensors, dst, tag=0):
-            return runtime.carry(runtime.describe("send", one(tensors), root=dst, tag=tag), lambda: self._real.send(tensors, dst, tag),
+            return self._carry(runtime.describe("send", one(tensors), root=dst, tag=tag), lambda: self._real.send(tensors, dst, tag),
                                  list(tensors))
 
         def recv(self, tensors, src, tag=0):
             t = one(tensors)
-            return runtime.carry(runtime.describe("recv", t, out=t, root=src, tag=tag), lambda: self._real.recv(tensors, src, tag),
+            return self._carry(runtime.describe("recv", t, out=t, root=src, tag=tag), lambda: self._real.recv(tensors, src, tag),
                                  list(tensors))
 
         # The rooted and reducing collectives: each verified by the fields that matter to it (the
@@ -653,7 +665,7 @@ def _make_group_class(dist, runtime):
             if red is None:
                 runtime.unverified_call("%s(%s)" % (op, reduce_label(opts)))
                 return run()
-            return runtime.carry(runtime.describe(op, chunk, reduce=red, root=root), run)
+            return self._carry(runtime.describe(op, chunk, reduce=red, root=root), run)
 
         def reduce_scatter(self, outputs, inputs, opts=None):
             opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
@@ -671,7 +683,7 @@ def _make_group_class(dist, runtime):
 
         def gather_single(self, output, input, opts=None):  # a gather into one tensor (torch 2.15)
             opts = opts if opts is not None else c10d_c.GatherOptions()
-            return runtime.carry(runtime.describe("gather", input, root=int(opts.rootRank)),
+            return self._carry(runtime.describe("gather", input, root=int(opts.rootRank)),
                                  lambda: self._real.gather_single(output, input, opts))
 
         def reduce(self, tensors, opts=None):
@@ -686,7 +698,7 @@ def _make_group_class(dist, runtime):
             w = self._many(inputs, "gather", run)
             if w is not None:
                 return w
-            return runtime.carry(runtime.describe("gather", one(inputs), root=int(opts.rootRank)), run)
+            return self._carry(runtime.describe("gather", one(inputs), root=int(opts.rootRank)), run)
 
         def scatter(self, outputs, inputs, opts=None):
             opts = opts if opts is not None else c10d_c.ScatterOptions()
@@ -694,7 +706,7 @@ def _make_group_class(dist, runtime):
             w = self._many(outputs, "scatter", run)
             if w is not None:
                 return w
-            return runtime.carry(runtime.describe("scatter", one(outputs), root=int(opts.rootRank)), run)
+            return self._carry(runtime.describe("scatter", one(outputs), root=int(opts.rootRank)), run)
 
     # Everything else torch may call on a group (its backends, name, device, sequence number,
     # hooks) is the program's group's: the base class's own methods would answer for an empty
@@ -722,10 +734,87 @@ def _make_group_class(dist, runtime):
 def _swap_default_group(c10d, real, wrapper):
     """Makes `wrapper` the default group, registered wherever torch keeps the default group's
     entries."""
+    _register_like(c10d, real, wrapper)
+    c10d._update_default_pg(wrapper)
+
+
+def _register_like(c10d, real, wrapper):
+    """Registers `wrapper` wherever torch keeps `real`'s entries (its ranks, name, backend), and
+    (torch 2.x) under `real`'s name in c10d's registry of groups by name, through which a device
+    mesh's get_group() and functional collectives find a group."""
     for d in _holders(c10d):
         if isinstance(d, dict) and real in d:
             d[wrapper] = d[real]
-    c10d._update_default_pg(wrapper)
+    name = getattr(real, "group_name", None)
+    import torch._C._distributed_c10d as c10d_c
+
+    register = getattr(c10d_c, "_register_process_group", None)
+    unregister = getattr(c10d_c, "_unregister_process_group", None)
+    if name and register is not None and unregister is not None:
+        try:
+            unregister(name)
+            register(name, wrapper)
+        except RuntimeError:  # a torch that keeps no such registry for this group
+            pass
+
+
+def _group_ranks(c10d, pg):
+    """The global ranks of `pg`, in the group's order."""
+    get = getattr(c10d, "get_process_group_ranks", None)
+    if get is not None:
+        return list(get(pg))
+    table = c10d._pg_group_ranks[pg]  # torch 1.13: global rank -> group rank
+    return sorted(table, key=table.get)
+
+
+def _group_name(c10d, pg):
+    """The name torch gave `pg`, the same on every member."""
+    name = getattr(pg, "group_name", None)
+    if name:
+        return name
+    for d in _holders(c10d):
+        v = d.get(pg) if isinstance(d, dict) else None
+        if isinstance(v, str):
+            return v
+    raise RuntimeError("lockstep: torch keeps no name for a process group")
+
+
+def _wrap_new_group(c10d, runtime, group_class, pg):
+    """The program's new group `pg`, wrapped like the default group: its calls are numbered, traced
+    and verified as its own, through a Gloo group of lockstep's own over the same ranks."""
+    dist = runtime.dist
+    if pg is None or pg is getattr(c10d.GroupMember, "NON_GROUP_MEMBER", object()) or runtime.finished or runtime.group is None:
+        return pg
+    if not isinstance(pg, dist.ProcessGroup) or isinstance(pg, group_class):
+        return pg
+    ranks = _group_ranks(c10d, pg)
+    me = pg.rank()
+    store = c10d._get_default_store()
+    control = dist.ProcessGroupGloo(dist.PrefixStore("lockstep-control/%s/" % _group_name(c10d, pg), store), me, pg.size())
+    gid = runtime.lib.ls_open_group((ctypes.c_int32 * len(ranks))(*ranks), len(ranks), me)
+    if gid < 0:
+        return pg
+    runtime.controls[gid] = control
+    wrapper = group_class(pg, gid)
+    _register_like(c10d, pg, wrapper)
+    return wrapper
+
+
+def _install_new_group(c10d, dist, runtime, group_class):
+    """Every group the program makes after init_process_group (new_group, new_subgroups, a device
+    mesh's dimensions, a library's groups) comes back wrapped: torch 2.x makes them all through
+    _new_group_with_tag, torch 1.13 through new_group; modules that bound the function by name
+    (torch.distributed, its device mesh) get the wrapping one too."""
+    name = "_new_group_with_tag" if hasattr(c10d, "_new_group_with_tag") else "new_group"
+    make = getattr(c10d, name)
+
+    def wrapped(*args, **kwargs):
+        return _wrap_new_group(c10d, runtime, group_class, make(*args, **kwargs))
+
+    wrapped.__doc__, wrapped.__name__ = make.__doc__, make.__name__
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("torch.distributed") and getattr(module, name, None) is make:
+            setattr(module, name, wrapped)
 
 
 def _holders(c10d):
@@ -787,6 +876,7 @@ def install():
         init_process_group.__doc__ = init.__doc__
         dist.init_process_group = init_process_group
         c10d.init_process_group = init_process_group
+        _install_new_group(c10d, dist, runtime, group_class)
 
         destroy = dist.destroy_process_group
 
@@ -802,6 +892,7 @@ def install():
             # program's group would without lockstep (not at interpreter exit, when peers are gone).
             _forget_group(c10d, runtime.real)
             runtime.group = runtime.real = runtime.control = None
+            runtime.controls.clear()  # lockstep's groups go with the program's, while the peers live
             return out
 
         destroy_process_group.__doc__ = destroy.__doc__
@@ -820,10 +911,10 @@ def install():
     def at_exit():
         if runtime is not None:
             runtime.finish(_failure[0])
-            if runtime.control is not None:
-                # A program that never destroyed its group: lockstep's group is never destroyed
-                # either (its destructor at interpreter exit, with peers gone, may abort).
-                ctypes.pythonapi.Py_IncRef(ctypes.py_object(runtime.control))
+            for control in runtime.controls.values():
+                # A program that never destroyed its group: lockstep's groups are never destroyed
+                # either (their destructor at interpreter exit, with peers gone, may abort).
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(control))
         else:
             _report_only(steps, _failure[0])
 

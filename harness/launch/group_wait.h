@@ -1,0 +1,27 @@
+#pragma once
+// Where a hang leaves a program that uses several process groups (new_group, a device mesh's
+// dimensions): what each rank waits in, on which group, from the board, and the one pattern the
+// board proves: two ranks waiting on each other from one call site in calls on different groups (a
+// rank that issued the call on the wrong group).
+#include <optional>
+#include <string>
+
+#include "harness/comm/board.h"
+#include "harness/core/diagnosis.h"
+
+namespace lockstep::launch {
+
+// "waiting in collective #4 all_reduce (train.py:36)", "waiting in all_reduce on the group of
+// ranks 0,1 (groups.py:36)", or "not in a collective (last completed ...)".
+std::string wait_text(const comm::SlotView& v);
+
+// Among ranks [first, end), two ranks a and b waiting in calls on different groups, each a member
+// of the other's group (each waits for the other). Blamed: the rank whose call fewer of its group's
+// ranks have joined (a share: ranks waiting in that call on that group, of the group's size); equal
+// shares, the lower rank. From one call site it is collective_mismatch (the call issued on the
+// wrong group), naming both calls and both groups; from two sites (`same_site` false only: a rank
+// that skipped a call went on to another group's) missing_participant. nullopt when no two ranks
+// wait like that.
+std::optional<Diagnosis> crossed_groups(const comm::Board& board, int first, int end, bool same_site = true);
+
+}  // namespace lockstep::launch

@@ -1,0 +1,146 @@
+// Calls on a program's other process groups, on the board: they count as progress, a rank that
+// made only such calls has started, and two ranks waiting for each other from one call site in
+// calls on different groups is the crossed wait that group_wait.h names (the call issued on the
+// wrong group), with the blame rule it documents. The board is written here as the Monitor writes
+// it: the default group's counters for a default-group call, the group_* fields for another's.
+#include <gtest/gtest.h>
+
+#include "harness/comm/board.h"
+#include "harness/comm/monitor.h"
+#include "harness/launch/group_wait.h"
+#include "tests/test_util.h"
+
+namespace lockstep {
+namespace {
+
+// Rank r waits in a default-group all_reduce (collective #0) from `site`.
+void in_default_call(comm::Board& b, int r, const std::string& site) {
+  auto& s = b.slot(r);
+  s.op.store(static_cast<int>(comm::Op::kAllReduce));
+  comm::Board::store_phase(s.phase, site);
+  s.issued.store(1);
+}
+
+// Rank r waits in an all_reduce on the group of `ranks` from `site`.
+void in_group_call(comm::Board& b, int r, std::uint64_t mask, const std::string& site) {
+  auto& s = b.slot(r);
+  s.group_op.store(static_cast<int>(comm::Op::kAllReduce));
+  s.group_mask.store(mask);
+  s.group_step.store(-1);
+  comm::Board::store_phase(s.group_phase, site);
+  s.group_issued.store(1);
+}
+
+TEST(GroupWaitTest, GroupCallsAreProgressAndStartARank) {
+  test::TempDir dir("lockstep_group_wait");
+  comm::Board b = comm::Board::create(dir.path() + "/board.bin", 2, 8);
+  const auto before = b.progress();
+  EXPECT_FALSE(b.view(0).started());
+  in_group_call(b, 0, 0b11, "train.py:5");
+  EXPECT_GT(b.progress(), before);
+  EXPECT_TRUE(b.view(0).started());
+  EXPECT_TRUE(b.view(0).in_group_call());
+  EXPECT_FALSE(b.view(0).in_collective());
+  EXPECT_EQ(launch::wait_text(b.view(0)), "waiting in all_reduce on the group of ranks 0,1 (train.py:5)");
+  b.slot(0).group_completed.store(1);
+  EXPECT_FALSE(b.view(0).in_group_call());
+}
+
+// Rank 1 all-reduces on the default group where its pair (0,1) uses the pair's group; ranks 2 and 3
+// wait in their own group's call, which rank 1 is in but from another site: only the pair at one
+// site is the crossed wait. Rank 1's call has 1 of 4 of its group's ranks, rank 0's 1 of 2.
+TEST(GroupWaitTest, TwoRanksWaitingOnEachOtherOnDifferentGroupsAreNamed) {
+  test::TempDir dir("lockstep_group_wait");
+  comm::Board b = comm::Board::create(dir.path() + "/board.bin", 4, 8);
+  in_group_call(b, 0, 0b0011, "groups.py:37");
+  in_default_call(b, 1, "groups.py:37");
+  in_group_call(b, 2, 0b1110, "groups.py:52");
+  in_group_call(b, 3, 0b1110, "groups.py:52");
+  const auto d = launch::crossed_groups(b, 0, 4);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DiagnosisKind::kCollectiveMismatch);
+  EXPECT_EQ(d->rank, 1);
+  EXPECT_EQ(d->seq, 0);
+  EXPECT_NE(d->message.find("on the group of ranks 0,1"), std::string::npos) << d->message;
+  EXPECT_NE(d->message.find("on the default group"), std::string::npos) << d->message;
+  EXPECT_NE(d->message.find("1 of 4, against 1 of 2"), std::string::npos) << d->message;
+}
+
+// Ranks that each wait on their own disjoint pair from one site (the everyday subgroup idiom), or
+// on groups that do not hold each other, wait for someone else: no crossed wait. Two sites are a
+// crossed wait only when asked for (at timeout_s): a rank that skipped a call went on to another
+// group's, missing_participant blaming it.
+TEST(GroupWaitTest, DisjointOrOneSidedGroupsAreNotACrossedWait) {
+  test::TempDir dir("lockstep_group_wait");
+  comm::Board b = comm::Board::create(dir.path() + "/board.bin", 4, 8);
+  in_group_call(b, 0, 0b0011, "train.py:9");
+  in_group_call(b, 2, 0b1100, "train.py:9");
+  EXPECT_FALSE(launch::crossed_groups(b, 0, 4).has_value());
+  in_group_call(b, 1, 0b0110, "train.py:9");  // holds rank 2, but rank 2's group does not hold rank 1
+  EXPECT_FALSE(launch::crossed_groups(b, 0, 4).has_value());
+  in_group_call(b, 3, 0b1010, "train.py:9");  // holds rank 1 and rank 1's group (1,2) does not hold 3
+  EXPECT_FALSE(launch::crossed_groups(b, 0, 4).has_value());
+
+  comm::Board c = comm::Board::create(dir.path() + "/board2.bin", 4, 8);
+  for (int r : {0, 2, 3}) in_default_call(c, r, "train.py:70");
+  in_group_call(c, 1, 0b1010, "train.py:46");
+  EXPECT_FALSE(launch::crossed_groups(c, 0, 4).has_value());
+  const auto d = launch::crossed_groups(c, 0, 4, /*same_site=*/false);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DiagnosisKind::kMissingParticipant);
+  EXPECT_EQ(d->rank, 1);  // its call has 1 of 2 of its group's ranks, the others' 3 of 4
+  EXPECT_NE(d->message.find("rank 1 skipped or added a call"), std::string::npos) << d->message;
+}
+
+// Equal shares (rank 0 on ranks 0,1,2 and rank 1 on ranks 0,1,3, each call joined by 1 of 3): the
+// lower rank is blamed, and the message says why.
+TEST(GroupWaitTest, EqualSharesBlameTheLowerRank) {
+  test::TempDir dir("lockstep_group_wait");
+  comm::Board b = comm::Board::create(dir.path() + "/board.bin", 4, 8);
+  in_group_call(b, 1, 0b1011, "x.py:3");
+  in_group_call(b, 0, 0b0111, "x.py:3");
+  const auto d = launch::crossed_groups(b, 0, 4);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->rank, 0);
+  EXPECT_NE(d->message.find("equal shares: blaming the lower rank"), std::string::npos) << d->message;
+}
+
+class NoEngine final : public comm::Backend {
+ public:
+  int rank() const override { return 1; }
+  int world_size() const override { return 2; }
+  std::string name() const override { return "none"; }
+  std::unique_ptr<comm::Pending> start(comm::Call&) override { return std::make_unique<comm::Done>(); }
+};
+
+// A group call is traced with the group's ranks and the rank's own number, numbered apart from the
+// default group's, and it moves the board's group counters, not the default group's.
+TEST(GroupWaitTest, MonitorRecordsAGroupCallApart) {
+  test::TempDir dir("lockstep_group_wait");
+  comm::Board b = comm::Board::create(dir.path() + "/board.bin", 4, 8);
+  comm::Monitor m(std::make_unique<NoEngine>(), &b.slot(3), std::shared_ptr<std::FILE>(), 3);
+  comm::Call g;
+  g.op = comm::Op::kAllReduce;
+  g.in.count = 4;
+  g.group = {1, 3};
+  auto p = m.start(g);
+  EXPECT_EQ(b.view(3).group_issued, 1);
+  EXPECT_EQ(b.view(3).group_ranks(), (std::vector<int>{1, 3}));
+  EXPECT_EQ(b.view(3).issued, 0);
+  p->wait();
+  EXPECT_EQ(b.view(3).group_completed, 1);
+  EXPECT_EQ(b.view(3).completed, 0);
+  comm::Call c;
+  c.op = comm::Op::kBarrier;
+  c.group = {1, 3};
+  c.seq = 0;
+  const trace::Record r = comm::trace_record(c, 3, 10, 20, nullptr);
+  ASSERT_TRUE(r.group.has_value());
+  EXPECT_EQ(*r.group, (std::vector<std::int64_t>{1, 3}));
+  EXPECT_EQ(r.rank, 3);
+  const trace::Record back = *trace::parse_line(trace::to_line(r));
+  EXPECT_EQ(back, r);
+}
+
+}  // namespace
+}  // namespace lockstep

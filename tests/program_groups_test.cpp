@@ -1,0 +1,189 @@
+// A program's own process groups under lockstep (scenarios/programs/groups, fsdp2): every group's
+// calls are traced with the group's ranks and verified as that group's, a fault on a group names
+// the group and the rank (a global rank), and a sharded program (FSDP2 over a device mesh) runs
+// unchanged: its own digest of its final shards is the one it computes natively. Expected values
+// come from the programs (which ranks each group holds, which rank a fault changes) and from the
+// native runs, never from lockstep's output.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kGroups = LOCKSTEP_SOURCE_DIR "/scenarios/programs/groups/groups.py";
+constexpr const char* kFsdp2 = LOCKSTEP_SOURCE_DIR "/scenarios/programs/fsdp2/train.py";
+
+std::string venv_python() {
+  std::string out;
+  if (FILE* p = ::popen(LOCKSTEP_SOURCE_DIR "/ci/setup --program-python", "r")) {
+    char buf[512];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out.substr(0, out.find_last_not_of("\n") + 1);
+}
+
+std::string python_for(const std::string& which) { return which == "debian" ? "/usr/bin/python3" : venv_python(); }
+
+bool imports(const std::string& python, const std::string& module) {
+  return !python.empty() && fs::exists(python) &&
+         std::system(("'" + python + "' -c 'import " + module + "' >/dev/null 2>&1").c_str()) == 0;
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+nlohmann::json only_result(const std::string& report) {
+  std::ifstream in(report + "/results.json");
+  if (!in) return nullptr;
+  return nlohmann::json::parse(in).at("scenarios").at(0);
+}
+
+class ProgramGroupsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    python_ = python_for(GetParam());
+    if (!imports(python_, "torch")) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
+  }
+  test::CliResult torchrun(const std::string& report, const std::string& script_and_args) {
+    return test::run_cli(LOCKSTEP_BINARY, "torchrun --nproc-per-node 4 --python '" + python_ + "' --report-dir '" + report + "' " + script_and_args,
+                         tmp_.path());
+  }
+  std::string python_;
+  test::TempDir tmp_{"lockstep_program_groups"};
+};
+
+// groups.py's 3 rounds: rank 1 is in the pair (0,1) and the group of ranks 1,2,3, whose calls its
+// trace holds with those ranks, numbered apart from the default group's; its send to rank 3 on the
+// group of ranks 1,2,3 names the group's rank 2 (c10d's numbering), and nothing is left unverified.
+TEST_P(ProgramGroupsTest, EachGroupsCallsAreTracedAsThatGroups) {
+  const std::string report = tmp_.path() + "/clean";
+  const auto r = torchrun(report, kGroups);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto s = only_result(report);
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s.at("metrics").at("unverified_calls").get<double>(), 0) << s.dump();
+  std::map<std::string, int> per_group;
+  std::map<std::string, std::int64_t> last_seq;
+  bool numbered_apart = true;
+  std::ifstream trace(report + "/" + s.at("artifacts").get<std::string>() + "/rank1.trace.jsonl");
+  ASSERT_TRUE(trace);
+  for (std::string line; std::getline(trace, line);) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j.at("rank"), 1) << line;
+    const std::string g = j.contains("group") ? j.at("group").dump() : "default";
+    const std::string key = g + (j.at("kind") == "p2p" ? "/p2p" : "");
+    // Each group's calls (and its p2p calls) are numbered 0, 1, 2, ... on their own.
+    const std::int64_t seq = j.at("seq");
+    numbered_apart = numbered_apart && seq == (last_seq.count(key) ? last_seq[key] + 1 : 0);
+    last_seq[key] = seq;
+    ++per_group[g + " " + j.at("op").get<std::string>()];
+    if (j.at("op") == "send") EXPECT_EQ(j.value("peer", -1), 2) << line;
+  }
+  EXPECT_TRUE(numbered_apart);
+  EXPECT_EQ(per_group["[0,1] all_reduce"], 3);
+  EXPECT_EQ(per_group["[0,1] broadcast"], 3);
+  EXPECT_EQ(per_group["[0,1] all_gather"], 3);
+  EXPECT_EQ(per_group["[1,2,3] all_reduce"], 3);
+  EXPECT_EQ(per_group["[1,2,3] send"], 3);
+  EXPECT_EQ(per_group["[1,2,3] reduce_scatter"], GetParam() == "debian" ? 0 : 3);
+  EXPECT_EQ(per_group["default all_reduce"], 3);
+}
+
+// A count that differs on the group of ranks 1,2,3 names the group and rank 2; an all-reduce issued
+// on the default group where the pair's group was meant is named as such, blaming rank 1, well
+// before the 300 s timeout.
+TEST_P(ProgramGroupsTest, AFaultOnAGroupNamesTheGroupAndTheRank) {
+  {
+    const std::string report = tmp_.path() + "/count";
+    const auto r = torchrun(report, std::string(kGroups) + " --bug sub-count");
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    const auto s = only_result(report);
+    ASSERT_FALSE(s.is_null()) << r.out << r.err;
+    const auto& d = s.at("diagnosis");
+    EXPECT_EQ(d.at("kind"), "collective_mismatch") << d.dump();
+    EXPECT_EQ(d.at("rank"), 2) << d.dump();
+    EXPECT_NE(d.at("message").get<std::string>().find("on the group of ranks 1,2,3"), std::string::npos) << d.dump();
+    EXPECT_NE(d.at("message").get<std::string>().find("count differs"), std::string::npos) << d.dump();
+  }
+  {
+    const std::string report = tmp_.path() + "/wrong";
+    const auto r = test::run_cli(LOCKSTEP_BINARY,
+                                 "torchrun --timeout-s 300 --nproc-per-node 4 --python '" + python_ + "' --report-dir '" + report + "' " +
+                                     kGroups + " --bug wrong-group",
+                                 tmp_.path());
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    const auto s = only_result(report);
+    ASSERT_FALSE(s.is_null()) << r.out << r.err;
+    const auto& d = s.at("diagnosis");
+    EXPECT_EQ(d.at("kind"), "collective_mismatch") << d.dump();
+    EXPECT_EQ(d.at("rank"), 1) << d.dump();
+    const std::string m = d.at("message");
+    EXPECT_NE(m.find("on different process groups"), std::string::npos) << m;
+    EXPECT_NE(m.find("on the group of ranks 0,1"), std::string::npos) << m;
+    EXPECT_EQ(m.find("no progress for 300"), std::string::npos) << m;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Torches, ProgramGroupsTest, ::testing::Values("debian", "venv"));
+
+// FSDP2 over a 2x2 CPU device mesh with a ZeRO-style head (torch 2.x): the program's own digest of
+// its final shards under lockstep is the one it writes natively, the run passes with every call
+// verified, and FSDP2's all-gathers and reduce-scatters are in the trace on the mesh's dp group
+// (rank 0's is ranks 0,2).
+TEST(ProgramFsdp2Test, RunsUnchangedWithItsNativeDigestAndEveryCallVerified) {
+  const std::string python = venv_python();
+  if (!imports(python, "torch.distributed.tensor")) GTEST_SKIP() << "no torch 2.x venv with torch.distributed.tensor (ci/setup)";
+  test::TempDir tmp("lockstep_fsdp2");
+  const int port = 20000 + static_cast<int>(::getpid() % 20000);
+  const std::string native = tmp.path() + "/native", under = tmp.path() + "/under", script = tmp.path() + "/native.sh";
+  std::ofstream(script) << "pids=\nfor r in 0 1 2 3; do\n  MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port
+                        << " RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 timeout 300 '" << python << "' " << kFsdp2
+                        << " --digest-out '" << native << "' >>'" << tmp.path() << "/native.log' 2>&1 &\n  pids=\"$pids $!\"\ndone\n"
+                        << "rc=0\nfor p in $pids; do wait $p || rc=1; done\nexit $rc\n";
+  ASSERT_EQ(std::system(("bash '" + script + "'").c_str()), 0) << first_line(tmp.path() + "/native.log");
+  ASSERT_FALSE(first_line(native).empty());
+  const std::string report = tmp.path() + "/r";
+  const auto r = test::run_cli(LOCKSTEP_BINARY,
+                               "torchrun --nproc-per-node 4 --python '" + python + "' --report-dir '" + report + "' " + kFsdp2 +
+                                   " --digest-out '" + under + "'",
+                               tmp.path());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(first_line(under), first_line(native)) << "the program's own digest changed under lockstep";
+  const auto s = only_result(report);
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s.at("metrics").at("unverified_calls").get<double>(), 0) << s.dump();
+  EXPECT_EQ(s.at("metrics").at("program_steps").get<double>(), 6) << s.dump();
+  std::map<std::string, int> on_dp;
+  std::ifstream trace(report + "/" + s.at("artifacts").get<std::string>() + "/rank0.trace.jsonl");
+  for (std::string line; std::getline(trace, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("group") && j.at("group") == nlohmann::json::array({0, 2})) ++on_dp[j.at("op").get<std::string>()];
+  }
+  // 6 steps, 2 linear layers sharded (the root holds no parameter of its own): FSDP2 all-gathers
+  // each in forward (and again in backward when it freed it after forward) and reduce-scatters each
+  // one's gradient once per step.
+  EXPECT_GE(on_dp["all_gather"], 6 * 2);
+  EXPECT_EQ(on_dp["reduce_scatter"], 6 * 2);
+}
+
+}  // namespace
+}  // namespace lockstep
