@@ -151,6 +151,34 @@ TEST_P(ProgramCollectivesTest, AnUnverifiedCallIsNamedInTheNotes) {
   EXPECT_NE(r.out.find("note: not verified by lockstep"), std::string::npos) << r.out;
 }
 
+// Two pipeline stages that each post their send before their receive (batch_isend_irecv, then
+// isend/irecv) finish as natively: a wrapper that carried each send to its end would leave both
+// ranks in their sends. The trace holds every pair (4 steps x 2 exchanges, a send and a receive
+// each: 8 p2p records per rank). A tag that differs is named with both tags, blaming the sender.
+TEST_P(ProgramCollectivesTest, PointToPointCallsStayNonBlockingAndTheirTagsAreCompared) {
+  constexpr const char* kPipe = LOCKSTEP_SOURCE_DIR "/scenarios/programs/pipeline/pipe.py";
+  const std::string report = tmp_.path() + "/pipe";
+  const auto r = test::run_cli(LOCKSTEP_BINARY,
+                               "torchrun --timeout-s 60 --nproc-per-node 2 --python '" + python_ + "' --report-dir '" + report + "' " + kPipe,
+                               tmp_.path());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto s = only_result(report);
+  ASSERT_FALSE(s.is_null());
+  int p2p = 0;
+  std::ifstream trace(report + "/" + s.at("artifacts").get<std::string>() + "/rank1.trace.jsonl");
+  for (std::string line; std::getline(trace, line);) p2p += nlohmann::json::parse(line).value("kind", "") == "p2p";
+  EXPECT_EQ(p2p, 16);
+  const std::string bad = tmp_.path() + "/tag";
+  const auto t = torchrun(bad, std::string(kPipe) + " --bug tag", 2);
+  EXPECT_EQ(t.code, 1) << t.out << t.err;
+  const auto st = only_result(bad);
+  ASSERT_FALSE(st.is_null()) << t.out << t.err;
+  const auto& d = st.at("diagnosis");
+  EXPECT_EQ(d.at("kind"), "collective_mismatch") << d.dump();
+  EXPECT_EQ(d.at("rank"), 0) << d.dump();
+  EXPECT_NE(d.at("message").get<std::string>().find("tag=1"), std::string::npos) << d.dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(Torches, ProgramCollectivesTest, ::testing::Values("debian", "venv"));
 
 }  // namespace

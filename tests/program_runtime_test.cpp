@@ -47,7 +47,7 @@ TEST(ProgramRuntimeTest, ExportsOnlyItsCInterface) {
   std::set<std::string> got;
   for (std::string s; symbols >> s;) got.insert(s);
   const std::set<std::string> expected = {"ls_code", "ls_open", "ls_board_verifies", "ls_carry", "ls_begin", "ls_end", "ls_check_same_count",
-                                          "ls_finish", "ls_engine_timeout", "ls_unverified", "ls_open_group", "ls_version"};
+                                          "ls_finish", "ls_engine_timeout", "ls_unverified", "ls_open_group", "ls_p2p_begin", "ls_p2p_end", "ls_version"};
   EXPECT_EQ(got, expected);
 }
 

@@ -24,6 +24,7 @@
 
 #include "harness/comm/board.h"
 #include "harness/comm/types.h"
+#include "harness/comm/verifier.h"
 #include "harness/core/env.h"
 #include "harness/core/error.h"
 #include "harness/rank/runtime.h"
@@ -163,7 +164,7 @@ class ProgramEngine final : public comm::Backend {
   int world_size() const override { return size_; }
   std::string name() const override { return group_ % 2 == 0 ? "program" : "program-control"; }
   std::unique_ptr<comm::Pending> start(comm::Call& call) override {
-    if (group_ == 0 && current_external) return std::make_unique<ExternalPending>(current_external);
+    if (group_ % 2 == 0 && current_external) return std::make_unique<ExternalPending>(current_external);
     // A group's engine (even numbers) carries the program's call under the current token, or a
     // call of lockstep's own (token 0); control groups (odd) only lockstep's.
     if (group_ % 2 == 0) return std::make_unique<StartAtWait>(call, current_token, group_);
@@ -250,6 +251,10 @@ int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_
       throw InputError("the board " + board + " is not for " + std::to_string(world_size) + " ranks, the program's group");
     }
     comm::set_activity("running the program");
+    // The program's engine fails in its own transport thread when a peer sends more than a receive
+    // holds (a mismatched point-to-point call, which runs while its record is compared): parked
+    // while the verifier decides, as in lockstep's own ranks (verifier.h).
+    comm::install_engine_failure_handler();
     rank::ChainSpec spec;
     spec.engine = std::make_unique<ProgramEngine>(rank, world_size, 0);
     spec.control = [=] { return std::make_unique<ProgramEngine>(rank, world_size, 1); };
@@ -327,6 +332,46 @@ int ls_carry(int group, std::int64_t token, const ls_call* c, const char* site, 
     rt->carry(std::move(call), chain_of(group));
   }
   current_token = 0;
+  return 0;
+}
+
+namespace {
+// The program's point-to-point calls begun (ls_p2p_begin) and not yet ended, by id: any number at
+// once, as the program's own isend/irecv pairs and batch_isend_irecv need.
+std::mutex p2p_mu;
+std::map<std::int64_t, Begun> p2p_begun;
+std::int64_t p2p_next = 0;
+}  // namespace
+
+std::int64_t ls_p2p_begin(int group, const ls_call* c, const char* site, std::int64_t step) {
+  // Where the control group verifies (ranks on several hosts), a call must match before the
+  // program's engine may start it: ls_carry.
+  if (!rt || finished || !begin_end || group < 0 || static_cast<std::size_t>(group) >= groups.size()) return -1;
+  comm::Call call = call_of(c);
+  if (!comm::is_p2p(call.op)) return -1;
+  if (group > 0) call.group = groups[static_cast<std::size_t>(group)].members;
+  std::lock_guard<std::mutex> lock(issue_mu);  // the chain's numbering; no drain: it runs beside the rest
+  auto failure = std::make_shared<std::string>();
+  current_external = failure;
+  auto pending = rt->begin_at(std::move(call), comm::CallSite{site && *site ? site : "program", step, 0}, chain_of(group));
+  current_external.reset();
+  std::lock_guard<std::mutex> b(p2p_mu);
+  const std::int64_t id = ++p2p_next;
+  p2p_begun[id] = Begun{std::move(pending), std::move(failure), id};
+  return id;
+}
+
+int ls_p2p_end(std::int64_t id, const char* failure) {
+  Begun one;
+  {
+    std::lock_guard<std::mutex> b(p2p_mu);
+    auto it = p2p_begun.find(id);
+    if (!rt || it == p2p_begun.end()) return 1;
+    one = std::move(it->second);
+    p2p_begun.erase(it);
+  }
+  *one.failure = failure ? failure : "";
+  rt->end(*one.pending);  // a diagnosis or an engine failure ends the process here
   return 0;
 }
 

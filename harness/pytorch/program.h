@@ -67,6 +67,17 @@ LS_API int ls_open_group(const std::int32_t* ranks, int n, int me);
 // ls_end returns 0, or 1 for an id that is not the call begun last.
 LS_API std::int64_t ls_begin(const ls_call* call, const char* site, std::int64_t step);
 LS_API int ls_end(std::int64_t id, const char* failure);
+// A point-to-point call (send, recv) on `group` issued through lockstep's chain (its record goes to
+// the peer on the control group, the receiver compares it) while the program's own call runs: the
+// caller starts it after ls_p2p_begin returns an id (-1: not a p2p call, or lockstep carries no
+// calls; use ls_carry) and calls ls_p2p_end with the id when the program waits for it (`failure`
+// "" when it completed). -1 too where the control group verifies (ranks on several hosts): a call
+// must match there before the program's engine starts it. Any number may be in flight at once, beside a call begun with ls_begin,
+// so that pairs of isend/irecv and batch_isend_irecv run as they do natively. ls_p2p_end checks
+// the call as ls_carry does (a diagnosis or an engine failure ends the process) and returns 0, or 1
+// for an unknown id.
+LS_API std::int64_t ls_p2p_begin(int group, const ls_call* call, const char* site, std::int64_t step);
+LS_API int ls_p2p_end(std::int64_t id, const char* failure);
 // Every rank must hold the same count (e.g. a DataLoader's batches in an epoch): uneven_steps
 // naming each rank's count otherwise.
 LS_API void ls_check_same_count(std::int64_t value, const char* subject, const char* unit, std::int64_t step);
@@ -86,7 +97,7 @@ LS_API int ls_finish(const char* failure, std::int64_t failure_step, std::int64_
 LS_API void ls_unverified(const char* name, std::int64_t count);
 // The version of this C interface: "6" (3: ls_finish takes the failure's step; 4:
 // ls_engine_timeout; 5: ls_finish takes the rank's digest of a program without DDP; 6: ls_unverified,
-// ops reduce_scatter, reduce, gather, scatter; ls_open_group, ls_carry's group). The Python side refuses a library of another
+// ops reduce_scatter, reduce, gather, scatter; ls_open_group, ls_carry's group, ls_p2p_begin and ls_p2p_end). The Python side refuses a library of another
 // version at load.
 // The program gave its process group `seconds` as its timeout (init_process_group's `timeout`):
 // published on the board, where the launcher's watchdog reads it (harness/launch/watchdog.h).

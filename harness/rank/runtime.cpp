@@ -134,15 +134,17 @@ void Runtime::end(comm::Pending& pending) {
 void Runtime::carry(comm::Call call, comm::Communicator* on) { end(*begin(std::move(call), on)); }
 
 void Runtime::carry_at(comm::Call call, const comm::CallSite& site, comm::Communicator* on) {
-  std::unique_ptr<comm::Pending> pending;
+  end(*begin_at(std::move(call), site, on));
+}
+
+std::unique_ptr<comm::Pending> Runtime::begin_at(comm::Call call, const comm::CallSite& site, comm::Communicator* on) {
   try {
-    pending = (on ? on : communicator_)->start_at(std::move(call), site);
+    return (on ? on : communicator_)->start_at(std::move(call), site);
   } catch (const DiagnosisError& e) {
     diagnosed(e.diagnosis());
   } catch (const comm::CommError& e) {
     comm_failed(e.what());
   }
-  end(*pending);
 }
 
 comm::Communicator& Runtime::add_group(std::vector<int> members, std::unique_ptr<comm::Backend> engine,

@@ -73,6 +73,8 @@ class Runtime {
   void carry(comm::Call call, comm::Communicator* on = nullptr);
   // carry from `site` as given (Communicator::start_at).
   void carry_at(comm::Call call, const comm::CallSite& site, comm::Communicator* on = nullptr);
+  // begin from `site` as given (Communicator::start_at).
+  std::unique_ptr<comm::Pending> begin_at(comm::Call call, const comm::CallSite& site, comm::Communicator* on = nullptr);
   // carry in two halves, for a caller that does something between them (a program's wrapper
   // returns to the program): begin issues, end waits; either ends the rank as carry does.
   std::unique_ptr<comm::Pending> begin(comm::Call call, comm::Communicator* on = nullptr);

@@ -94,6 +94,10 @@ def _load_library():
     lib.ls_board_verifies.restype = ctypes.c_int
     lib.ls_carry.restype = ctypes.c_int
     lib.ls_carry.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_p2p_begin.restype = ctypes.c_int64
+    lib.ls_p2p_begin.argtypes = [ctypes.c_int, ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_p2p_end.restype = ctypes.c_int
+    lib.ls_p2p_end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
     lib.ls_open_group.restype = ctypes.c_int
     lib.ls_open_group.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int, ctypes.c_int]
     lib.ls_begin.restype = ctypes.c_int64
@@ -450,6 +454,23 @@ class _Runtime:
             raise RuntimeError("lockstep: the program's call was carried but never started")
         return work if results is None else self.done(results)
 
+    def p2p(self, group, call, run, checked_work):
+        """A point-to-point call, non-blocking as the program's own: issued in lockstep's chain
+        (ls_p2p_begin: its record travels to the peer, which compares it), started on the program's
+        group, and returned at once as `checked_work(work, end)`, a Work whose wait() waits for the
+        program's call and then has lockstep check it (ls_p2p_end ends the process on a
+        diagnosis). Several may be in flight at once (isend/irecv pairs, batch_isend_irecv)."""
+        c, keep = call
+        begun = self.lib.ls_p2p_begin(group, ctypes.byref(c), program_site().encode(), self.steps.current())
+        if begun < 0:
+            return None
+        try:
+            work = run()
+        except BaseException as e:  # noqa: B036: refused at once
+            self.lib.ls_p2p_end(begun, _error_text(e))
+            raise
+        return checked_work(work, lambda failure: self.lib.ls_p2p_end(begun, failure), keep)
+
     def _begun(self, begun, run):
         """Starts the program's call begun in lockstep's chain; its Work, ended by _ended."""
         try:
@@ -555,6 +576,46 @@ def _make_group_class(dist, runtime):
         splits = list(splits) if splits else [rows // size] * size
         return [s * row for s in splits]
 
+    class CheckedWork(dist.Work):
+        """The program's point-to-point Work, checked by lockstep when the program waits for it (the
+        engine's send and recv Works have no future to chain a check to)."""
+
+        def __init__(self, work, end, keep):
+            super().__init__()
+            self._work, self._end, self._keep, self._ended = work, end, keep, False
+
+        def wait(self, timeout=None):
+            try:
+                out = self._work.wait() if timeout is None else self._work.wait(timeout)
+            except BaseException as e:  # noqa: B036
+                self._finish(_error_text(e))
+                raise
+            self._finish(b"")
+            return out
+
+        def _finish(self, failure):
+            if not self._ended:
+                self._ended = True
+                self._end(failure)
+
+        def is_completed(self):
+            return self._work.is_completed()
+
+        def is_success(self):
+            return self._work.is_success()
+
+        def exception(self):
+            return self._work.exception()
+
+        def source_rank(self):
+            return self._work.source_rank()
+
+        def result(self):
+            return self._work.result()
+
+        def synchronize(self):
+            return self._work.synchronize()
+
     class LockstepGroup(dist.ProcessGroup):
         def __init__(self, real, gid=0):
             super().__init__(real.rank(), real.size())
@@ -649,13 +710,17 @@ def _make_group_class(dist, runtime):
             return self._carry(runtime.describe("barrier"), lambda: self._real.barrier(opts))
 
         def send(self, tensors, dst, tag=0):
-            return self._carry(runtime.describe("send", one(tensors), root=dst, tag=tag), lambda: self._real.send(tensors, dst, tag),
-                                 list(tensors))
+            call = runtime.describe("send", one(tensors), root=dst, tag=tag)
+            run = lambda: self._real.send(tensors, dst, tag)  # noqa: E731
+            w = runtime.p2p(self._gid, call, run, CheckedWork)
+            return w if w is not None else self._carry(call, run, list(tensors))
 
         def recv(self, tensors, src, tag=0):
             t = one(tensors)
-            return self._carry(runtime.describe("recv", t, out=t, root=src, tag=tag), lambda: self._real.recv(tensors, src, tag),
-                                 list(tensors))
+            call = runtime.describe("recv", t, out=t, root=src, tag=tag)
+            run = lambda: self._real.recv(tensors, src, tag)  # noqa: E731
+            w = runtime.p2p(self._gid, call, run, CheckedWork)
+            return w if w is not None else self._carry(call, run, list(tensors))
 
         # The rooted and reducing collectives: each verified by the fields that matter to it (the
         # reduce op, the root, this rank's chunk: dtype and count), as lockstep's table of ops says

@@ -1,0 +1,49 @@
+"""A pipeline-style program (no lockstep code in it): two stages on ranks 0 and 1 exchange
+activations forward and gradients backward with batch_isend_irecv and isend/irecv, both sides
+posting their sends before their receives (which blocks nowhere natively), then all-reduce a loss.
+Every exchanged tensor is checked against its closed form. World size 2.
+
+  --steps N      iterations (default 4)
+  --bug tag      at step 2 rank 1 receives the activation with tag 1; rank 0 sends it with tag 0
+  --bug dtype    at step 2 rank 0 sends the gradient's f64 copy; rank 1 receives f32
+"""
+import argparse
+
+import torch
+import torch.distributed as dist
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=4)
+p.add_argument("--bug", choices=["none", "tag", "dtype"], default="none")
+args = p.parse_args()
+
+dist.init_process_group("gloo")
+r, ws = dist.get_rank(), dist.get_world_size()
+assert ws == 2, "pipe.py runs on 2 ranks"
+peer = 1 - r
+for step in range(args.steps):
+    # Forward: each stage sends its activation and receives the other's, in one batch.
+    mine = torch.full((8,), float(10 * step + r))
+    theirs = torch.empty(8)
+    tag = 1 if args.bug == "tag" and step == 2 and r == 1 else 0
+    ops = [dist.P2POp(dist.isend, mine, peer), dist.P2POp(dist.irecv, theirs, peer, tag=tag)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    assert torch.equal(theirs, torch.full((8,), float(10 * step + peer))), theirs
+    # Backward: both post their send first, then their receive.
+    grad = torch.full((4,), float(step - r))
+    if args.bug == "dtype" and step == 2 and r == 0:
+        grad = grad.double()
+    got = torch.empty(4)
+    s = dist.isend(grad, peer)
+    q = dist.irecv(got, peer)
+    s.wait()
+    q.wait()
+    if args.bug == "none":
+        assert torch.equal(got, torch.full((4,), float(step - peer))), got
+    loss = torch.tensor([float(step)])
+    dist.all_reduce(loss)
+    assert loss.item() == 2 * step
+if r == 0:
+    print("pipe.py: %d steps on %d ranks, every exchange as expected (torch %s)" % (args.steps, ws, torch.__version__))
+dist.destroy_process_group()
