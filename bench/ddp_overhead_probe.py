@@ -1,6 +1,6 @@
 """Where a wrapped program's time goes: runs `python ddp_overhead_probe.py train.py ARGS` (as a
 scenario's command, under `lockstep run`) and times, with perf_counter and no edit to
-lockstep_torch.py, DDP's forward, backward(), and each part of a carried collective: describe,
+the lockstep_torch package, DDP's forward, backward(), and each part of a carried collective: describe,
 program_site, ls_carry (lockstep's rank runtime) and inside it the program's own call's start and
 wait callbacks. Writes $LOCKSTEP_PROBE_OUT/probe.<tag>.<rank>.txt (tag: $LOCKSTEP_PROBE_TAG) at exit,
 before lockstep's own exit checks. Figures quoted in reports/evidence-ddp-overhead.md."""
@@ -32,7 +32,8 @@ if rt is not None:
     rt.lib.ls_carry = timed("ls_carry (all, incl. callbacks)", rt.lib.ls_carry)
     rt.carry = timed("runtime.carry (python side + ls_carry)", rt.carry)
     rt.describe = timed("runtime.describe", rt.describe)
-    lt.program_site = timed("program_site", lt.program_site)
+    import lockstep_torch.runtime as ltr
+    ltr.program_site = timed("program_site", ltr.program_site)
 t0 = time.perf_counter()
 def dump():
     total = time.perf_counter() - t0

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/program_test_util.h"
 #include "tests/test_util.h"
 
 namespace lockstep {
@@ -23,40 +24,21 @@ namespace fs = std::filesystem;
 
 constexpr const char* kOps = LOCKSTEP_SOURCE_DIR "/scenarios/programs/ops/ops.py";
 
-std::string venv_python() {
-  std::string out;
-  if (FILE* p = ::popen(LOCKSTEP_SOURCE_DIR "/ci/setup --program-python", "r")) {
-    char buf[512];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out.substr(0, out.find_last_not_of("\n") + 1);
-}
-
-std::string python_for(const std::string& which) { return which == "debian" ? "/usr/bin/python3" : venv_python(); }
-
-bool has_torch(const std::string& python) {
-  return !python.empty() && fs::exists(python) &&
-         std::system(("'" + python + "' -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
-}
-
-nlohmann::json only_result(const std::string& report) {
-  std::ifstream in(report + "/results.json");
-  if (!in) return nullptr;
-  return nlohmann::json::parse(in).at("scenarios").at(0);
-}
-
 class ProgramCollectivesTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    python_ = python_for(GetParam());
-    if (!has_torch(python_)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
+    python_ = test::python_for(GetParam());
+    if (!test::imports(python_)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
   }
   test::CliResult torchrun(const std::string& report, const std::string& script_and_args, int ranks = 3) {
-    return test::run_cli(LOCKSTEP_BINARY,
-                         "torchrun --nproc-per-node " + std::to_string(ranks) + " --python '" + python_ + "' --report-dir '" + report +
-                             "' " + script_and_args,
-                         tmp_.path());
+    return test::twice_on_torch_exit_abort(
+        [&] {
+          return test::run_cli(LOCKSTEP_BINARY,
+                               "torchrun --nproc-per-node " + std::to_string(ranks) + " --python '" + python_ + "' --report-dir '" +
+                                   report + "' " + script_and_args,
+                               tmp_.path());
+        },
+        report);
   }
   std::string python_;
   test::TempDir tmp_{"lockstep_program_collectives"};
@@ -69,7 +51,7 @@ TEST_P(ProgramCollectivesTest, RootedAndReducingCollectivesAreTracedWithTheirFie
   const std::string report = tmp_.path() + "/r";
   const auto r = torchrun(report, kOps);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  const auto s = only_result(report);
+  const auto s = test::only_result(report);
   ASSERT_FALSE(s.is_null());
   EXPECT_EQ(s.at("metrics").at("unverified_calls").get<double>(), 0) << s.dump();
   EXPECT_FALSE(s.contains("notes")) << s.dump();
@@ -116,7 +98,7 @@ TEST_P(ProgramCollectivesTest, ARootCountOrReduceOpThatDiffersIsNamed) {
     const std::string report = tmp_.path() + "/" + c.bug;
     const auto r = torchrun(report, std::string(kOps) + " --bug " + c.bug);
     EXPECT_EQ(r.code, 1) << c.bug << ": " << r.out << r.err;
-    const auto s = only_result(report);
+    const auto s = test::only_result(report);
     ASSERT_FALSE(s.is_null()) << r.out << r.err;
     const auto& d = s.at("diagnosis");
     EXPECT_EQ(d.at("kind"), "collective_mismatch") << d.dump();
@@ -141,7 +123,7 @@ TEST_P(ProgramCollectivesTest, AnUnverifiedCallIsNamedInTheNotes) {
   const std::string report = tmp_.path() + "/product";
   const auto r = torchrun(report, script, 2);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  const auto s = only_result(report);
+  const auto s = test::only_result(report);
   ASSERT_FALSE(s.is_null()) << r.out << r.err;
   EXPECT_EQ(s.at("metrics").at("unverified_calls").get<double>(), 2) << s.dump();
   ASSERT_TRUE(s.contains("notes")) << s.dump();
@@ -162,7 +144,7 @@ TEST_P(ProgramCollectivesTest, PointToPointCallsStayNonBlockingAndTheirTagsAreCo
                                "torchrun --timeout-s 60 --nproc-per-node 2 --python '" + python_ + "' --report-dir '" + report + "' " + kPipe,
                                tmp_.path());
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  const auto s = only_result(report);
+  const auto s = test::only_result(report);
   ASSERT_FALSE(s.is_null());
   int p2p = 0;
   std::ifstream trace(report + "/" + s.at("artifacts").get<std::string>() + "/rank1.trace.jsonl");
@@ -171,7 +153,7 @@ TEST_P(ProgramCollectivesTest, PointToPointCallsStayNonBlockingAndTheirTagsAreCo
   const std::string bad = tmp_.path() + "/tag";
   const auto t = torchrun(bad, std::string(kPipe) + " --bug tag", 2);
   EXPECT_EQ(t.code, 1) << t.out << t.err;
-  const auto st = only_result(bad);
+  const auto st = test::only_result(bad);
   ASSERT_FALSE(st.is_null()) << t.out << t.err;
   const auto& d = st.at("diagnosis");
   EXPECT_EQ(d.at("kind"), "collective_mismatch") << d.dump();

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/program_test_util.h"
 #include "tests/test_util.h"
 
 namespace lockstep {
@@ -26,13 +27,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kTrain = LOCKSTEP_SOURCE_DIR "/scenarios/programs/ddp_idioms/train.py";
 
-std::string first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 std::string read_all(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -40,34 +34,21 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-// The interpreters to try: Debian's torch 1.13, and ci/setup's torch 2.x venv.
-std::string venv_python() {
-  std::string out;
-  if (FILE* p = ::popen(LOCKSTEP_SOURCE_DIR "/ci/setup --program-python", "r")) {
-    char buf[512];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out.substr(0, out.find_last_not_of("\n") + 1);
-}
-
-std::string python_for(const std::string& which) { return which == "debian" ? "/usr/bin/python3" : venv_python(); }
-
-bool has_torch(const std::string& python) {
-  return !python.empty() && fs::exists(python) &&
-         std::system(("'" + python + "' -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
-}
-
 // `args` run natively over 2 ranks (torchrun's variables, each rank a process); rank 0 writes the
-// replicas' digest to `digest_file`. Returns the shell's exit status.
+// replicas' digest to `digest_file`. Returns the shell's exit status. torch 2.15.0's own exit abort ("terminate called without an active exception", test::
+// torch_exit_aborted) ends a native run now and then: it is run once more then.
 int run_native(const std::string& python, const std::string& args, const std::string& digest_file, const std::string& log) {
-  const int port = 20000 + static_cast<int>(::getpid() % 20000);
-  const std::string script = digest_file + ".sh";
-  std::ofstream(script) << "pids=\nfor r in 0 1; do\n  MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port
-                        << " RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 timeout 300 '" << python << "' " << kTrain << ' '
-                        << args << " --digest-out '" << digest_file << "' >>'" << log << "' 2>&1 &\n  pids=\"$pids $!\"\ndone\n"
-                        << "rc=0\nfor p in $pids; do wait $p || rc=1; done\nexit $rc\n";
-  return std::system(("bash '" + script + "'").c_str());
+  for (int attempt = 0;; ++attempt) {
+    std::filesystem::remove(log);
+    const int port = 20000 + static_cast<int>((::getpid() + 7919 * attempt) % 20000);
+    const std::string script = digest_file + ".sh";
+    std::ofstream(script) << "pids=\nfor r in 0 1; do\n  MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port
+                          << " RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 timeout 300 '" << python << "' " << kTrain << ' '
+                          << args << " --digest-out '" << digest_file << "' >>'" << log << "' 2>&1 &\n  pids=\"$pids $!\"\ndone\n"
+                          << "rc=0\nfor p in $pids; do wait $p || rc=1; done\nexit $rc\n";
+    const int rc = std::system(("bash '" + script + "'").c_str());
+    if (rc == 0 || attempt > 0 || read_all(log).find("terminate called without an active exception") == std::string::npos) return rc;
+  }
 }
 
 class ProgramIdiomsTest : public ::testing::TestWithParam<std::string> {};
@@ -78,8 +59,8 @@ class ProgramIdiomsTest : public ::testing::TestWithParam<std::string> {};
 // Two optimizers built before init_process_group and OneCycleLR: one step per iteration, not two.
 // DDP's find_unused_parameters and static_graph, and (torch 2.x) a torch.compile'd model, likewise.
 TEST_P(ProgramIdiomsTest, SchedulersAmpAndAccumulationRunUnchangedWithTheirNativeDigest) {
-  const std::string python = python_for(GetParam());
-  if (!has_torch(python)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
+  const std::string python = test::python_for(GetParam());
+  if (!test::imports(python)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
   test::TempDir tmp("lockstep_idioms");
   struct Case {
     std::string name, args;
@@ -94,15 +75,19 @@ TEST_P(ProgramIdiomsTest, SchedulersAmpAndAccumulationRunUnchangedWithTheirNativ
     if (c.torch2_only && GetParam() == "debian") continue;  // torch 1.13 has no torch.compile
     const std::string native = tmp.path() + "/native-" + c.name, under = tmp.path() + "/under-" + c.name;
     ASSERT_EQ(run_native(python, c.args, native, tmp.path() + "/native.log"), 0) << c.name << ": " << read_all(tmp.path() + "/native.log");
-    const std::string expected = first_line(native);
+    const std::string expected = test::first_line(native);
     ASSERT_FALSE(expected.empty()) << c.name << ": the native run wrote no digest";
     std::ostringstream hex;
     hex << std::hex << std::stoull(expected);
     const std::string report = tmp.path() + "/r-" + c.name;
-    const auto r = test::run_cli(LOCKSTEP_BINARY,
-                                 "torchrun --nproc-per-node 2 --python '" + python + "' --report-dir '" + report + "' " + kTrain + ' ' +
-                                     c.args + " --digest-out '" + under + "'",
-                                 tmp.path());
+    const auto r = test::twice_on_torch_exit_abort(
+        [&] {
+          return test::run_cli(LOCKSTEP_BINARY,
+                               "torchrun --nproc-per-node 2 --python '" + python + "' --report-dir '" + report + "' " + kTrain + ' ' +
+                                   c.args + " --digest-out '" + under + "'",
+                               tmp.path());
+        },
+        report);
     EXPECT_EQ(r.code, 0) << c.name << ": " << r.out << r.err;
     std::ifstream in(report + "/results.json");
     ASSERT_TRUE(in) << r.out << r.err;
@@ -110,7 +95,7 @@ TEST_P(ProgramIdiomsTest, SchedulersAmpAndAccumulationRunUnchangedWithTheirNativ
     EXPECT_EQ(s.at("status"), "pass") << s.dump();
     EXPECT_FALSE(s.contains("diagnosis") && !s.at("diagnosis").is_null()) << s.dump();
     EXPECT_EQ(s.value("digest", ""), hex.str()) << c.name << ": lockstep's digest is not the native run's";
-    EXPECT_EQ(first_line(under), expected) << c.name << ": the program's own digest changed under lockstep";
+    EXPECT_EQ(test::first_line(under), expected) << c.name << ": the program's own digest changed under lockstep";
     EXPECT_EQ(s.at("metrics").at("program_steps").get<double>(), c.steps) << s.dump();
   }
 }
@@ -118,8 +103,8 @@ TEST_P(ProgramIdiomsTest, SchedulersAmpAndAccumulationRunUnchangedWithTheirNativ
 // A dtype fault in the logging all-reduce that follows optimizer.step() at iteration 5 is step 5
 // (the iteration it belongs to), on every torch.
 TEST_P(ProgramIdiomsTest, ACallAfterTheOptimizerStepBelongsToItsIteration) {
-  const std::string python = python_for(GetParam());
-  if (!has_torch(python)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
+  const std::string python = test::python_for(GetParam());
+  if (!test::imports(python)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
   test::TempDir tmp("lockstep_idioms_step");
   const std::string report = tmp.path() + "/r";
   const auto r = test::run_cli(LOCKSTEP_BINARY,
@@ -138,8 +123,8 @@ TEST_P(ProgramIdiomsTest, ACallAfterTheOptimizerStepBelongsToItsIteration) {
 // An uncaught exception is rank_failure with the program's step in the structured field, and the
 // message quotes the exception and the program's line that raised it (train.py's `raise`).
 TEST_P(ProgramIdiomsTest, AnExceptionIsQuotedWithItsLineAndStep) {
-  const std::string python = python_for(GetParam());
-  if (!has_torch(python)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
+  const std::string python = test::python_for(GetParam());
+  if (!test::imports(python)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
   int raise_line = 0, n = 0;
   {
     std::ifstream src(kTrain);
@@ -182,7 +167,7 @@ namespace {
 class ProgramVoiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!has_torch("/usr/bin/python3")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+    if (!test::imports("/usr/bin/python3")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
     fs::create_directories(tmp_.path() + "/pkg");
     std::ofstream(tmp_.path() + "/pkg/__init__.py") << "";
     std::ofstream(tmp_.path() + "/pkg/hello.py") << "import torch.distributed as dist\n"
@@ -258,7 +243,7 @@ std::string combined_hex(const std::vector<std::uint64_t>& digests) {
 // Each rank of the program writes its own digest (the same BLAKE2 rule), so the expected value
 // comes from the program and the documented combination, not from lockstep.
 TEST(ProgramDigestTest, AProgramWithoutDdpIsDigestedFromWhatItsOptimizersHold) {
-  if (!has_torch("/usr/bin/python3")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+  if (!test::imports("/usr/bin/python3")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
   test::TempDir tmp("lockstep_sharded");
   std::ofstream(tmp.path() + "/sharded.py")
       << "import hashlib, sys, torch, torch.distributed as dist\n"
@@ -286,7 +271,7 @@ TEST(ProgramDigestTest, AProgramWithoutDdpIsDigestedFromWhatItsOptimizersHold) {
   std::ifstream in(report + "/results.json");
   ASSERT_TRUE(in) << r.out << r.err;
   const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
-  const std::string d0 = first_line(tmp.path() + "/digest-0"), d1 = first_line(tmp.path() + "/digest-1");
+  const std::string d0 = test::first_line(tmp.path() + "/digest-0"), d1 = test::first_line(tmp.path() + "/digest-1");
   ASSERT_FALSE(d0.empty() || d1.empty()) << r.out;
   EXPECT_NE(d0, d1) << "the shards should differ";
   EXPECT_EQ(s.value("digest", ""), combined_hex({std::stoull(d0), std::stoull(d1)})) << s.dump();
@@ -303,7 +288,7 @@ namespace {
 // and speaks first: timeout, blaming rank 1 (asleep before its step-2 all-reduce), at step 2, the
 // message saying why the timeout was shorter. A bare-tensor loop: step n is n optimizer steps done.
 TEST(ProgramTimeoutTest, LockstepSpeaksBeforeTheProgramsOwnEngineTimeout) {
-  if (!has_torch("/usr/bin/python3")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+  if (!test::imports("/usr/bin/python3")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
   test::TempDir tmp("lockstep_engine_timeout");
   std::ofstream(tmp.path() + "/stall.py") << "import datetime, time, torch, torch.distributed as dist\n"
                                              "dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=8))\n"

@@ -1,5 +1,5 @@
 // liblockstep_program.so: lockstep's rank runtime for a PyTorch program that lockstep did not
-// write, behind a C interface that needs no torch. lockstep_torch.py loads it with ctypes into the
+// write, behind a C interface that needs no torch. The lockstep_torch package loads it with ctypes into the
 // program's interpreter, whatever torch that interpreter imports (1.13 to 2.15), and wraps the
 // program's process group in a torch.distributed.ProcessGroup subclass (c10d's PyProcessGroup
 // trampoline, through which DDP's C++ reducer calls too). Each collective the wrapper sees is
@@ -184,7 +184,7 @@ comm::View view_of(void* data, std::int32_t dtype, std::int64_t count, std::int3
   return v;
 }
 
-// The program's steps, steps per second and median step (lockstep_torch.py measures them): the
+// The program's steps, steps per second and median step (the lockstep_torch package measures them): the
 // rank's metrics.
 std::map<std::string, double> program_metrics(std::int64_t steps, double steps_per_s, double median_step_s) {
   std::map<std::string, double> m = {{"program_steps", static_cast<double>(steps)}};

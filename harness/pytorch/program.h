@@ -1,5 +1,5 @@
 #pragma once
-// The C interface of liblockstep_program.so (program.cpp), for lockstep_torch.py (ctypes). It
+// The C interface of liblockstep_program.so (program.cpp), for the lockstep_torch package (harness/pytorch/python/lockstep_torch/binding.py, ctypes). It
 // needs no torch: a call is described by plain values, and the program's own backend runs it
 // through the two callbacks. Enumerations are lockstep's (harness/comm/types.h); the wrapper asks
 // ls_code for their values by name, so the two sides never keep separate tables.

@@ -1,5 +1,5 @@
 """Loaded by Python at start-up from PYTHONPATH: under lockstep's launcher (LOCKSTEP_C10D=1),
-installs lockstep's wrapper of the program's process group before the program runs (lockstep_torch.py). The interpreter's
+installs lockstep's wrapper of the program's process group before the program runs (the lockstep_torch package). The interpreter's
 own sitecustomize, which this file shadows, is run first."""
 import os
 import sys

@@ -1,0 +1,303 @@
+"""LockstepGroup: each of the program's process groups (the default one, and every group it makes
+after it), wrapped in a torch.distributed.ProcessGroup subclass (c10d's PyProcessGroup trampoline,
+through which DDP's C++ reducer calls too) whose methods hand each call to lockstep's runtime with
+the fields that matter to it; and the wrapping of groups made with new_group."""
+import ctypes
+import sys
+
+from . import torch_private
+from .binding import _error_text
+
+
+def _make_group_class(dist, runtime):
+    """LockstepGroup: one of the program's groups (the default one, or one it made), wrapped."""
+    import torch._C._distributed_c10d as c10d_c
+
+    ReduceOp = dist.ReduceOp
+    reduce_names = {ReduceOp.SUM: "sum", ReduceOp.MAX: "max", ReduceOp.MIN: "min"}
+    if hasattr(ReduceOp, "AVG"):
+        reduce_names[ReduceOp.AVG] = "avg"
+
+    def reduce_name(opts):
+        op = getattr(opts, "reduceOp", ReduceOp.SUM)
+        for k, v in reduce_names.items():
+            if op == k:
+                return v
+        return None
+
+    def reduce_label(opts):
+        """"product": the reduce op's own name, for a call lockstep does not verify."""
+        op = getattr(opts, "reduceOp", opts)
+        for name in ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "AVG", "PREMUL_SUM"):
+            try:
+                if hasattr(ReduceOp, name) and op == getattr(ReduceOp, name):
+                    return name.lower()
+            except (TypeError, RuntimeError):  # a ReduceOp that does not compare (premul_sum's)
+                continue
+        return "?"
+
+    def one(tensors):
+        return tensors[0] if isinstance(tensors, (list, tuple)) else tensors
+
+    def counts(t, splits, size):
+        rows = t.size(0) if t.dim() else 1
+        row = t.numel() // rows if rows else 0
+        splits = list(splits) if splits else [rows // size] * size
+        return [s * row for s in splits]
+
+    class CheckedWork(dist.Work):
+        """The program's point-to-point Work, checked by lockstep when the program waits for it (the
+        engine's send and recv Works have no future to chain a check to)."""
+
+        def __init__(self, work, end, keep):
+            super().__init__()
+            self._work, self._end, self._keep, self._ended = work, end, keep, False
+
+        def wait(self, timeout=None):
+            try:
+                out = self._work.wait() if timeout is None else self._work.wait(timeout)
+            except BaseException as e:  # noqa: B036
+                self._finish(_error_text(e))
+                raise
+            self._finish(b"")
+            return out
+
+        def _finish(self, failure):
+            if not self._ended:
+                self._ended = True
+                self._end(failure)
+
+        def is_completed(self):
+            return self._work.is_completed()
+
+        def is_success(self):
+            return self._work.is_success()
+
+        def exception(self):
+            return self._work.exception()
+
+        def source_rank(self):
+            return self._work.source_rank()
+
+        def result(self):
+            return self._work.result()
+
+        def synchronize(self):
+            return self._work.synchronize()
+
+    class LockstepGroup(dist.ProcessGroup):
+        def __init__(self, real, gid=0):
+            super().__init__(real.rank(), real.size())
+            self._real = real
+            self._gid = gid  # lockstep's id of the group (0: the default group; ls_open_group)
+
+        def _carry(self, call, run, results=None):
+            return runtime.carry(call, run, results, self._gid)
+
+        def getBackendName(self):
+            return "lockstep(%s)" % self._real.name() if hasattr(self._real, "name") else "lockstep"
+
+        def name(self):
+            return self.getBackendName()
+
+        def __getattr__(self, attr):  # anything not wrapped goes to the program's own group
+            if attr == "_real":
+                raise AttributeError(attr)
+            return getattr(self._real, attr)
+
+        def _many(self, tensors, op, run):
+            if isinstance(tensors, (list, tuple)) and len(tensors) != 1:
+                runtime.unverified_call(op + "[%d tensors]" % len(tensors))
+                return run()
+            return None
+
+        def broadcast(self, tensors, opts=None):
+            opts = opts if opts is not None else c10d_c.BroadcastOptions()
+            run = lambda: self._real.broadcast(tensors, opts)  # noqa: E731
+            w = self._many(tensors, "broadcast", run)
+            if w is not None:
+                return w
+            return self._carry(runtime.describe("broadcast", one(tensors), root=int(opts.rootRank)), run)
+
+        def allreduce(self, tensors, opts=None):
+            if opts is None or not hasattr(opts, "reduceOp"):
+                o = c10d_c.AllreduceOptions()
+                if opts is not None:
+                    o.reduceOp = opts
+                opts = o
+            run = lambda: self._real.allreduce(tensors, opts)  # noqa: E731
+            w = self._many(tensors, "all_reduce", run)
+            if w is not None:
+                return w
+            red = reduce_name(opts)
+            if red is None:
+                runtime.unverified_call("all_reduce(%s)" % reduce_label(opts))
+                return run()
+            return self._carry(runtime.describe("all_reduce", one(tensors), reduce=red), run)
+
+        def allgather(self, outputs, inputs, opts=None):
+            opts = opts if opts is not None else c10d_c.AllgatherOptions()
+            run = lambda: self._real.allgather(outputs, inputs, opts)  # noqa: E731
+            t = one(inputs)
+            outs = outputs[0] if outputs and isinstance(outputs[0], (list, tuple)) else outputs
+            if len(inputs) != 1 or len(outs) != self.size() or any(o.numel() != t.numel() for o in outs):
+                runtime.unverified_call("all_gather")
+                return run()
+            # Described as lockstep's all_gather of input count: its output is world_size inputs.
+            flat = runtime.torch.empty(0, dtype=t.dtype)
+            call = runtime.describe("all_gather", t, out=flat)
+            call[0].out_count = t.numel() * self.size()
+            return self._carry(call, run)
+
+        def _allgather_base(self, output, input, opts=None):
+            opts = opts if opts is not None else c10d_c.AllgatherOptions()
+            return self._carry(runtime.describe("all_gather", input, out=output),
+                                 lambda: self._real._allgather_base(output, input, opts))
+
+        def all_gather_single(self, output, input, opts=None):
+            opts = opts if opts is not None else c10d_c.AllgatherOptions()
+            return self._carry(runtime.describe("all_gather", input, out=output),
+                                 lambda: self._real.all_gather_single(output, input, opts))
+
+        def _alltoall(self, output, input, out_splits, in_splits, run):
+            size = self.size()
+            return self._carry(runtime.describe("all_to_all", input, out=output,
+                                                  send=counts(input, in_splits, size), recv=counts(output, out_splits, size)), run)
+
+        def alltoall_base(self, output, input, out_splits, in_splits, opts=None):
+            opts = opts if opts is not None else c10d_c.AllToAllOptions()
+            return self._alltoall(output, input, out_splits, in_splits,
+                                  lambda: self._real.alltoall_base(output, input, out_splits, in_splits, opts))
+
+        def all_to_all_single(self, output, input, out_splits, in_splits, opts=None):
+            opts = opts if opts is not None else c10d_c.AllToAllOptions()
+            return self._alltoall(output, input, out_splits, in_splits,
+                                  lambda: self._real.all_to_all_single(output, input, out_splits, in_splits, opts))
+
+        def barrier(self, opts=None):
+            opts = opts if opts is not None else c10d_c.BarrierOptions()
+            return self._carry(runtime.describe("barrier"), lambda: self._real.barrier(opts))
+
+        def send(self, tensors, dst, tag=0):
+            call = runtime.describe("send", one(tensors), root=dst, tag=tag)
+            run = lambda: self._real.send(tensors, dst, tag)  # noqa: E731
+            w = runtime.p2p(self._gid, call, run, CheckedWork)
+            return w if w is not None else self._carry(call, run, list(tensors))
+
+        def recv(self, tensors, src, tag=0):
+            t = one(tensors)
+            call = runtime.describe("recv", t, out=t, root=src, tag=tag)
+            run = lambda: self._real.recv(tensors, src, tag)  # noqa: E731
+            w = runtime.p2p(self._gid, call, run, CheckedWork)
+            return w if w is not None else self._carry(call, run, list(tensors))
+
+        # The rooted and reducing collectives: each verified by the fields that matter to it (the
+        # reduce op, the root, this rank's chunk: dtype and count), as lockstep's table of ops says
+        # (harness/comm/types.cpp).
+        def _reducing(self, op, chunk, opts, run, root=-1):
+            red = reduce_name(opts)
+            if red is None:
+                runtime.unverified_call("%s(%s)" % (op, reduce_label(opts)))
+                return run()
+            return self._carry(runtime.describe(op, chunk, reduce=red, root=root), run)
+
+        def reduce_scatter(self, outputs, inputs, opts=None):
+            opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
+            run = lambda: self._real.reduce_scatter(outputs, inputs, opts)  # noqa: E731
+            w = self._many(outputs, "reduce_scatter", run)
+            return w if w is not None else self._reducing("reduce_scatter", one(outputs), opts, run)
+
+        def _reduce_scatter_base(self, output, input, opts=None):
+            opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
+            return self._reducing("reduce_scatter", output, opts, lambda: self._real._reduce_scatter_base(output, input, opts))
+
+        def reduce_scatter_single(self, output, input, opts=None):  # reduce_scatter_tensor's method in torch 2.15
+            opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
+            return self._reducing("reduce_scatter", output, opts, lambda: self._real.reduce_scatter_single(output, input, opts))
+
+        def gather_single(self, output, input, opts=None):  # a gather into one tensor (torch 2.15)
+            opts = opts if opts is not None else c10d_c.GatherOptions()
+            return self._carry(runtime.describe("gather", input, root=int(opts.rootRank)),
+                                 lambda: self._real.gather_single(output, input, opts))
+
+        def reduce(self, tensors, opts=None):
+            opts = opts if opts is not None else c10d_c.ReduceOptions()
+            run = lambda: self._real.reduce(tensors, opts)  # noqa: E731
+            w = self._many(tensors, "reduce", run)
+            return w if w is not None else self._reducing("reduce", one(tensors), opts, run, root=int(opts.rootRank))
+
+        def gather(self, outputs, inputs, opts=None):
+            opts = opts if opts is not None else c10d_c.GatherOptions()
+            run = lambda: self._real.gather(outputs, inputs, opts)  # noqa: E731
+            w = self._many(inputs, "gather", run)
+            if w is not None:
+                return w
+            return self._carry(runtime.describe("gather", one(inputs), root=int(opts.rootRank)), run)
+
+        def scatter(self, outputs, inputs, opts=None):
+            opts = opts if opts is not None else c10d_c.ScatterOptions()
+            run = lambda: self._real.scatter(outputs, inputs, opts)  # noqa: E731
+            w = self._many(outputs, "scatter", run)
+            if w is not None:
+                return w
+            return self._carry(runtime.describe("scatter", one(outputs), root=int(opts.rootRank)), run)
+
+    # Everything else torch may call on a group (its backends, name, device, sequence number,
+    # hooks) is the program's group's: the base class's own methods would answer for an empty
+    # ProcessGroup.
+    for name, attr in list(vars(dist.ProcessGroup).items()) + [(n, getattr(dist.ProcessGroup, n)) for n in dir(dist.ProcessGroup)]:
+        if name.startswith("__") or name in LockstepGroup.__dict__ or name in ("rank", "size"):
+            continue
+        attr = getattr(dist.ProcessGroup, name, None)
+        if isinstance(attr, property):
+            setattr(LockstepGroup, name, property(lambda self, _name=name: getattr(self._real, _name)))
+        elif callable(attr) and not isinstance(attr, type):
+            setattr(LockstepGroup, name, lambda self, *a, _name=name, **k: getattr(self._real, _name)(*a, **k))
+
+    for name in ("allreduce_coalesced", "allgather_coalesced", "alltoall", "recv_anysource",
+                 "monitored_barrier", "all_gather_single_coalesced", "reduce_scatter_single_coalesced",
+                 "allgather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced"):
+        if hasattr(dist.ProcessGroup, name):
+            def passthrough(self, *a, _name=name, **k):
+                runtime.unverified_call(_name)
+                return getattr(self._real, _name)(*a, **k)
+            setattr(LockstepGroup, name, passthrough)
+    return LockstepGroup
+
+
+def _wrap_new_group(c10d, runtime, group_class, pg):
+    """The program's new group `pg`, wrapped like the default group: its calls are numbered, traced
+    and verified as its own, through a Gloo group of lockstep's own over the same ranks."""
+    dist = runtime.dist
+    if pg is None or pg is getattr(c10d.GroupMember, "NON_GROUP_MEMBER", object()) or runtime.finished or runtime.group is None:
+        return pg
+    if not isinstance(pg, dist.ProcessGroup) or isinstance(pg, group_class):
+        return pg
+    ranks = torch_private._group_ranks(c10d, pg)
+    me = pg.rank()
+    store = torch_private.default_store(runtime.dist)
+    control = dist.ProcessGroupGloo(dist.PrefixStore("lockstep-control/%s/" % torch_private._group_name(c10d, pg), store), me, pg.size())
+    gid = runtime.lib.ls_open_group((ctypes.c_int32 * len(ranks))(*ranks), len(ranks), me)
+    if gid < 0:
+        return pg
+    runtime.controls[gid] = control
+    wrapper = group_class(pg, gid)
+    torch_private._register_like(c10d, pg, wrapper)
+    return wrapper
+
+
+def _install_new_group(c10d, dist, runtime, group_class):
+    """Every group the program makes after init_process_group (new_group, new_subgroups, a device
+    mesh's dimensions, a library's groups) comes back wrapped: torch 2.x makes them all through
+    _new_group_with_tag, torch 1.13 through new_group; modules that bound the function by name
+    (torch.distributed, its device mesh) get the wrapping one too."""
+    name = "_new_group_with_tag" if hasattr(c10d, "_new_group_with_tag") else "new_group"
+    make = getattr(c10d, name)
+
+    def wrapped(*args, **kwargs):
+        return _wrap_new_group(c10d, runtime, group_class, make(*args, **kwargs))
+
+    wrapped.__doc__, wrapped.__name__ = make.__doc__, make.__name__
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("torch.distributed") and getattr(module, name, None) is make:
+            setattr(module, name, wrapped)

@@ -1,0 +1,272 @@
+"""The process's one connection to liblockstep_program.so: opens lockstep's rank runtime when the
+program's default group exists, describes each call for it, carries the program's calls through
+lockstep's chain (ls_begin/ls_end for collectives, ls_p2p_begin/ls_p2p_end for point-to-point
+calls, ls_carry where a call must match before it starts), and finishes the rank."""
+import ctypes
+import os
+import sys
+
+from . import torch_private
+from .binding import _START, _WAIT, _Call, _codes, _error_into, _error_text, _load_library
+from .sites import _failure_step, program_site
+from .steps import _parameter_digest, _Steps
+
+
+class _Failed:
+    """A call the engine refused when it was started: fails when waited for."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def wait(self):
+        raise self.error
+
+
+class _Runtime:
+    """The process's one connection to liblockstep_program.so."""
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self.lib = _load_library()
+        self.ops = _codes(self.lib, "op", ["all_reduce", "all_gather", "all_to_all", "broadcast", "barrier", "send", "recv",
+                                           "reduce_scatter", "reduce", "gather", "scatter"])
+        self.reduces = _codes(self.lib, "reduce", ["sum", "max", "min", "avg"])
+        dtypes = _codes(self.lib, "dtype", ["f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"])
+        self.dtype_code = {
+            torch.float32: dtypes["f32"], torch.float64: dtypes["f64"], torch.float16: dtypes["f16"],
+            torch.bfloat16: dtypes["bf16"], torch.int8: dtypes["i8"], torch.uint8: dtypes["u8"],
+            torch.bool: dtypes["u8"], torch.int32: dtypes["i32"], torch.int64: dtypes["i64"],
+        }
+        self.dtype_of_code = {dtypes["f32"]: torch.float32, dtypes["f64"]: torch.float64, dtypes["f16"]: torch.float16,
+                              dtypes["bf16"]: torch.bfloat16, dtypes["i8"]: torch.int8, dtypes["u8"]: torch.uint8,
+                              dtypes["i32"]: torch.int32, dtypes["i64"]: torch.int64}
+        self.steps = _Steps()
+        self.group = None       # the LockstepGroup, once init_process_group ran
+        self.real = None        # the program's own default group
+        self.control = None     # a Gloo group of lockstep's own (its calls, and verification across hosts)
+        self.controls = {}      # group id -> lockstep's Gloo group over that group's ranks (0: self.control)
+        self.groups_made = 0    # the program's new_group calls so far (every rank makes them in one order)
+        self.pending = {}       # token -> the program's call, run by the start callback
+        self.works = {}         # handle -> a started Work
+        self.next_token = 1
+        self.next_handle = 0
+        self.started = None     # the Work of the program's call being carried
+        self.unverified = {}
+        self.finished = False
+        self.start_cb = _START(self._start)
+        self.wait_cb = _WAIT(self._wait)
+
+    # The callbacks liblockstep_program.so runs the calls through (program.h).
+    def _start(self, group, token, call, err, errlen):
+        try:
+            if token:
+                work = self.started = self.pending.pop(token)()
+            else:
+                work = self._run_raw(call.contents, self.controls[group // 2])
+            handle = self.next_handle
+            self.next_handle += 1
+            self.works[handle] = work
+            return handle
+        except BaseException as e:  # noqa: B036: an exception must never cross into C
+            # An engine that refuses the call at once (torch 1.13's Gloo and bf16) fails at wait,
+            # after the verifier compared the ranks' calls.
+            handle = self.next_handle
+            self.next_handle += 1
+            self.works[handle] = _Failed(e)
+            return handle
+
+    def _wait(self, handle, err, errlen):
+        try:
+            work = self.works.pop(handle)
+            if work is not None:
+                work.wait()
+            return 0
+        except BaseException as e:  # noqa: B036
+            _error_into(err, errlen, e)
+            return 1
+
+    def _host_tensor(self, ptr, count, dtype_code):
+        torch = self.torch
+        dtype = self.dtype_of_code[dtype_code]
+        size = count * torch.empty((), dtype=dtype).element_size()
+        if count == 0 or not ptr:
+            return torch.empty(0, dtype=dtype)
+        return torch.frombuffer((ctypes.c_char * size).from_address(ptr), dtype=dtype)
+
+    def _run_raw(self, c, pg):
+        """A call of lockstep's own (its barrier, its digest gather, the verifier's records), on host
+        buffers: it runs on `pg`, lockstep's Gloo group over the call's group, whatever backend the
+        program uses."""
+        if c.op == self.ops["barrier"]:
+            return pg.barrier()
+        t_in = self._host_tensor(c.inp, c.in_count, c.dtype)
+        if c.op == self.ops["all_gather"]:
+            out = self._host_tensor(c.out, c.out_count, c.dtype)
+            return pg.allgather([list(out.chunk(pg.size()))], [t_in])
+        if c.op == self.ops["send"]:
+            return pg.send([t_in], c.root, c.tag)
+        if c.op == self.ops["recv"]:
+            return pg.recv([t_in], c.root, c.tag)
+        if c.op == self.ops["all_reduce"]:
+            return pg.allreduce([t_in])
+        raise RuntimeError("lockstep: no raw path for op %d" % c.op)
+
+    def open(self, real):
+        import torch._C._distributed_c10d as c10d_c
+        import torch.distributed as dist
+
+        self.c10d_c = c10d_c
+        self.dist = dist
+        self.real = real
+        self.rank, self.size = real.rank(), real.size()
+        store = torch_private.default_store(dist)
+        self.control = dist.ProcessGroupGloo(dist.PrefixStore("lockstep-control/", store), self.rank, self.size)
+        self.controls[0] = self.control
+        err = ctypes.create_string_buffer(1024)
+        if self.lib.ls_open(self.rank, self.size, ("torch " + self.torch.__version__).encode(), self.start_cb, self.wait_cb, err, 1024) != 0:
+            raise RuntimeError("lockstep: " + err.value.decode(errors="replace"))
+
+    def describe(self, op, tensor=None, out=None, reduce=None, root=-1, tag=0, send=None, recv=None):
+        c = _Call()
+        c.op = self.ops[op]
+        c.root, c.tag = root, tag
+        c.reduce = self.reduces[reduce] if reduce else self.reduces["sum"]
+        keep = []
+        for t, name in ((tensor, "inp"), (out, "out")):
+            if t is None:
+                continue
+            if not t.is_contiguous():
+                t = t.contiguous()
+                keep.append(t)
+            code = self.dtype_code.get(t.dtype)
+            if code is None:
+                raise TypeError("lockstep: %s of dtype %s is not supported" % (op, t.dtype))
+            c.dtype = code
+            setattr(c, name, t.data_ptr())
+            setattr(c, name.replace("inp", "in") + "_count", t.numel())
+            if t.is_cuda:
+                c.device = 1
+        if tensor is None and out is not None:
+            c.inp, c.in_count = None, 0
+        if send is not None:
+            n = len(send)
+            s_arr, r_arr = (ctypes.c_int64 * n)(*send), (ctypes.c_int64 * n)(*recv)
+            keep += [s_arr, r_arr]
+            c.nsplits, c.send_counts, c.recv_counts = n, s_arr, r_arr
+        return c, keep
+
+    def carry(self, call, run, results=None, group=0):
+        """Runs the program's call `run` (which starts it on the program's group and returns its
+        Work) under lockstep. A collective is begun in lockstep's chain, started, and returned at
+        once as a Work that completes when the call has completed and lockstep has checked it
+        (_ended, on the engine's thread): the program goes on meanwhile, as on its own group (DDP's
+        all-reduce of a bucket runs while its backward pass computes the next). Otherwise (a
+        point-to-point call, `results` given; or ls_begin declines) lockstep carries the call to
+        its end and returns a completed Work whose future holds `results` (Gloo's send and recv
+        works cannot be waited twice) or the program's own Work, complete."""
+        c, keep = call  # keep: what c points into, alive while lockstep reads it
+        site, step = program_site().encode(), self.steps.current()
+        if results is None and group == 0:
+            begun = self.lib.ls_begin(ctypes.byref(c), site, step)
+            if begun >= 0:
+                return self._begun(begun, run)
+            if self.finished:
+                return run()
+        token = self.next_token
+        self.next_token += 1
+        self.pending[token] = run
+        carried = self.lib.ls_carry(group, token, ctypes.byref(c), site, step)
+        if carried != 0:
+            self.pending.pop(token, None)
+            return run()
+        work, self.started = self.started, None
+        if work is None:  # carried means started and waited: never reached
+            raise RuntimeError("lockstep: the program's call was carried but never started")
+        return work if results is None else self.done(results)
+
+    def p2p(self, group, call, run, checked_work):
+        """A point-to-point call, non-blocking as the program's own: issued in lockstep's chain
+        (ls_p2p_begin: its record travels to the peer, which compares it), started on the program's
+        group, and returned at once as `checked_work(work, end)`, a Work whose wait() waits for the
+        program's call and then has lockstep check it (ls_p2p_end ends the process on a
+        diagnosis). Several may be in flight at once (isend/irecv pairs, batch_isend_irecv)."""
+        c, keep = call
+        begun = self.lib.ls_p2p_begin(group, ctypes.byref(c), program_site().encode(), self.steps.current())
+        if begun < 0:
+            return None
+        try:
+            work = run()
+        except BaseException as e:  # noqa: B036: refused at once
+            self.lib.ls_p2p_end(begun, _error_text(e))
+            raise
+        return checked_work(work, lambda failure: self.lib.ls_p2p_end(begun, failure), keep)
+
+    def _begun(self, begun, run):
+        """Starts the program's call begun in lockstep's chain; its Work, ended by _ended."""
+        try:
+            work = run()
+        except BaseException as e:  # noqa: B036: refused at once (torch 1.13's Gloo and bf16)
+            self.lib.ls_end(begun, _error_text(e))  # explains it (a mismatch) and ends the process
+            raise
+        try:
+            future = work.get_future()
+        except RuntimeError:  # an engine whose Work has no future: lockstep waits here
+            failure = b""
+            try:
+                work.wait()
+            except BaseException as e:  # noqa: B036
+                failure = _error_text(e)
+            self.lib.ls_end(begun, failure)
+            return work
+        return torch_private.work_from_future(self.c10d_c, future.then(lambda f: self._ended(begun, f)))
+
+    def _ended(self, begun, future):
+        """The program's call has completed (or failed): lockstep checks it (ls_end ends the
+        process on a diagnosis or a failure); the program's Work then completes with its value."""
+        try:
+            value = future.value()
+        except BaseException as e:  # noqa: B036
+            self.lib.ls_end(begun, _error_text(e))
+            raise
+        self.lib.ls_end(begun, b"")
+        return value
+
+    def done(self, results):
+        future = self.torch.futures.Future()
+        future.set_result(results)
+        return torch_private.work_from_future(self.c10d_c, future)
+
+    def unverified_call(self, name):
+        self.unverified[name] = self.unverified.get(name, 0) + 1
+
+    def check_loader(self, loader):
+        try:
+            n = len(loader)
+        except TypeError:  # an iterable-style dataset: no length to compare
+            return
+        epoch = getattr(getattr(loader, "sampler", None), "epoch", None)
+        what = "the DataLoaders' batches in an epoch differ between the ranks at the start of its iteration (%s)" % (
+            "epoch %d" % epoch if epoch is not None else "DataLoader iteration")
+        self.lib.ls_check_same_count(n, what.encode(), b"batches", self.steps.current())
+
+    def finish(self, failure):
+        if self.finished:
+            return
+        self.finished = True
+        digest = rank_digest = -1
+        if self.steps.ddp is not None and not failure:
+            digest = _parameter_digest(self.steps.ddp.module.parameters())
+        elif not failure:
+            held = self.steps.optimized_parameters()
+            if held:
+                rank_digest = _parameter_digest(held)
+        for name, n in sorted(self.unverified.items()):
+            self.lib.ls_unverified(name.encode(), n)
+        code = self.lib.ls_finish(failure.encode(), _failure_step[0] if failure else -1, self.steps.count(), self.steps.rate(),
+                                  self.steps.median_duration(), digest, rank_digest)
+        if code:
+            sys.stderr.write("lockstep: the program never called init_process_group: lockstep verified none of its collectives\n")
+            sys.stderr.flush()
+            os._exit(code)

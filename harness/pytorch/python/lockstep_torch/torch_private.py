@@ -1,0 +1,107 @@
+"""Every touch of torch's private API, in one place, each with the torch versions it was checked on
+(1.13 from Debian, 2.15.0 from PyPI): where torch keeps its groups (torch 1.13's module dictionaries
+_pg_*, 2.x's _world object and c10d's registry of groups by name), how the default group is
+swapped (_update_default_pg), the default store, Work from a future, and keeping lockstep's group
+out of torch.compile's graphs (public: torch.compiler.disable, >= 2.1)."""
+from typing import List
+
+
+def default_store(dist):
+    """The default group's store (private: distributed_c10d._get_default_store, torch 1.13 to 2.15),
+    on which lockstep makes its own Gloo groups."""
+    return dist.distributed_c10d._get_default_store()
+
+
+def default_group(c10d):
+    """The program's default group, as init_process_group made it (private: _get_default_group)."""
+    return c10d._get_default_group()
+
+
+def work_from_future(c10d_c, future):
+    """A Work that completes with `future` (private: _create_work_from_future, torch 1.13 to 2.15):
+    what a wrapped collective returns, completing after lockstep's check."""
+    return c10d_c._create_work_from_future(future)
+
+
+def _swap_default_group(c10d, real, wrapper):
+    """Makes `wrapper` the default group, registered wherever torch keeps the default group's
+    entries."""
+    _register_like(c10d, real, wrapper)
+    c10d._update_default_pg(wrapper)
+
+
+def _register_like(c10d, real, wrapper):
+    """Registers `wrapper` wherever torch keeps `real`'s entries (its ranks, name, backend), and
+    (torch 2.x) under `real`'s name in c10d's registry of groups by name, through which a device
+    mesh's get_group() and functional collectives find a group."""
+    for d in _holders(c10d):
+        if isinstance(d, dict) and real in d:
+            d[wrapper] = d[real]
+    name = getattr(real, "group_name", None)
+    import torch._C._distributed_c10d as c10d_c
+
+    register = getattr(c10d_c, "_register_process_group", None)
+    unregister = getattr(c10d_c, "_unregister_process_group", None)
+    if name and register is not None and unregister is not None:
+        try:
+            unregister(name)
+            register(name, wrapper)
+        except RuntimeError:  # a torch that keeps no such registry for this group
+            pass
+
+
+def _group_ranks(c10d, pg) -> List[int]:
+    """The global ranks of `pg`, in the group's order."""
+    get = getattr(c10d, "get_process_group_ranks", None)
+    if get is not None:
+        return list(get(pg))
+    table = c10d._pg_group_ranks[pg]  # torch 1.13: global rank -> group rank
+    return sorted(table, key=table.get)
+
+
+def _group_name(c10d, pg) -> str:
+    """The name torch gave `pg`, the same on every member."""
+    name = getattr(pg, "group_name", None)
+    if name:
+        return name
+    for d in _holders(c10d):
+        v = d.get(pg) if isinstance(d, dict) else None
+        if isinstance(v, str):
+            return v
+    raise RuntimeError("lockstep: torch keeps no name for a process group")
+
+
+def _holders(c10d) -> list:
+    """The dictionaries in which torch keeps its groups (torch 1.13: module dictionaries _pg_*;
+    2.x: the _world object's)."""
+    world = getattr(c10d, "_world", None)
+    if world is None:
+        return [v for k, v in vars(c10d).items() if k.startswith("_pg_") and isinstance(v, dict)]
+    out = []
+    for n in dir(type(world)):
+        if not isinstance(getattr(type(world), n, None), property):
+            continue
+        try:  # some are computed (pg_config_info) and need the default group
+            v = getattr(world, n)
+        except Exception:  # noqa: BLE001
+            continue
+        if isinstance(v, dict):
+            out.append(v)
+    return out
+
+
+def _forget_group(c10d, pg):
+    for d in _holders(c10d):
+        if isinstance(d, dict):
+            d.pop(pg, None)
+
+
+def _keep_out_of_compile(torch, group_class):
+    """torch.compile (torch >= 2.1) must not trace lockstep's group: its methods run eagerly, as
+    the program's own group's do (torch.compiler.disable, a public API)."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    if disable is None:
+        return
+    for name, member in list(vars(group_class).items()):
+        if callable(member) and not name.startswith("__"):
+            setattr(group_class, name, disable(member))

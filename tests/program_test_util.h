@@ -1,0 +1,80 @@
+#pragma once
+// What the tests of users' programs under lockstep share: which interpreters to run them with
+// (Debian's torch 1.13, ci/setup's torch 2.x venv), and reading a run's one result.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace lockstep::test {
+
+// ci/setup's torch 2.x interpreter, "" when it has none.
+inline std::string venv_python() {
+  std::string out;
+  if (FILE* p = ::popen(LOCKSTEP_SOURCE_DIR "/ci/setup --program-python", "r")) {
+    char buf[512];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out.substr(0, out.find_last_not_of("\n") + 1);
+}
+
+// "debian": Debian's python3 (torch 1.13); anything else: the venv's.
+inline std::string python_for(const std::string& which) { return which == "debian" ? "/usr/bin/python3" : venv_python(); }
+
+// Whether `python` exists and imports `module`.
+inline bool imports(const std::string& python, const std::string& module = "torch") {
+  return !python.empty() && std::filesystem::exists(python) &&
+         std::system(("'" + python + "' -c 'import " + module + "' >/dev/null 2>&1").c_str()) == 0;
+}
+
+// The first line of a file ("" when it has none).
+inline std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The one scenario result of REPORT/results.json; null when there is none.
+inline nlohmann::json only_result(const std::string& report) {
+  std::ifstream in(report + "/results.json");
+  if (!in) return nullptr;
+  return nlohmann::json::parse(in).at("scenarios").at(0);
+}
+
+// torch 2.15.0 now and then aborts a process at interpreter exit, after the program's work is
+// done, natively too: "terminate called without an active exception" (a thread of its own left
+// joinable). Whether the run reported in REPORT (results.json) ended that way: a rank_failure
+// whose rank log holds torch's line.
+inline bool torch_exit_aborted(const std::string& report) {
+  const nlohmann::json s = only_result(report);
+  if (s.is_null() || !s.contains("diagnosis") || s.at("diagnosis").is_null()) return false;
+  if (s.at("diagnosis").value("kind", "") != "rank_failure") return false;
+  const std::string dir = report + "/" + s.value("artifacts", "");
+  for (int r = 0; r < 64; ++r) {
+    std::ifstream in(dir + "/rank" + std::to_string(r) + ".log");
+    if (!in) break;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.find("terminate called without an active exception") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Runs `run` (a lockstep run writing REPORT) once more when torch's exit abort ended it: the
+// abort is torch's, after the work lockstep checks, and happens natively too.
+template <class Run>
+auto twice_on_torch_exit_abort(Run run, const std::string& report) {
+  auto r = run();
+  if (r.code != 0 && torch_exit_aborted(report)) {
+    std::filesystem::remove_all(report);
+    r = run();
+  }
+  return r;
+}
+
+}  // namespace lockstep::test
