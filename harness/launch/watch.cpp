@@ -138,8 +138,7 @@ class BoardSource final : public ProgressSource {
     if (auto crossed = crossed_groups(board_, first_, end_, /*same_site=*/false)) {
       std::ostringstream os;
       os << "no progress for " << timeout_s << " s: " << crossed->message << others_waiting(-1);
-      crossed->message = os.str();
-      return *crossed;
+      return Diagnosis{crossed->kind, os.str(), crossed->rank, crossed->seq, crossed->step};
     }
     std::int64_t most = 0;
     for (int r = first_; r < end_; ++r) most = std::max(most, board_.view(r).issued);
