@@ -267,10 +267,10 @@ TEST_F(PerfBaselineTest, SlowedRankIsDeclaredCleanRunIsNotAndTheReportMarksIt) {
   EXPECT_EQ(samples["train/rank1/main_cpu_s"].size(), 15u) << "16 steps, the first one a warm-up";
   EXPECT_TRUE(recorded["scenarios"][0]["perf"]["ranks"][1].contains("train"));
 
-  // A generous tolerance keeps this test quiet on a loaded machine, where the noise-aware
-  // tolerance of a baseline recorded moments before can pass 100%; the slowdown makes rank 1
-  // five times slower.
-  const std::string check = " --baseline " + db + " --env e --repeat 1 --iteration-tolerance 0.3 --report-dir ";
+  // A generous tolerance keeps this test quiet on a loaded machine, where a clean rank's CPU time
+  // per iteration has measured 1.41x the baseline recorded moments before (CI, 2 cores shared);
+  // 150% still tells apart the slowdown, which makes rank 1 five times slower.
+  const std::string check = " --baseline " + db + " --env e --repeat 1 --tolerance 1.5 --iteration-tolerance 1.5 --report-dir ";
   r = lockstep("run " + quote(scenario) + check + quote(path("clean")));
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   r = lockstep("run " + quote(scenario) + check + quote(path("slow")) + " --slowdown 400::1");
