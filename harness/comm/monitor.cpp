@@ -87,7 +87,10 @@ void Monitor::finish(const Call& call, std::int64_t t_start_us, bool ok, const s
     board_->last_op.store(static_cast<std::int64_t>(call.op), std::memory_order_relaxed);
     board_->last_step.store(call.site.step, std::memory_order_relaxed);
     Board::store_phase(board_->last_phase, call.site.phase);
-    board_->completed.store(call.seq + 1, std::memory_order_release);
+    // Calls in flight together may end out of order (an engine's worker threads): the count only grows.
+    std::int64_t done = board_->completed.load(std::memory_order_relaxed);
+    while (done < call.seq + 1 && !board_->completed.compare_exchange_weak(done, call.seq + 1, std::memory_order_release)) {
+    }
   }
   if (board_ && !is_p2p(call.op) && call.group.empty()) flight_done(*board_, call.seq, ok, now_us());
   if (!trace_) return;

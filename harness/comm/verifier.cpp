@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <thread>
 #include <atomic>
 #include <cstdio>
@@ -62,18 +64,92 @@ void abort_if_engine_failed() {
 }
 
 
+}  // namespace
+
+// One collective's records on the control group: gathered, then compared once, by the caller's
+// wait() or by the background checker.
+struct Verifier::ControlCheck {
+  std::unique_ptr<Pending> control;
+  std::vector<std::int64_t> record;    // read by the control all_gather (moving keeps the buffer)
+  std::vector<std::int64_t> gathered;  // written by it
+  int ws = 0;
+  std::vector<int> members;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::optional<Diagnosis> mismatch;
+  std::exception_ptr failure;  // what the control all_gather threw (a peer died)
+
+  void run() {
+    std::optional<Diagnosis> m;
+    std::exception_ptr f;
+    try {
+      control->wait();
+      m = check_fingerprints(gathered, ws, nullptr, members.empty() ? nullptr : &members);
+    } catch (...) {
+      f = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    mismatch = std::move(m);
+    failure = f;
+    done = true;
+    cv.notify_all();
+  }
+  void await() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [this] { return done; });
+  }
+};
+
+// The background comparison: one thread per verifier, comparing the control group's records in
+// the order the collectives were issued (the order their all_gathers complete in). A mismatch goes
+// to `on_async`, which ends the process. The thread owns this state: it is detached when the
+// verifier goes, and ends once the queue is empty.
+struct Verifier::Checker {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<ControlCheck>> queue;
+  bool stop = false;
+  std::function<void(const Diagnosis&)> on_async;
+
+  void push(std::shared_ptr<ControlCheck> c) {
+    std::lock_guard<std::mutex> lock(mu);
+    queue.push_back(std::move(c));
+    cv.notify_one();
+  }
+  static void loop(const std::shared_ptr<Checker>& self) {
+    for (;;) {
+      std::shared_ptr<ControlCheck> c;
+      {
+        std::unique_lock<std::mutex> lock(self->mu);
+        self->cv.wait(lock, [&] { return self->stop || !self->queue.empty(); });
+        if (self->queue.empty()) return;
+        c = std::move(self->queue.front());
+        self->queue.pop_front();
+      }
+      c->run();
+      if (c->mismatch) {
+        hold_engine_failures();
+        self->on_async(*c->mismatch);
+      }
+    }
+  }
+};
+
+namespace {
+
 class VerifiedPending final : public Pending {
  public:
-  VerifiedPending(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> control,
-                  std::unique_ptr<Pending> data, std::vector<std::int64_t> record,
-                  std::vector<std::int64_t> gathered, int ws, std::vector<int> members)
-      : guard_(std::move(guard)), control_(std::move(control)), data_(std::move(data)), record_(std::move(record)),
-        gathered_(std::move(gathered)), ws_(ws), members_(std::move(members)) {}
+  VerifiedPending(std::unique_ptr<PendingGuard> guard, std::shared_ptr<Verifier::ControlCheck> check,
+                  std::unique_ptr<Pending> data, bool in_background)
+      : guard_(std::move(guard)), check_(std::move(check)), data_(std::move(data)), in_background_(in_background) {}
   void wait() override {
-    control_->wait();
-    if (auto d = check_fingerprints(gathered_, ws_, nullptr, members_.empty() ? nullptr : &members_)) {
+    if (in_background_) check_->await();
+    else check_->run();
+    if (check_->failure) std::rethrow_exception(check_->failure);
+    if (check_->mismatch) {
       hold_engine_failures();
-      throw DiagnosisError(*d);
+      throw DiagnosisError(*check_->mismatch);
     }
     abort_if_engine_failed();
     guard_.reset();
@@ -82,12 +158,9 @@ class VerifiedPending final : public Pending {
 
  private:
   std::unique_ptr<PendingGuard> guard_;
-  std::unique_ptr<Pending> control_;
+  std::shared_ptr<Verifier::ControlCheck> check_;
   std::unique_ptr<Pending> data_;
-  std::vector<std::int64_t> record_;    // read by the control all_gather (moving keeps the buffer)
-  std::vector<std::int64_t> gathered_;  // written by it
-  int ws_;
-  std::vector<int> members_;
+  bool in_background_;
 };
 
 // A receive: the sender's record arrives on the control group, and is compared with the
@@ -226,7 +299,7 @@ int gather_from_board(const Board& board, int me, std::int64_t seq, const std::v
 class BoardPending final : public Pending {
  public:
   BoardPending(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> data, const Board& board,
-               std::atomic<std::int64_t>& in_flight, std::vector<std::int64_t> record, int me, std::int64_t seq,
+               Verifier::InFlight& in_flight, std::vector<std::int64_t> record, int me, std::int64_t seq,
                double grace_s)
       : guard_(std::move(guard)), data_(std::move(data)), board_(board), in_flight_(in_flight),
         record_(std::move(record)), me_(me), seq_(seq), grace_s_(grace_s) {}
@@ -247,7 +320,7 @@ class BoardPending final : public Pending {
            std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    in_flight_.store(-1);
+    in_flight_.remove(seq_);
     if (auto d = check_fingerprints(gathered, ws, &present)) {
       hold_engine_failures();
       throw DiagnosisError(*d);
@@ -260,7 +333,7 @@ class BoardPending final : public Pending {
   std::unique_ptr<PendingGuard> guard_;
   std::unique_ptr<Pending> data_;
   const Board& board_;
-  std::atomic<std::int64_t>& in_flight_;
+  Verifier::InFlight& in_flight_;
   std::vector<std::int64_t> record_;
   int me_;
   std::int64_t seq_;
@@ -271,15 +344,40 @@ class BoardPending final : public Pending {
 
 Verifier::Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control, Board* board,
                    std::function<void(const Diagnosis&)> on_async_diagnosis, double peer_grace_s,
-                   std::vector<int> members)
+                   std::vector<int> members, bool check_in_background)
     : inner_(std::move(inner)), control_(std::move(control)), board_(board),
       on_async_diagnosis_(std::move(on_async_diagnosis)), peer_grace_s_(peer_grace_s), members_(std::move(members)) {
   if (board_) watcher_ = std::thread([this] { watch(); });
+  if (check_in_background && !board_ && on_async_diagnosis_) {
+    checker_ = std::make_shared<Checker>();
+    checker_->on_async = on_async_diagnosis_;
+    std::thread([c = checker_] { Checker::loop(c); }).detach();
+  }
 }
 
 Verifier::~Verifier() {
   stop_.store(true);
   if (watcher_.joinable()) watcher_.join();
+  if (checker_) {
+    std::lock_guard<std::mutex> lock(checker_->mu);
+    checker_->stop = true;
+    checker_->cv.notify_all();
+  }
+}
+
+void Verifier::InFlight::add(std::int64_t seq) {
+  std::lock_guard<std::mutex> lock(mu);
+  seqs.push_back(seq);
+}
+
+void Verifier::InFlight::remove(std::int64_t seq) {
+  std::lock_guard<std::mutex> lock(mu);
+  seqs.erase(std::remove(seqs.begin(), seqs.end(), seq), seqs.end());
+}
+
+std::vector<std::int64_t> Verifier::InFlight::snapshot() {
+  std::lock_guard<std::mutex> lock(mu);
+  return seqs;
 }
 
 void Verifier::watch() {
@@ -292,11 +390,22 @@ void Verifier::watch() {
   auto partial_since = std::chrono::steady_clock::now();
   while (!stop_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const std::int64_t seq = in_flight_.load();
-    if (seq < 0 || !board_->read_fingerprint(me, seq, mine)) continue;
-    const int count = gather_from_board(*board_, me, seq, mine, gathered, present);
-    if (in_flight_.load() != seq) continue;  // completed meanwhile: the caller checks it
-    if (auto d = check_fingerprints(gathered, ws, &present)) {
+    const std::vector<std::int64_t> in_flight = in_flight_.snapshot();
+    bool all_agree = !in_flight.empty();  // every rank published every call in flight, alike
+    for (const std::int64_t seq : in_flight) {  // the oldest first: the first call that differs is named
+      if (!board_->read_fingerprint(me, seq, mine)) {
+        all_agree = false;
+        continue;
+      }
+      const int count = gather_from_board(*board_, me, seq, mine, gathered, present);
+      auto d = check_fingerprints(gathered, ws, &present);
+      if (!d) {
+        all_agree = all_agree && count == ws;
+        continue;
+      }
+      all_agree = false;
+      const auto now_in_flight = in_flight_.snapshot();
+      if (std::find(now_in_flight.begin(), now_in_flight.end(), seq) == now_in_flight.end()) break;  // its wait() checks it
       // Ranks that have not published yet are only slower (a loaded machine): wait a little
       // for them, so that the diagnosis groups every rank and blames the real minority.
       if (count < ws) {
@@ -304,12 +413,13 @@ void Verifier::watch() {
           partial_seq = seq;
           partial_since = std::chrono::steady_clock::now();
         }
-        if (std::chrono::steady_clock::now() - partial_since < std::chrono::duration<double>(peer_grace_s_)) continue;
+        if (std::chrono::steady_clock::now() - partial_since < std::chrono::duration<double>(peer_grace_s_)) break;
       }
       if (on_async_diagnosis_) on_async_diagnosis_(*d);
-    } else if (count == ws && g_engine_failed.load()) {
-      abort_if_engine_failed();
+      break;
     }
+    // The engine failed though the calls match: the failure is the rank's own.
+    if (all_agree && g_engine_failed.load()) abort_if_engine_failed();
   }
 }
 
@@ -318,7 +428,7 @@ std::unique_ptr<Pending> Verifier::start_on_board(Call& call) {
   std::vector<std::int64_t> rec = encode_fingerprint(call, inner_->world_size());
   board_->publish_fingerprint(me, call.seq, rec);
   auto guard = std::make_unique<PendingGuard>();
-  in_flight_.store(call.seq);
+  in_flight_.add(call.seq);
   auto data = inner_->start(call);
   return std::make_unique<BoardPending>(std::move(guard), std::move(data), *board_, in_flight_, std::move(rec), me,
                                         call.seq, std::max(2.0, peer_grace_s_));
@@ -351,19 +461,22 @@ std::unique_ptr<Pending> Verifier::start(Call& call) {
     pending->set_control(control_->start(c), on_async_diagnosis_);
     return pending;
   }
-  std::vector<std::int64_t> rec = encode_fingerprint(call, ws);
-  std::vector<std::int64_t> gathered(rec.size() * static_cast<std::size_t>(ws));
+  auto check = std::make_shared<ControlCheck>();
+  check->record = encode_fingerprint(call, ws);
+  check->gathered.resize(check->record.size() * static_cast<std::size_t>(ws));
+  check->ws = ws;
+  check->members = members_;
   Call g;
   g.op = Op::kAllGather;
-  g.in = i64_view(rec);
-  g.out = i64_view(gathered);
+  g.in = i64_view(check->record);
+  g.out = i64_view(check->gathered);
   // The control all_gather is issued first so that it can complete even when the data
   // collective, issued with mismatched arguments, never does.
   auto guard = std::make_unique<PendingGuard>();
-  auto control = control_->start(g);
+  check->control = control_->start(g);
+  if (checker_) checker_->push(check);
   auto data = inner_->start(call);
-  return std::make_unique<VerifiedPending>(std::move(guard), std::move(control), std::move(data), std::move(rec),
-                                           std::move(gathered), ws, members_);
+  return std::make_unique<VerifiedPending>(std::move(guard), std::move(check), std::move(data), checker_ != nullptr);
 }
 
 }  // namespace lockstep::comm

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <string>
@@ -27,6 +28,11 @@ class Board;
 // the records of a collective still in flight every few milliseconds, so a mismatch that
 // makes the engine hang or abort is still named; it reports through `on_async_diagnosis`,
 // which must end the process. Point-to-point calls always use the control group.
+//
+// Several calls may be in flight at once (a program's overlapping collectives: DDP's bucket
+// all-reduces, FSDP2's prefetching all-gathers), each started before the previous one is waited
+// for; the watcher compares every call in flight, the oldest first, and each call's wait()
+// compares its own.
 class Verifier final : public Backend {
  public:
   // `control` must be a separate group over the same ranks (host buffers). `members`: the ranks
@@ -34,10 +40,15 @@ class Verifier final : public Backend {
   // `peer_grace_s`: how long a mismatch seen on the board waits for the ranks that have not
   // published their record yet (slower, on a loaded machine), so that the diagnosis groups
   // every rank; after it, the ranks present are judged.
+  // `check_in_background` (control group only, with `on_async_diagnosis`): the records of each
+  // collective are compared on a thread of the verifier's own as soon as they arrive, not only
+  // when the caller waits: for an engine that runs the call before the caller waits (a program
+  // starts its own call and waits for it later), where a mismatched call may hang or abort the
+  // engine and the wait would never come.
   Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control,
            Board* board = nullptr,
            std::function<void(const Diagnosis&)> on_async_diagnosis = {},
-           double peer_grace_s = 5.0, std::vector<int> members = {});
+           double peer_grace_s = 5.0, std::vector<int> members = {}, bool check_in_background = false);
   ~Verifier() override;
 
   int rank() const override { return inner_->rank(); }
@@ -49,13 +60,28 @@ class Verifier final : public Backend {
   std::unique_ptr<Pending> start_on_board(Call& call);
   void watch();
 
+ public:
+  // The seqs of the collectives started and not yet waited for (board path), for the watcher.
+  struct InFlight {
+    std::mutex mu;
+    std::vector<std::int64_t> seqs;  // in the order they were started
+    void add(std::int64_t seq);
+    void remove(std::int64_t seq);
+    std::vector<std::int64_t> snapshot();
+  };
+  struct ControlCheck;  // one collective's records on the control group (verifier.cpp)
+  struct Checker;       // the background comparison's queue and thread (verifier.cpp)
+
+ private:
+
   std::unique_ptr<Backend> inner_;
   std::unique_ptr<Backend> control_;
   Board* board_;
   std::function<void(const Diagnosis&)> on_async_diagnosis_;
   double peer_grace_s_;
   std::vector<int> members_;  // the group's ranks (global), empty: every rank in order
-  std::atomic<std::int64_t> in_flight_{-1};
+  InFlight in_flight_;
+  std::shared_ptr<Checker> checker_;  // set with check_in_background
   std::atomic<bool> stop_{false};
   std::thread watcher_;
 };

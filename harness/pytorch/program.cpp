@@ -53,25 +53,30 @@ struct Group {
 };
 std::vector<Group> groups(1);
 
-// The program's call begun (ls_begin) and not yet ended (ls_end): at most one, so that lockstep's
-// chain sees one call at a time, in order, as with ls_carry. The wrapper starts and waits for the
-// program's call itself; ls_end tells how it went (`failure`, "" when it completed).
+// The program's calls begun (ls_begin, ls_p2p_begin) and not yet ended (ls_end, ls_p2p_end), by
+// id: several at once, in the order each was issued (every group's chain numbers its calls as
+// ls_begin issues them, under issue_mu). The wrapper starts and waits for the program's call
+// itself; ls_end tells how it went (`failure`, "" when it completed).
 struct Begun {
   std::unique_ptr<comm::Pending> pending;
   std::shared_ptr<std::string> failure;
-  std::int64_t id = 0;
+  bool collective = true;  // a collective (ls_begin), else a point-to-point call (ls_p2p_begin)
 };
 std::mutex begun_mu;
 std::condition_variable begun_cv;
-Begun begun;
-bool begun_open = false;  // from ls_begin until its ls_end has waited
+std::map<std::int64_t, Begun> begun;
+std::int64_t begun_next = 0;
+int collectives_begun = 0;  // collectives in `begun`
+// At most this many collectives in flight per rank: the board keeps each rank's fingerprint
+// records of its last Board::kFingerprintRing collectives, which peers must still read.
+constexpr int kMaxCollectivesInFlight = 16;
 thread_local std::shared_ptr<std::string> current_external;
 
-// Waits until the call begun last has ended (ls_end runs on the engine's thread, when the
-// program's call completes). issue_mu is held.
+// Waits until every collective begun has ended (ls_end runs on the engine's thread, when the
+// program's call completes): before a call lockstep carries to its end. issue_mu is held.
 void drain() {
   std::unique_lock<std::mutex> lock(begun_mu);
-  begun_cv.wait(lock, [] { return !begun_open; });
+  begun_cv.wait(lock, [] { return collectives_begun == 0; });
 }
 std::string last_error;
 
@@ -336,11 +341,47 @@ int ls_carry(int group, std::int64_t token, const ls_call* c, const char* site, 
 }
 
 namespace {
-// The program's point-to-point calls begun (ls_p2p_begin) and not yet ended, by id: any number at
-// once, as the program's own isend/irecv pairs and batch_isend_irecv need.
-std::mutex p2p_mu;
-std::map<std::int64_t, Begun> p2p_begun;
-std::int64_t p2p_next = 0;
+// Issues `call` on `group` through lockstep's chain, for the program to start itself; its id for
+// ls_end / ls_p2p_end. issue_mu is held.
+std::int64_t begin_external(int group, comm::Call call, const char* site, std::int64_t step) {
+  const bool collective = !comm::is_p2p(call.op);
+  if (group > 0) call.group = groups[static_cast<std::size_t>(group)].members;
+  auto failure = std::make_shared<std::string>();
+  current_external = failure;
+  std::unique_ptr<comm::Pending> pending;
+  if (collective) {
+    set_site(group, site, step);
+    pending = rt->begin(std::move(call), chain_of(group));
+  } else {
+    // Seen by its peer only: it must not shift the call index of the group's collectives.
+    pending = rt->begin_at(std::move(call), comm::CallSite{site && *site ? site : "program", step, 0}, chain_of(group));
+  }
+  current_external.reset();
+  std::lock_guard<std::mutex> b(begun_mu);
+  const std::int64_t id = ++begun_next;
+  begun[id] = Begun{std::move(pending), std::move(failure), collective};
+  collectives_begun += collective;
+  return id;
+}
+
+int end_external(std::int64_t id, const char* failure, bool collective) {
+  Begun one;
+  {
+    std::lock_guard<std::mutex> b(begun_mu);
+    auto it = begun.find(id);
+    if (!rt || it == begun.end() || it->second.collective != collective) return 1;
+    one = std::move(it->second);
+    begun.erase(it);
+  }
+  *one.failure = failure ? failure : "";
+  rt->end(*one.pending);  // a diagnosis or an engine failure ends the process here
+  {
+    std::lock_guard<std::mutex> b(begun_mu);
+    collectives_begun -= collective;
+  }
+  begun_cv.notify_all();
+  return 0;
+}
 }  // namespace
 
 std::int64_t ls_p2p_begin(int group, const ls_call* c, const char* site, std::int64_t step) {
@@ -349,66 +390,25 @@ std::int64_t ls_p2p_begin(int group, const ls_call* c, const char* site, std::in
   if (!rt || finished || !begin_end || group < 0 || static_cast<std::size_t>(group) >= groups.size()) return -1;
   comm::Call call = call_of(c);
   if (!comm::is_p2p(call.op)) return -1;
-  if (group > 0) call.group = groups[static_cast<std::size_t>(group)].members;
   std::lock_guard<std::mutex> lock(issue_mu);  // the chain's numbering; no drain: it runs beside the rest
-  auto failure = std::make_shared<std::string>();
-  current_external = failure;
-  auto pending = rt->begin_at(std::move(call), comm::CallSite{site && *site ? site : "program", step, 0}, chain_of(group));
-  current_external.reset();
-  std::lock_guard<std::mutex> b(p2p_mu);
-  const std::int64_t id = ++p2p_next;
-  p2p_begun[id] = Begun{std::move(pending), std::move(failure), id};
-  return id;
+  return begin_external(group, std::move(call), site, step);
 }
 
-int ls_p2p_end(std::int64_t id, const char* failure) {
-  Begun one;
-  {
-    std::lock_guard<std::mutex> b(p2p_mu);
-    auto it = p2p_begun.find(id);
-    if (!rt || it == p2p_begun.end()) return 1;
-    one = std::move(it->second);
-    p2p_begun.erase(it);
-  }
-  *one.failure = failure ? failure : "";
-  rt->end(*one.pending);  // a diagnosis or an engine failure ends the process here
-  return 0;
-}
+int ls_p2p_end(std::int64_t id, const char* failure) { return end_external(id, failure, false); }
 
-std::int64_t ls_begin(const ls_call* c, const char* site, std::int64_t step) {
-  if (!rt || finished || !begin_end) return -1;
+std::int64_t ls_begin(int group, const ls_call* c, const char* site, std::int64_t step) {
+  if (!rt || finished || !begin_end || group < 0 || static_cast<std::size_t>(group) >= groups.size()) return -1;
   comm::Call call = call_of(c);
+  if (comm::is_p2p(call.op)) return -1;
   std::lock_guard<std::mutex> lock(issue_mu);
-  drain();
-  set_site(0, site, step);
-  auto failure = std::make_shared<std::string>();
-  current_external = failure;
-  auto pending = rt->begin(std::move(call));
-  current_external.reset();
-  std::lock_guard<std::mutex> b(begun_mu);
-  begun.pending = std::move(pending);
-  begun.failure = std::move(failure);
-  begun_open = true;
-  return ++begun.id;
+  {
+    std::unique_lock<std::mutex> b(begun_mu);
+    begun_cv.wait(b, [] { return collectives_begun < kMaxCollectivesInFlight; });
+  }
+  return begin_external(group, std::move(call), site, step);
 }
 
-int ls_end(std::int64_t id, const char* failure) {
-  comm::Pending* pending = nullptr;
-  {
-    std::lock_guard<std::mutex> b(begun_mu);
-    if (!rt || !begun_open || id != begun.id) return 1;
-    *begun.failure = failure ? failure : "";
-    pending = begun.pending.get();
-  }
-  rt->end(*pending);  // a diagnosis or an engine failure ends the process here
-  {
-    std::lock_guard<std::mutex> b(begun_mu);
-    begun.pending.reset();
-    begun_open = false;
-  }
-  begun_cv.notify_all();
-  return 0;
-}
+int ls_end(std::int64_t id, const char* failure) { return end_external(id, failure, true); }
 
 void ls_check_same_count(std::int64_t value, const char* subject, const char* unit, std::int64_t step) {
   if (!rt || finished) return;
@@ -491,6 +491,6 @@ void ls_unverified(const char* name, std::int64_t count) {
   if (rt && name && count > 0) rt->status().unverified[name] += count;
 }
 
-const char* ls_version(void) { return "6"; }
+const char* ls_version(void) { return "7"; }
 
 }  // extern "C"

@@ -57,15 +57,20 @@ LS_API int ls_carry(int group, std::int64_t token, const ls_call* call, const ch
 // same order.
 LS_API int ls_open_group(const std::int32_t* ranks, int n, int me);
 // ls_carry in two halves, so that the program's call runs while the program goes on (DDP's
-// bucket all-reduces overlap its backward pass). ls_begin issues the call through lockstep's chain
-// (trace, board, verifier) and returns its id, or -1 when the caller must use ls_carry instead
-// (lockstep no longer carries calls, or the control group verifies: a call must match before the
-// program's engine starts it). The caller then starts the program's call itself, and calls ls_end
-// with the id when it has completed (`failure` "") or failed (the engine's error), from any thread.
-// ls_end checks the call as ls_carry does; a diagnosis or an engine failure ends the process. A
-// call begun and not ended holds back the next (ls_begin, ls_carry, ls_finish wait for its end).
-// ls_end returns 0, or 1 for an id that is not the call begun last.
-LS_API std::int64_t ls_begin(const ls_call* call, const char* site, std::int64_t step);
+// bucket all-reduces overlap its backward pass; FSDP2 prefetches the next all-gather). ls_begin
+// issues the collective on `group` (0: the default group, else ls_open_group's id) through
+// lockstep's chain (trace, board, verifier) and returns its id, or -1 when the caller must use
+// ls_carry instead (lockstep no longer carries calls, a point-to-point call, or the control group
+// verifies the default group: a call must match before the program's engine starts it). The
+// caller then starts the program's call itself, and calls ls_end with the id when it has
+// completed (`failure` "") or failed (the engine's error), from any thread. Several collectives
+// may be in flight at once, on any groups, in the order the program issued them (at most 16:
+// ls_begin then waits for the oldest to end); a group's records are compared as soon as they
+// arrive, so a mismatch that hangs the program's engine is still named. ls_end checks the call as
+// ls_carry does (a diagnosis or an engine failure ends the process). ls_carry, ls_open_group,
+// ls_check_same_count and ls_finish first wait for every collective begun to end. ls_end returns
+// 0, or 1 for an id that is not a collective begun and not yet ended.
+LS_API std::int64_t ls_begin(int group, const ls_call* call, const char* site, std::int64_t step);
 LS_API int ls_end(std::int64_t id, const char* failure);
 // A point-to-point call (send, recv) on `group` issued through lockstep's chain (its record goes to
 // the peer on the control group, the receiver compares it) while the program's own call runs: the
@@ -95,10 +100,11 @@ LS_API int ls_finish(const char* failure, std::int64_t failure_step, std::int64_
 // (they ran unchanged on the program's group): written in the rank's status (unverified_calls),
 // whatever its outcome, and named in the scenario's notes.
 LS_API void ls_unverified(const char* name, std::int64_t count);
-// The version of this C interface: "6" (3: ls_finish takes the failure's step; 4:
+// The version of this C interface: "7" (3: ls_finish takes the failure's step; 4:
 // ls_engine_timeout; 5: ls_finish takes the rank's digest of a program without DDP; 6: ls_unverified,
-// ops reduce_scatter, reduce, gather, scatter; ls_open_group, ls_carry's group, ls_p2p_begin and ls_p2p_end). The Python side refuses a library of another
-// version at load.
+// ops reduce_scatter, reduce, gather, scatter; ls_open_group, ls_carry's group, ls_p2p_begin and
+// ls_p2p_end; 7: ls_begin takes the group, several collectives in flight). The Python side refuses
+// a library of another version at load.
 // The program gave its process group `seconds` as its timeout (init_process_group's `timeout`):
 // published on the board, where the launcher's watchdog reads it (harness/launch/watchdog.h).
 LS_API void ls_engine_timeout(double seconds);

@@ -152,7 +152,8 @@ comm::Communicator& Runtime::add_group(std::vector<int> members, std::unique_ptr
   std::unique_ptr<comm::Backend> chain = std::move(engine);
   if (mode == VerifyMode::kVerify) {
     chain = std::make_unique<comm::Verifier>(std::move(chain), std::move(control), nullptr,
-                                             [this](const Diagnosis& d) { diagnosed(d); }, std::min(5.0, timeout_s_ / 2), members);
+                                             [this](const Diagnosis& d) { diagnosed(d); }, std::min(5.0, timeout_s_ / 2), members,
+                                             /*check_in_background=*/true);
   }
   chain = std::make_unique<comm::Monitor>(std::move(chain), slot_, monitor_ ? monitor_->trace_file() : nullptr, rank_);
   // Never destroyed, as the default chain (build).

@@ -5,7 +5,7 @@ import ctypes
 import os
 from typing import Dict, Iterable
 
-_ABI_VERSION = b"6"      # the C interface this file speaks (program.h's ls_version)
+_ABI_VERSION = b"7"      # the C interface this file speaks (program.h's ls_version)
 
 
 class _Call(ctypes.Structure):
@@ -56,7 +56,7 @@ def _load_library() -> ctypes.CDLL:
     lib.ls_open_group.restype = ctypes.c_int
     lib.ls_open_group.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_int, ctypes.c_int]
     lib.ls_begin.restype = ctypes.c_int64
-    lib.ls_begin.argtypes = [ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_begin.argtypes = [ctypes.c_int, ctypes.POINTER(_Call), ctypes.c_char_p, ctypes.c_int64]
     lib.ls_end.restype = ctypes.c_int
     lib.ls_end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
     lib.ls_check_same_count.restype = None

@@ -162,14 +162,15 @@ class _Runtime:
         Work) under lockstep. A collective is begun in lockstep's chain, started, and returned at
         once as a Work that completes when the call has completed and lockstep has checked it
         (_ended, on the engine's thread): the program goes on meanwhile, as on its own group (DDP's
-        all-reduce of a bucket runs while its backward pass computes the next). Otherwise (a
+        all-reduce of a bucket runs while its backward pass computes the next; FSDP2's next
+        all-gather while this layer computes), with several calls in flight on any groups. Otherwise (a
         point-to-point call, `results` given; or ls_begin declines) lockstep carries the call to
         its end and returns a completed Work whose future holds `results` (Gloo's send and recv
         works cannot be waited twice) or the program's own Work, complete."""
         c, keep = call  # keep: what c points into, alive while lockstep reads it
         site, step = program_site().encode(), self.steps.current()
-        if results is None and group == 0:
-            begun = self.lib.ls_begin(ctypes.byref(c), site, step)
+        if results is None:
+            begun = self.lib.ls_begin(group, ctypes.byref(c), site, step)
             if begun >= 0:
                 return self._begun(begun, run)
             if self.finished:
