@@ -68,6 +68,9 @@ TEST_P(ProgramCollectivesTest, RootedAndReducingCollectivesAreTracedWithTheirFie
     if (op == "reduce") EXPECT_EQ(j.value("reduce", ""), "sum") << line;
     if (op == "reduce") EXPECT_EQ(j.value("count", 0), 3) << line;
     if (op == "gather" || op == "scatter") EXPECT_EQ(j.value("count", 0), 2) << line;
+    // Each member of all_reduce_coalesced([f32[3], f32[2]]) and all_gather_coalesced([f32[3],
+    // f32[2]]) is a record of its own: no other call of ops.py has 3 elements.
+    if ((op == "all_reduce" || op == "all_gather") && j.value("count", 0) == 3 && !j.contains("group")) ++seen[op + "[3]"];
     if (op == "reduce_scatter") {
       EXPECT_EQ(j.value("reduce", ""), "sum") << line;
       EXPECT_EQ(j.value("count", 0), 2) << line;
@@ -78,12 +81,14 @@ TEST_P(ProgramCollectivesTest, RootedAndReducingCollectivesAreTracedWithTheirFie
   EXPECT_EQ(seen["reduce"], 3);
   EXPECT_EQ(seen["gather"], 3);
   EXPECT_EQ(seen["scatter"], 3);
+  EXPECT_EQ(seen["all_reduce[3]"], 3) << "all_reduce_coalesced's first member, every round";
+  EXPECT_EQ(seen["all_gather[3]"], 3) << "all_gather_coalesced's first member, every round";
   // torch 2.x: reduce_scatter (list form) and reduce_scatter_tensor each round; 1.13's Gloo has none.
   EXPECT_EQ(seen["reduce_scatter"], GetParam() == "debian" ? 0 : 6);
 }
 
 // The faults of ops.py each name the field and the rank: a root that differs in reduce, a count
-// that differs in gather, and (torch 2.x) a reduce op that differs in reduce_scatter_tensor, which
+// that differs in gather or in a member of all_reduce_coalesced, and (torch 2.x) a reduce op that differs in reduce_scatter_tensor, which
 // the engine itself runs without complaint.
 TEST_P(ProgramCollectivesTest, ARootCountOrReduceOpThatDiffersIsNamed) {
   struct Case {
@@ -93,7 +98,7 @@ TEST_P(ProgramCollectivesTest, ARootCountOrReduceOpThatDiffersIsNamed) {
     bool torch2_only;
   };
   for (const Case& c : {Case{"reduce-root", 0, "root differs", false}, Case{"gather-count", 1, "count differs", false},
-                        Case{"rs-max", 1, "reduce op differs", true}}) {
+                        Case{"rs-max", 1, "reduce op differs", true}, Case{"coalesced-count", 1, "count differs", false}}) {
     if (c.torch2_only && GetParam() == "debian") continue;
     const std::string report = tmp_.path() + "/" + c.bug;
     const auto r = torchrun(report, std::string(kOps) + " --bug " + c.bug);

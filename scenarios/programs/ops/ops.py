@@ -2,8 +2,8 @@
 lockstep verifies in programs, through the public API, on the default group and on a group of
 its own (new_group, not verified): all_reduce (sum, max), broadcast, all_gather,
 all_gather_into_tensor and reduce_scatter_tensor / reduce_scatter (torch 2.x: torch 1.13's Gloo has
-neither), all_to_all_single with and without splits, barrier, send and recv, reduce, gather and
-scatter. Each result is checked against its closed form, so a wrapper that changed a result fails
+neither), all_to_all_single with and without splits, barrier, all_reduce_coalesced and
+all_gather_coalesced, send and recv, reduce, gather and scatter. Each result is checked against its closed form, so a wrapper that changed a result fails
 the program.
 
   --bug recv-dtype   rank 1 receives rank 0's f32 message into an f16 buffer
@@ -11,6 +11,8 @@ the program.
   --bug rs-max       rank 1 reduce-scatters with MAX where the others SUM (round 1; torch 2.x)
   --bug reduce-root  rank 0 reduces to root 0 where the others name the last rank (round 1)
   --bug gather-count rank 1 gathers 3 elements where the others gather 2 (round 1)
+  --bug coalesced-count  rank 1's second tensor of an all_reduce_coalesced holds 3 elements, the
+                     others' 2 (round 1)
   --backend nccl     the same on CUDA tensors (one GPU per rank, cuda:LOCAL_RANK)
 """
 import argparse
@@ -20,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 p = argparse.ArgumentParser()
-p.add_argument("--bug", choices=["none", "recv-dtype", "a2a-splits", "rs-max", "reduce-root", "gather-count"], default="none")
+p.add_argument("--bug", choices=["none", "recv-dtype", "a2a-splits", "rs-max", "reduce-root", "gather-count", "coalesced-count"], default="none")
 p.add_argument("--rounds", type=int, default=3)
 p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
 args = p.parse_args()
@@ -82,6 +84,17 @@ for i in range(args.rounds):
     recv = torch.empty(sum(recv_splits), dtype=torch.int64)
     dist.all_to_all_single(recv, send, recv_splits, [r + 1] * ws)
     dist.barrier()
+    # coalesced calls: one call, several tensors (each verified as a collective of its own)
+    n_cb = 3 if args.bug == "coalesced-count" and r == 1 and i == 1 else 2
+    ca, cb = torch.full((3,), float(r)), torch.ones(n_cb)
+    dist.all_reduce_coalesced([ca, cb])
+    if args.bug == "none":
+        assert torch.equal(ca, torch.full((3,), float(sum(range(ws))))) and torch.equal(cb, torch.full((2,), float(ws))), (ca, cb)
+    if args.backend == "gloo":  # NCCL has no allgather_coalesced
+        parts = [[torch.empty(3), torch.empty(2)] for _ in range(ws)]
+        dist.all_gather_coalesced(parts, [torch.full((3,), float(r)), torch.full((2,), float(-r))])
+        assert all(torch.equal(p[0], torch.full((3,), float(k))) and torch.equal(p[1], torch.full((2,), float(-k)))
+                   for k, p in enumerate(parts)), parts
     if ws > 1 and r == 0:
         dist.send(torch.full((5,), 7.0), 1)
     elif ws > 1 and r == 1:

@@ -34,8 +34,8 @@ program's first line:
 Every group the program makes after init_process_group (new_group and what calls it: new_subgroups,
 a device mesh's dimensions) is wrapped the same way as its own chain (ls_open_group), verified through
 a Gloo group of lockstep's own over its ranks. Several collectives may be in flight at once, on any
-groups (DDP's buckets, FSDP2's prefetch), as natively. Collectives lockstep does not verify (coalesced calls,
-a reduce op it does not know) run unchanged on the program's group and are counted in the rank's
+groups (DDP's buckets, FSDP2's prefetch), as natively. A coalesced call is verified member by member. Collectives lockstep does not verify (a
+reduce op it does not know, lists of several tensors in a plain call) run unchanged on the program's group and are counted in the rank's
 status (unverified_calls), which the result's notes name.
 """
 import atexit

@@ -254,9 +254,62 @@ def _make_group_class(dist, runtime):
         elif callable(attr) and not isinstance(attr, type):
             setattr(LockstepGroup, name, lambda self, *a, _name=name, **k: getattr(self._real, _name)(*a, **k))
 
-    for name in ("allreduce_coalesced", "allgather_coalesced", "alltoall", "recv_anysource",
-                 "monitored_barrier", "all_gather_single_coalesced", "reduce_scatter_single_coalesced",
-                 "allgather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced"):
+    # Coalesced calls: each member verified as a collective of its own (runtime.carry_members),
+    # the program's one call carrying them all. torch 2.15 names two of them twice.
+    def _members(self, name, calls, run):
+        w = runtime.carry_members(calls, run, self._gid) if calls is not None else None
+        if w is None:
+            runtime.unverified_call(name)
+            return run()
+        return w
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = opts if opts is not None else c10d_c.AllreduceCoalescedOptions()
+        red = reduce_name(opts)
+        calls = [runtime.describe("all_reduce", t, reduce=red) for t in tensors] if red is not None else None
+        return self._members("allreduce_coalesced" if red is not None else "allreduce_coalesced(%s)" % reduce_label(opts),
+                             calls, lambda: self._real.allreduce_coalesced(tensors, opts))
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        opts = opts if opts is not None else c10d_c.AllgatherOptions()
+        # output_lists[r][i]: rank r's part of input i. A layout Gloo refuses runs unverified (and fails).
+        calls = None
+        if len(output_lists) == self.size() and all(len(outs) == len(input_list) for outs in output_lists):
+            calls = []
+            for i, t in enumerate(input_list):
+                if any(outs[i].numel() != t.numel() for outs in output_lists):
+                    calls = None
+                    break
+                call = runtime.describe("all_gather", t, out=runtime.torch.empty(0, dtype=t.dtype))
+                call[0].out_count = t.numel() * self.size()
+                calls.append(call)
+        return self._members("allgather_coalesced", calls, lambda: self._real.allgather_coalesced(output_lists, input_list, opts))
+
+    def _allgather_tensors(self, name, outputs, inputs, opts=None):
+        opts = opts if opts is not None else c10d_c.AllgatherOptions()
+        calls = [runtime.describe("all_gather", i, out=o) for o, i in zip(outputs, inputs)] if len(outputs) == len(inputs) else None
+        return self._members(name, calls, lambda: getattr(self._real, name)(outputs, inputs, opts))
+
+    def _reduce_scatter_tensors(self, name, outputs, inputs, opts=None):
+        opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
+        red = reduce_name(opts)
+        calls = None
+        if red is not None and len(outputs) == len(inputs):
+            calls = [runtime.describe("reduce_scatter", o, reduce=red) for o in outputs]
+        return self._members(name if red is not None else "%s(%s)" % (name, reduce_label(opts)), calls,
+                             lambda: getattr(self._real, name)(outputs, inputs, opts))
+
+    LockstepGroup._members = _members
+    LockstepGroup.allreduce_coalesced = allreduce_coalesced
+    LockstepGroup.allgather_coalesced = allgather_coalesced
+    for name in ("allgather_into_tensor_coalesced", "all_gather_single_coalesced"):
+        if hasattr(dist.ProcessGroup, name):
+            setattr(LockstepGroup, name, lambda self, o, i, opts=None, _n=name: _allgather_tensors(self, _n, o, i, opts))
+    for name in ("reduce_scatter_tensor_coalesced", "reduce_scatter_single_coalesced"):
+        if hasattr(dist.ProcessGroup, name):
+            setattr(LockstepGroup, name, lambda self, o, i, opts=None, _n=name: _reduce_scatter_tensors(self, _n, o, i, opts))
+
+    for name in ("alltoall", "recv_anysource", "monitored_barrier"):
         if hasattr(dist.ProcessGroup, name):
             def passthrough(self, *a, _name=name, **k):
                 runtime.unverified_call(_name)

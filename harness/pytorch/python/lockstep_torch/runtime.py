@@ -172,7 +172,7 @@ class _Runtime:
         if results is None:
             begun = self.lib.ls_begin(group, ctypes.byref(c), site, step)
             if begun >= 0:
-                return self._begun(begun, run)
+                return self._begun([begun], run)
             if self.finished:
                 return run()
         token = self.next_token
@@ -186,6 +186,37 @@ class _Runtime:
         if work is None:  # carried means started and waited: never reached
             raise RuntimeError("lockstep: the program's call was carried but never started")
         return work if results is None else self.done(results)
+
+    # The most members of one coalesced call lockstep verifies (each is a collective in flight;
+    # program.cpp lets 16 be in flight at once).
+    MAX_MEMBERS = 16
+
+    def carry_members(self, calls, run, group=0):
+        """A coalesced call (allreduce_coalesced, allgather_into_tensor_coalesced, ...): each member
+        is begun in lockstep's chain as a collective of its own, in order, from the same site, and
+        the program's one call `run` carries them all; its Work completes when the call has
+        completed and lockstep has checked every member. Where the control group verifies (a call
+        must match before the program's engine starts it), each member is carried to its end in
+        turn and the last one starts the program's call. None when lockstep does not verify them
+        (more than MAX_MEMBERS, or lockstep no longer carries calls): the caller names the call
+        unverified and runs it."""
+        if not calls or len(calls) > self.MAX_MEMBERS or self.finished:
+            return None
+        site, step = program_site().encode(), self.steps.current()
+        ids = []
+        for c, keep in calls:
+            begun = self.lib.ls_begin(group, ctypes.byref(c), site, step)
+            if begun < 0:
+                break
+            ids.append(begun)
+        if len(ids) == len(calls):
+            return self._begun(ids, run)
+        if ids:  # cannot happen: lockstep begins every call or none
+            raise RuntimeError("lockstep: a coalesced call was begun in part")
+        work = None
+        for k, call in enumerate(calls):
+            work = self.carry(call, run if k == len(calls) - 1 else (lambda: self.done([])), None, group)
+        return work
 
     def p2p(self, group, call, run, checked_work):
         """A point-to-point call, non-blocking as the program's own: issued in lockstep's chain
@@ -204,12 +235,17 @@ class _Runtime:
             raise
         return checked_work(work, lambda failure: self.lib.ls_p2p_end(begun, failure), keep)
 
-    def _begun(self, begun, run):
-        """Starts the program's call begun in lockstep's chain; its Work, ended by _ended."""
+    def _begun(self, ids, run):
+        """Starts the program's call, begun in lockstep's chain as the collectives `ids` (one, or
+        each member of a coalesced call); its Work, ended by _ended."""
+        def end(failure):
+            for begun in ids:
+                self.lib.ls_end(begun, failure)
+
         try:
             work = run()
         except BaseException as e:  # noqa: B036: refused at once (torch 1.13's Gloo and bf16)
-            self.lib.ls_end(begun, _error_text(e))  # explains it (a mismatch) and ends the process
+            end(_error_text(e))  # explains it (a mismatch) and ends the process
             raise
         try:
             future = work.get_future()
@@ -219,19 +255,19 @@ class _Runtime:
                 work.wait()
             except BaseException as e:  # noqa: B036
                 failure = _error_text(e)
-            self.lib.ls_end(begun, failure)
+            end(failure)
             return work
-        return torch_private.work_from_future(self.c10d_c, future.then(lambda f: self._ended(begun, f)))
+        return torch_private.work_from_future(self.c10d_c, future.then(lambda f: self._ended(end, f)))
 
-    def _ended(self, begun, future):
+    def _ended(self, end, future):
         """The program's call has completed (or failed): lockstep checks it (ls_end ends the
         process on a diagnosis or a failure); the program's Work then completes with its value."""
         try:
             value = future.value()
         except BaseException as e:  # noqa: B036
-            self.lib.ls_end(begun, _error_text(e))
+            end(_error_text(e))
             raise
-        self.lib.ls_end(begun, b"")
+        end(b"")
         return value
 
     def done(self, results):
