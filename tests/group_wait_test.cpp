@@ -142,5 +142,70 @@ TEST(GroupWaitTest, MonitorRecordsAGroupCallApart) {
   EXPECT_EQ(back, r);
 }
 
+// Point-to-point calls in flight on the board, as the Monitor writes them: rank `r` issues `op` to
+// (or from) global rank `peer` at pipe.py:40 step 2.
+std::int64_t p2p(comm::Board& b, int r, comm::Op op, int peer) {
+  comm::Call c;
+  c.op = op;
+  c.in.count = 4;
+  c.site = comm::CallSite{"pipe.py:40", 2, 0};
+  return comm::p2p_issued(b.slot(r), c, peer);
+}
+
+// Rank 1 waits to receive from rank 0, whose send went to rank 2, which is not receiving from 0:
+// rank 0 sent to the wrong peer. Expected values: the ranks the board was written with.
+TEST(GroupWaitTest, AReceiveWhoseSenderSentElsewhereBlamesTheSender) {
+  test::TempDir dir("lockstep_group_wait");
+  comm::Board b = comm::Board::create(dir.path() + "/board.bin", 3, 8);
+  EXPECT_FALSE(launch::misdirected_send(b, 0, 3).has_value()) << "an empty board proves nothing";
+  p2p(b, 1, comm::Op::kRecv, 0);
+  p2p(b, 0, comm::Op::kRecv, 1);  // rank 0 also waits for rank 1: not what is wrong
+  const std::int64_t send = p2p(b, 0, comm::Op::kSend, 2);
+  const auto d = launch::stuck_waits(b, 0, 3);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DiagnosisKind::kCollectiveMismatch);
+  EXPECT_EQ(d->rank, 0);
+  EXPECT_EQ(d->step, 2);
+  EXPECT_CONTAINS(d->message, "rank 0 sent to the wrong peer: rank 1 waits in recv f32[4] from rank 0 tag=0 (pipe.py:40 step 2)");
+  EXPECT_CONTAINS(d->message, "send f32[4] to rank 2 tag=0");
+  // Once rank 2 receives from rank 0 (its send was meant for it), or the send has ended, it is not.
+  const std::int64_t recv2 = p2p(b, 2, comm::Op::kRecv, 0);
+  EXPECT_FALSE(launch::misdirected_send(b, 0, 3).has_value());
+  comm::p2p_done(b.slot(2), recv2);
+  EXPECT_TRUE(launch::misdirected_send(b, 0, 3).has_value());
+  comm::p2p_done(b.slot(0), send);
+  EXPECT_FALSE(launch::misdirected_send(b, 0, 3).has_value());
+}
+
+// A sender with a send to the receiver in flight (a tag mismatch, or only slow) is never this.
+TEST(GroupWaitTest, ASenderWithASendToTheReceiverIsNotMisdirected) {
+  test::TempDir dir("lockstep_group_wait");
+  comm::Board b = comm::Board::create(dir.path() + "/board.bin", 3, 8);
+  p2p(b, 1, comm::Op::kRecv, 0);
+  p2p(b, 0, comm::Op::kSend, 2);
+  p2p(b, 0, comm::Op::kSend, 1);
+  EXPECT_FALSE(launch::misdirected_send(b, 0, 3).has_value());
+}
+
+// The Monitor numbers a program's p2p calls on the board over all its groups, with the peer as a
+// global rank, and clears each when it ends.
+TEST(GroupWaitTest, MonitorKeepsPointToPointCallsInFlightWithGlobalPeers) {
+  test::TempDir dir("lockstep_group_wait");
+  comm::Board b = comm::Board::create(dir.path() + "/board.bin", 4, 8);
+  comm::Monitor m(std::make_unique<NoEngine>(), &b.slot(3), std::shared_ptr<std::FILE>(), 3);
+  comm::Call s;
+  s.op = comm::Op::kSend;
+  s.in.count = 2;
+  s.root = 0;  // the group's rank 0: global rank 1
+  s.group = {1, 3};
+  auto p = m.start(s);
+  const auto f = comm::read_p2p_flight(b.slot(3));
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].op, comm::Op::kSend);
+  EXPECT_EQ(f[0].peer, 1);
+  p->wait();
+  EXPECT_TRUE(comm::read_p2p_flight(b.slot(3)).empty());
+}
+
 }  // namespace
 }  // namespace lockstep

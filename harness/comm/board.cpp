@@ -312,4 +312,58 @@ std::string FlightView::describe() const {
   return os.str();
 }
 
+
+std::string P2pView::describe() const {
+  std::ostringstream os;
+  os << to_string(op) << ' ' << to_string(dtype) << '[' << count << "] " << (op == Op::kSend ? "to" : "from") << " rank " << peer
+     << " tag=" << tag << " (" << phase;
+  if (step >= 0) os << " step " << step;
+  os << ')';
+  return os.str();
+}
+
+std::int64_t p2p_issued(BoardSlot& slot, const Call& call, int peer) {
+  const std::int64_t n = slot.p2p_next.fetch_add(1, std::memory_order_relaxed);
+  P2pRecord& r = slot.p2p_flight[n % BoardSlot::kP2pRing];
+  r.id1.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  r.op.store(static_cast<std::int32_t>(call.op), std::memory_order_relaxed);
+  r.peer.store(peer, std::memory_order_relaxed);
+  r.tag.store(call.tag, std::memory_order_relaxed);
+  r.dtype.store(static_cast<std::int32_t>(call.in.dtype), std::memory_order_relaxed);
+  r.count.store(call.in.count, std::memory_order_relaxed);
+  r.step.store(call.site.step, std::memory_order_relaxed);
+  Board::store_phase(r.phase, call.site.phase);
+  r.id1.store(n + 1, std::memory_order_release);
+  return n;
+}
+
+void p2p_done(BoardSlot& slot, std::int64_t n) {
+  std::int64_t id1 = n + 1;
+  slot.p2p_flight[n % BoardSlot::kP2pRing].id1.compare_exchange_strong(id1, 0, std::memory_order_release);
+}
+
+std::vector<P2pView> read_p2p_flight(const BoardSlot& slot) {
+  std::vector<std::pair<std::int64_t, P2pView>> found;
+  for (const P2pRecord& r : slot.p2p_flight) {
+    const std::int64_t id1 = r.id1.load(std::memory_order_acquire);
+    if (id1 == 0) continue;
+    P2pView v;
+    v.op = static_cast<Op>(r.op.load(std::memory_order_relaxed));
+    v.peer = r.peer.load(std::memory_order_relaxed);
+    v.tag = r.tag.load(std::memory_order_relaxed);
+    v.dtype = static_cast<DType>(r.dtype.load(std::memory_order_relaxed));
+    v.count = r.count.load(std::memory_order_relaxed);
+    v.step = r.step.load(std::memory_order_relaxed);
+    v.phase = load_phase(r.phase);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (r.id1.load(std::memory_order_relaxed) != id1) continue;  // rewritten meanwhile
+    found.emplace_back(id1, std::move(v));
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<P2pView> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
 }  // namespace lockstep::comm

@@ -46,6 +46,33 @@ struct FlightView {
   std::string describe() const;
 };
 
+// One point-to-point call of a rank in flight (issued, not yet waited for: a Work the program never
+// waits for stays here until the ring reuses its place), in BoardSlot::p2p_flight, written by the
+// Monitor: `id1` (the slot's p2p number + 1; 0: empty) is written last and cleared when the call
+// ends. A hang where a receiver waits for a sender whose send went to another rank is named from
+// these (harness/launch/group_wait.h).
+struct P2pRecord {
+  std::atomic<std::int64_t> id1{0};
+  std::atomic<std::int32_t> op{0};
+  std::atomic<std::int32_t> peer{-1};  // global rank
+  std::atomic<std::int32_t> tag{0};
+  std::atomic<std::int32_t> dtype{0};
+  std::atomic<std::int64_t> count{0};
+  std::atomic<std::int64_t> step{-1};
+  std::atomic<std::uint64_t> phase[3]{};
+};
+
+// A copy of one P2pRecord.
+struct P2pView {
+  Op op = Op::kSend;
+  int peer = -1, tag = 0;
+  DType dtype = DType::kF32;
+  std::int64_t count = 0, step = -1;
+  std::string phase;
+  // "send f32[4] to rank 2 tag=0 (pipe.py:40 step 2)"
+  std::string describe() const;
+};
+
 struct alignas(64) BoardSlot {
   std::atomic<std::int64_t> issued{0};     // collectives issued (last issued seq + 1)
   std::atomic<std::int64_t> completed{0};  // collectives completed
@@ -73,7 +100,17 @@ struct alignas(64) BoardSlot {
   std::atomic<std::uint64_t> group_phase[3]{};
   static constexpr int kFlightRing = 16;     // the flight recorder: the last 16 collectives
   FlightRecord flight[kFlightRing];          // collective seq s is in flight[s % kFlightRing]
+  static constexpr int kP2pRing = 8;         // point-to-point calls in flight: the last 8 issued
+  std::atomic<std::int64_t> p2p_next{0};     // numbers them, over every group of the rank
+  P2pRecord p2p_flight[kP2pRing];            // p2p number n is in p2p_flight[n % kP2pRing]
 };
+
+// Records a point-to-point call issued to global rank `peer`; its number, for p2p_done.
+std::int64_t p2p_issued(BoardSlot& slot, const Call& call, int peer);
+// The call numbered `n` has ended (completed or failed).
+void p2p_done(BoardSlot& slot, std::int64_t n);
+// The rank's point-to-point calls in flight, oldest first.
+std::vector<P2pView> read_p2p_flight(const BoardSlot& slot);
 
 // The rank's flight recorder, oldest first (at most BoardSlot::kFlightRing records).
 std::vector<FlightView> read_flight(const BoardSlot& slot);

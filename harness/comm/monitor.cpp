@@ -15,16 +15,16 @@ std::int64_t now_us() {
 
 class MonitoredPending final : public Pending {
  public:
-  MonitoredPending(Monitor* monitor, Call call, std::unique_ptr<Pending> inner, std::int64_t t0)
-      : monitor_(monitor), call_(std::move(call)), inner_(std::move(inner)), t0_(t0) {}
+  MonitoredPending(Monitor* monitor, Call call, std::unique_ptr<Pending> inner, std::int64_t t0, std::int64_t p2p_id)
+      : monitor_(monitor), call_(std::move(call)), inner_(std::move(inner)), t0_(t0), p2p_id_(p2p_id) {}
   void wait() override {
     try {
       inner_->wait();
     } catch (const std::exception& e) {
-      monitor_->finish(call_, t0_, false, e.what());
+      monitor_->finish(call_, t0_, false, e.what(), p2p_id_);
       throw;
     }
-    monitor_->finish(call_, t0_, true, "");
+    monitor_->finish(call_, t0_, true, "", p2p_id_);
   }
 
  private:
@@ -32,6 +32,7 @@ class MonitoredPending final : public Pending {
   Call call_;
   std::unique_ptr<Pending> inner_;
   std::int64_t t0_;
+  std::int64_t p2p_id_;  // its number in the board's p2p_flight, -1 none
 };
 
 Monitor::Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, const std::string& trace_path)
@@ -76,11 +77,17 @@ std::unique_ptr<Pending> Monitor::start(Call& call) {
   }
   const std::int64_t t0 = trace_ || board_ ? now_us() : 0;
   if (board_ && !p2p && !other_group) flight_issued(*board_, call.seq, call, t0);
+  std::int64_t p2p_id = -1;
+  if (board_ && p2p) {
+    const bool mapped = other_group && call.root >= 0 && static_cast<std::size_t>(call.root) < call.group.size();
+    p2p_id = p2p_issued(*board_, call, mapped ? call.group[static_cast<std::size_t>(call.root)] : call.root);
+  }
   auto inner = inner_->start(call);
-  return std::make_unique<MonitoredPending>(this, call, std::move(inner), t0);
+  return std::make_unique<MonitoredPending>(this, call, std::move(inner), t0, p2p_id);
 }
 
-void Monitor::finish(const Call& call, std::int64_t t_start_us, bool ok, const std::string& error) {
+void Monitor::finish(const Call& call, std::int64_t t_start_us, bool ok, const std::string& error, std::int64_t p2p_id) {
+  if (board_ && p2p_id >= 0) p2p_done(*board_, p2p_id);
   if (board_ && !call.group.empty()) {
     if (ok) board_->group_completed.fetch_add(1, std::memory_order_release);
   } else if (board_ && ok && !is_p2p(call.op)) {

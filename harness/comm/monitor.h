@@ -32,7 +32,7 @@ class Monitor final : public Backend {
 
  private:
   friend class MonitoredPending;
-  void finish(const Call& call, std::int64_t t_start_us, bool ok, const std::string& error);
+  void finish(const Call& call, std::int64_t t_start_us, bool ok, const std::string& error, std::int64_t p2p_id);
 
   std::unique_ptr<Backend> inner_;
   BoardSlot* board_;

@@ -96,4 +96,34 @@ std::optional<Diagnosis> crossed_groups(const comm::Board& board, int first, int
   return std::nullopt;
 }
 
+std::optional<Diagnosis> misdirected_send(const comm::Board& board, int first, int end) {
+  std::vector<std::vector<comm::P2pView>> flights;
+  for (int r = first; r < end; ++r) flights.push_back(comm::read_p2p_flight(board.slot(r)));
+  auto flight = [&](int r) -> const std::vector<comm::P2pView>& { return flights[static_cast<std::size_t>(r - first)]; };
+  auto has_call = [&](int r, comm::Op op, int peer) {
+    const auto& f = flight(r);
+    return std::any_of(f.begin(), f.end(), [&](const comm::P2pView& v) { return v.op == op && v.peer == peer; });
+  };
+  for (int r = first; r < end; ++r) {
+    for (const comm::P2pView& recv : flight(r)) {
+      const int s = recv.peer;
+      if (recv.op != comm::Op::kRecv || s < first || s >= end || s == r || has_call(s, comm::Op::kSend, r)) continue;
+      for (const comm::P2pView& send : flight(s)) {
+        const int t = send.peer;
+        if (send.op != comm::Op::kSend || t == r || t < first || t >= end || has_call(t, comm::Op::kRecv, s)) continue;
+        std::ostringstream os;
+        os << "rank " << s << " sent to the wrong peer: rank " << r << " waits in " << recv.describe() << ", while rank " << s
+           << "'s send in flight is " << send.describe() << ", and rank " << t << " is not receiving from rank " << s;
+        return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), s, -1, send.step};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Diagnosis> stuck_waits(const comm::Board& board, int first, int end, bool same_site) {
+  if (auto d = crossed_groups(board, first, end, same_site)) return d;
+  return misdirected_send(board, first, end);
+}
+
 }  // namespace lockstep::launch

@@ -2,7 +2,7 @@
 // Where a hang leaves a program that uses several process groups (new_group, a device mesh's
 // dimensions): what each rank waits in, on which group, from the board, and the one pattern the
 // board proves: two ranks waiting on each other from one call site in calls on different groups (a
-// rank that issued the call on the wrong group).
+// rank that issued the call on the wrong group), and a receive whose sender sent to another rank.
 #include <optional>
 #include <string>
 
@@ -23,5 +23,14 @@ std::string wait_text(const comm::SlotView& v);
 // that skipped a call went on to another group's) missing_participant. nullopt when no two ranks
 // wait like that.
 std::optional<Diagnosis> crossed_groups(const comm::Board& board, int first, int end, bool same_site = true);
+
+// Among ranks [first, end), a rank R waiting to receive from a rank S whose point-to-point calls in
+// flight hold no send to R but a send to another rank T, which is not receiving from S: S sent to
+// the wrong peer. collective_mismatch blaming S, naming R's receive and S's send (the first such
+// R, S, T in rank order). nullopt when no ranks wait like that.
+std::optional<Diagnosis> misdirected_send(const comm::Board& board, int first, int end);
+
+// crossed_groups, else misdirected_send: the waits the board proves can never end.
+std::optional<Diagnosis> stuck_waits(const comm::Board& board, int first, int end, bool same_site = true);
 
 }  // namespace lockstep::launch

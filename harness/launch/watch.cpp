@@ -133,9 +133,9 @@ class BoardSource final : public ProgressSource {
 
   Diagnosis timeout(const std::vector<Child>&, double timeout_s) const override {
     if (end_ - first_ < board_.world_size()) return node_timeout(timeout_s);
-    // A program's ranks that wait for each other in calls on different groups: the call issued on
-    // the wrong group, not the time it took.
-    if (auto crossed = crossed_groups(board_, first_, end_, /*same_site=*/false)) {
+    // A program's ranks that wait for each other in calls on different groups, or for a send that
+    // went to another rank: the call issued wrong, not the time it took.
+    if (auto crossed = stuck_waits(board_, first_, end_, /*same_site=*/false)) {
       std::ostringstream os;
       os << "no progress for " << timeout_s << " s: " << crossed->message << others_waiting(-1);
       return Diagnosis{crossed->kind, os.str(), crossed->rank, crossed->seq, crossed->step};
@@ -250,7 +250,7 @@ class BoardSource final : public ProgressSource {
  private:
   // "; ranks 0,2 were waiting in collective #13 all_reduce (mix step 3)" for the ranks other
   // than `except`, grouped by what they wait in (exited ranks show where they stopped).
-  bool deadlocked() const override { return end_ - first_ == board_.world_size() && crossed_groups(board_, first_, end_).has_value(); }
+  bool deadlocked() const override { return end_ - first_ == board_.world_size() && stuck_waits(board_, first_, end_).has_value(); }
 
   std::string others_waiting(int except) const {
     std::vector<std::pair<std::string, std::vector<int>>> groups;
