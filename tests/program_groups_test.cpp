@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kGroups = LOCKSTEP_SOURCE_DIR "/scenarios/programs/groups/groups.py";
+constexpr const char* kTp = LOCKSTEP_SOURCE_DIR "/scenarios/programs/tp/train.py";
 constexpr const char* kFsdp2 = LOCKSTEP_SOURCE_DIR "/scenarios/programs/fsdp2/train.py";
 
 class ProgramGroupsTest : public ::testing::TestWithParam<std::string> {
@@ -121,18 +123,20 @@ TEST_P(ProgramGroupsTest, AFaultOnAGroupNamesTheGroupAndTheRank) {
 
 INSTANTIATE_TEST_SUITE_P(Torches, ProgramGroupsTest, ::testing::Values("debian", "venv"));
 
-// FSDP2 over a 2x2 CPU device mesh with a ZeRO-style head (torch 2.x): the program's own digest of
-// its final shards under lockstep is the one it writes natively, the run passes with every call
-// verified, and FSDP2's all-gathers and reduce-scatters are in the trace on the mesh's dp group
-// (rank 0's is ranks 0,2).
-TEST(ProgramFsdp2Test, RunsUnchangedWithItsNativeDigestAndEveryCallVerified) {
-  const std::string python = test::venv_python();
-  if (!test::imports(python, "torch.distributed.tensor")) GTEST_SKIP() << "no torch 2.x venv with torch.distributed.tensor (ci/setup)";
-  test::TempDir tmp("lockstep_fsdp2");
+// `script` (4 ranks, --digest-out) run natively by hand (torchrun's variables) and under `lockstep
+// torchrun`: the program's own digests of both runs, and lockstep's result.
+struct NativeAndUnder {
+  std::string native, under;
+  nlohmann::json result;
+  std::string trace0;  // rank 0's trace
+};
+
+NativeAndUnder run_native_and_under(const std::string& script_path, const std::string& python, const test::TempDir& tmp) {
+  NativeAndUnder out;
   const int port = 20000 + static_cast<int>(::getpid() % 20000);
   const std::string native = tmp.path() + "/native", under = tmp.path() + "/under", script = tmp.path() + "/native.sh";
   std::ofstream(script) << "pids=\nfor r in 0 1 2 3; do\n  MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port
-                        << " RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 timeout 300 '" << python << "' " << kFsdp2
+                        << " RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 timeout 300 '" << python << "' " << script_path
                         << " --digest-out '" << native << "' >>'" << tmp.path() << "/native.log' 2>&1 &\n  pids=\"$pids $!\"\ndone\n"
                         << "rc=0\nfor p in $pids; do wait $p || rc=1; done\nexit $rc\n";
   int native_rc = std::system(("bash '" + script + "'").c_str());
@@ -141,34 +145,77 @@ TEST(ProgramFsdp2Test, RunsUnchangedWithItsNativeDigestAndEveryCallVerified) {
   if (native_rc != 0 && native_text.find("terminate called without an active exception") != std::string::npos) {
     native_rc = std::system(("bash '" + script + "'").c_str());  // torch 2.15.0's own exit abort: once more
   }
-  ASSERT_EQ(native_rc, 0) << native_text;
-  ASSERT_FALSE(test::first_line(native).empty());
+  EXPECT_EQ(native_rc, 0) << native_text;
+  out.native = test::first_line(native);
   const std::string report = tmp.path() + "/r";
   const auto r = test::twice_on_torch_exit_abort(
       [&] {
         return test::run_cli(LOCKSTEP_BINARY,
-                             "torchrun --nproc-per-node 4 --python '" + python + "' --report-dir '" + report + "' " + kFsdp2 +
+                             "torchrun --nproc-per-node 4 --python '" + python + "' --report-dir '" + report + "' " + script_path +
                                  " --digest-out '" + under + "'",
                              tmp.path());
       },
       report);
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_EQ(test::first_line(under), test::first_line(native)) << "the program's own digest changed under lockstep";
-  const auto s = test::only_result(report);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  out.under = test::first_line(under);
+  out.result = test::only_result(report);
+  if (!out.result.is_null() && out.result.contains("artifacts")) {
+    out.trace0 = test::read_file(report + "/" + out.result.at("artifacts").get<std::string>() + "/rank0.trace.jsonl");
+  }
+  return out;
+}
+
+// The calls of rank 0's trace on the group of `ranks`, by op.
+std::map<std::string, int> calls_on(const std::string& trace, const nlohmann::json& ranks) {
+  std::map<std::string, int> on;
+  std::istringstream in(trace);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("group") && j.at("group") == ranks) ++on[j.at("op").get<std::string>()];
+  }
+  return on;
+}
+
+// FSDP2 over a 2x2 CPU device mesh with a ZeRO-style head (torch 2.x): the program's own digest of
+// its final shards under lockstep is the one it writes natively, the run passes with every call
+// verified, and FSDP2's all-gathers and reduce-scatters are in the trace on the mesh's dp group
+// (rank 0's is ranks 0,2).
+TEST(ProgramFsdp2Test, RunsUnchangedWithItsNativeDigestAndEveryCallVerified) {
+  const std::string python = test::venv_python();
+  if (!test::imports(python, "torch.distributed.tensor")) GTEST_SKIP() << "no torch 2.x venv with torch.distributed.tensor (ci/setup)";
+  test::TempDir tmp("lockstep_fsdp2");
+  const auto run = run_native_and_under(kFsdp2, python, tmp);
+  ASSERT_FALSE(run.native.empty());
+  EXPECT_EQ(run.under, run.native) << "the program's own digest changed under lockstep";
+  const auto& s = run.result;
   ASSERT_FALSE(s.is_null());
   EXPECT_EQ(s.at("metrics").at("unverified_calls").get<double>(), 0) << s.dump();
   EXPECT_EQ(s.at("metrics").at("program_steps").get<double>(), 6) << s.dump();
-  std::map<std::string, int> on_dp;
-  std::ifstream trace(report + "/" + s.at("artifacts").get<std::string>() + "/rank0.trace.jsonl");
-  for (std::string line; std::getline(trace, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains("group") && j.at("group") == nlohmann::json::array({0, 2})) ++on_dp[j.at("op").get<std::string>()];
-  }
+  auto on_dp = calls_on(run.trace0, nlohmann::json::array({0, 2}));
   // 6 steps, 2 linear layers sharded (the root holds no parameter of its own): FSDP2 all-gathers
   // each in forward (and again in backward when it freed it after forward) and reduce-scatters each
   // one's gradient once per step.
   EXPECT_GE(on_dp["all_gather"], 6 * 2);
   EXPECT_EQ(on_dp["reduce_scatter"], 6 * 2);
+}
+
+// Tensor parallelism (DTensor's ColwiseParallel and RowwiseParallel over the mesh's tp pairs) under
+// FSDP2 over dp: the same digest as natively, nothing unverified, and rank 0's tp pair (ranks 0,1)
+// all-reduces the row-parallel block's output and the logged loss every step.
+TEST(ProgramFsdp2Test, TensorParallelOverAMeshRunsUnchangedWithItsNativeDigest) {
+  const std::string python = test::venv_python();
+  if (!test::imports(python, "torch.distributed.tensor")) GTEST_SKIP() << "no torch 2.x venv with torch.distributed.tensor (ci/setup)";
+  test::TempDir tmp("lockstep_tp");
+  const auto run = run_native_and_under(kTp, python, tmp);
+  ASSERT_FALSE(run.native.empty());
+  EXPECT_EQ(run.under, run.native) << "the program's own digest changed under lockstep";
+  const auto& s = run.result;
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s.at("metrics").at("unverified_calls").get<double>(), 0) << s.dump();
+  EXPECT_EQ(s.at("metrics").at("program_steps").get<double>(), 5) << s.dump();
+  auto on_tp = calls_on(run.trace0, nlohmann::json::array({0, 1}));
+  EXPECT_GE(on_tp["all_reduce"], 5 * 2) << "RowwiseParallel's output and the logged loss, 5 steps";
+  EXPECT_GE(calls_on(run.trace0, nlohmann::json::array({0, 2}))["all_gather"], 5) << "FSDP2 over dp";
 }
 
 }  // namespace

@@ -138,6 +138,16 @@ std::vector<std::int64_t> encode_fingerprint(const Call& call, int world_size) {
   return rec;
 }
 
+std::vector<CallSite> record_sites(const std::vector<std::int64_t>& gathered, int ws) {
+  const std::size_t w = fingerprint_words(ws);
+  std::vector<CallSite> sites;
+  for (int r = 0; r < ws && (static_cast<std::size_t>(r) + 1) * w <= gathered.size(); ++r) {
+    const std::int64_t* rec = gathered.data() + static_cast<std::size_t>(r) * w;
+    sites.push_back(CallSite{phase_of(rec), rec[kStep], rec[kIndex]});
+  }
+  return sites;
+}
+
 std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gathered, int ws,
                                             const std::vector<bool>* present, const std::vector<int>* members) {
   const std::size_t w = fingerprint_words(ws);

@@ -74,6 +74,7 @@ struct Verifier::ControlCheck {
   std::vector<std::int64_t> gathered;  // written by it
   int ws = 0;
   std::vector<int> members;
+  const Verifier::SiteExplainer* explain = nullptr;  // the verifier's, which outlives the call
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -86,6 +87,9 @@ struct Verifier::ControlCheck {
     try {
       control->wait();
       m = check_fingerprints(gathered, ws, nullptr, members.empty() ? nullptr : &members);
+      if (m && m->kind == DiagnosisKind::kMissingParticipant && explain && *explain) {
+        if (auto better = (*explain)(record_sites(gathered, ws))) m = std::move(better);
+      }
     } catch (...) {
       f = std::current_exception();
     }
@@ -466,6 +470,7 @@ std::unique_ptr<Pending> Verifier::start(Call& call) {
   check->gathered.resize(check->record.size() * static_cast<std::size_t>(ws));
   check->ws = ws;
   check->members = members_;
+  check->explain = &explain_sites_;
   Call g;
   g.op = Op::kAllGather;
   g.in = i64_view(check->record);

@@ -51,6 +51,12 @@ class Verifier final : public Backend {
            double peer_grace_s = 5.0, std::vector<int> members = {}, bool check_in_background = false);
   ~Verifier() override;
 
+  // A site mismatch on a program's group (missing_participant) explained by what the other ranks
+  // wait in: given the call site of each member's record, in group order, a better diagnosis
+  // (the call issued on the wrong group) or nullopt. Control-group path only.
+  using SiteExplainer = std::function<std::optional<Diagnosis>(const std::vector<CallSite>&)>;
+  void set_site_explainer(SiteExplainer f) { explain_sites_ = std::move(f); }
+
   int rank() const override { return inner_->rank(); }
   int world_size() const override { return inner_->world_size(); }
   std::string name() const override { return inner_->name(); }
@@ -80,6 +86,7 @@ class Verifier final : public Backend {
   std::function<void(const Diagnosis&)> on_async_diagnosis_;
   double peer_grace_s_;
   std::vector<int> members_;  // the group's ranks (global), empty: every rank in order
+  SiteExplainer explain_sites_;
   InFlight in_flight_;
   std::shared_ptr<Checker> checker_;  // set with check_in_background
   std::atomic<bool> stop_{false};
@@ -102,6 +109,9 @@ void hold_engine_failures();
 // any other value is an InputError that names it.
 enum class VerifyChannel { kAuto, kControl };
 VerifyChannel verify_channel_from_env();
+
+// The call site of each of the `ws` records in `gathered` (check_fingerprints' input).
+std::vector<CallSite> record_sites(const std::vector<std::int64_t>& gathered, int ws);
 
 // The fixed-size record each rank contributes for one call (int64 words).
 std::vector<std::int64_t> encode_fingerprint(const Call& call, int world_size);

@@ -1,6 +1,8 @@
 #include "harness/rank/runtime.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <sstream>
 #include <cstdlib>
@@ -147,13 +149,49 @@ std::unique_ptr<comm::Pending> Runtime::begin_at(comm::Call call, const comm::Ca
   }
 }
 
+namespace {
+// A member of the group `members` whose call at `sites[p]` another rank waits for from the same
+// site and step on another group that holds it: that member issued the call on the wrong group
+// (the logging all-reduce over dp where the pair waits over tp). Looks on the board for up to
+// `wait_s` (the waiting rank may be slower to get there). nullopt when no rank waits like that.
+std::optional<Diagnosis> call_on_wrong_group(const comm::Board& board, const std::vector<int>& members,
+                                             const std::vector<comm::CallSite>& sites, double wait_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  for (;;) {
+    for (std::size_t p = 0; p < sites.size() && p < members.size(); ++p) {
+      const int x = members[p];
+      for (int y = 0; y < board.world_size(); ++y) {
+        const comm::SlotView v = board.view(y);
+        if (y == x || !v.in_group_call() || v.group_phase != sites[p].phase || v.group_step != sites[p].step) continue;
+        const std::vector<int> theirs = v.group_ranks();
+        if (theirs == members || std::find(theirs.begin(), theirs.end(), x) == theirs.end()) continue;
+        std::ostringstream os;
+        os << "rank " << x << " issued the call at " << sites[p].phase;
+        if (sites[p].step >= 0) os << " step " << sites[p].step;
+        os << " on the group of " << rank_list(members) << ", where rank " << y << " waits for it in " << v.waiting_in_group()
+           << ": the call issued on the wrong group";
+        return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), x, -1, sites[p].step};
+      }
+    }
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+}  // namespace
+
 comm::Communicator& Runtime::add_group(std::vector<int> members, std::unique_ptr<comm::Backend> engine,
                                        std::unique_ptr<comm::Backend> control, VerifyMode mode) {
   std::unique_ptr<comm::Backend> chain = std::move(engine);
   if (mode == VerifyMode::kVerify) {
-    chain = std::make_unique<comm::Verifier>(std::move(chain), std::move(control), nullptr,
-                                             [this](const Diagnosis& d) { diagnosed(d); }, std::min(5.0, timeout_s_ / 2), members,
-                                             /*check_in_background=*/true);
+    auto verifier = std::make_unique<comm::Verifier>(std::move(chain), std::move(control), nullptr,
+                                                     [this](const Diagnosis& d) { diagnosed(d); }, std::min(5.0, timeout_s_ / 2),
+                                                     members, /*check_in_background=*/true);
+    if (board_.valid()) {
+      verifier->set_site_explainer([this, members](const std::vector<comm::CallSite>& sites) {
+        return call_on_wrong_group(board_, members, sites, std::min(2.0, timeout_s_ / 4));
+      });
+    }
+    chain = std::move(verifier);
   }
   chain = std::make_unique<comm::Monitor>(std::move(chain), slot_, monitor_ ? monitor_->trace_file() : nullptr, rank_);
   // Never destroyed, as the default chain (build).
