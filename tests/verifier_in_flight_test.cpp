@@ -225,5 +225,38 @@ TEST(VerifierInFlightTest, ThroughTheControlGroupInTheBackgroundMatchingCallsPas
   EXPECT_FALSE(async1.await(0.01).has_value());
 }
 
+// A program's other group on the board: each member claims a ring for the group's key (global
+// ranks 1 and 3 of 4 here), two groups never share one, and a mismatch in flight is named with the
+// group's ranks.
+TEST(VerifierInFlightTest, OnTheBoardAGroupsRecordsGoInARingOfItsOwn) {
+  test::TempDir dir("lockstep_in_flight");
+  const std::string path = dir.path() + "/board.bin";
+  comm::Board created = comm::Board::create(path, 4, comm::fingerprint_words(4));
+  EXPECT_EQ(created.find_group_ring(1, 77), -1);
+  const int ring = created.claim_group_ring(1, 77);
+  EXPECT_GE(ring, 1);
+  EXPECT_EQ(created.claim_group_ring(1, 77), ring) << "claimed once";
+  EXPECT_NE(created.claim_group_ring(1, 78), ring) << "another group, another ring";
+  EXPECT_EQ(created.find_group_ring(1, 77), ring);
+  EXPECT_EQ(created.find_group_ring(3, 77), -1) << "rings are each rank's own";
+  comm::Board b0 = comm::Board::attach(path), b1 = comm::Board::attach(path);
+  Async async0, async1;
+  comm::Verifier v0(std::make_unique<Engine>(0, 2, true), std::make_unique<Engine>(0, 2, false), &b0, async0.sink(), 0.5, {1, 3}, true, 99);
+  comm::Verifier v1(std::make_unique<Engine>(1, 2, true), std::make_unique<Engine>(1, 2, false), &b1, async1.sink(), 0.5, {1, 3}, true, 99);
+  EXPECT_GE(created.find_group_ring(1, 99), 1);
+  EXPECT_GE(created.find_group_ring(3, 99), 1);
+  std::vector<float> buf(16);
+  Call c0 = all_reduce(0, 0, DType::kF32, 4, buf), c1 = all_reduce(0, 0, DType::kF32, 5, buf);
+  c0.group = c1.group = {1, 3};
+  auto p0 = v0.start(c0);
+  auto p1 = v1.start(c1);
+  const auto d = async1.await(10);
+  ASSERT_TRUE(d.has_value()) << "the engine hangs; the watcher compares the group's records on the board";
+  EXPECT_EQ(d->kind, DiagnosisKind::kCollectiveMismatch);
+  EXPECT_CONTAINS(d->message, "collective #0 on the group of ranks 1,3");
+  EXPECT_CONTAINS(d->message, "count differs");
+  EXPECT_EQ(d->rank, 3);
+}
+
 }  // namespace
 }  // namespace lockstep

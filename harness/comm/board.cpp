@@ -41,9 +41,11 @@ struct alignas(64) BoardHeader {
   std::int64_t ring;
 };
 
+// Per rank, 1 + kGroupRings rings; each a key word, then kFingerprintRing records of words + 1.
+std::size_t ring_words(std::size_t words) { return 1 + Board::kFingerprintRing * (words + 1); }
+
 std::size_t ring_bytes(int world_size, std::size_t words) {
-  return sizeof(std::atomic<std::int64_t>) * static_cast<std::size_t>(world_size) *
-         Board::kFingerprintRing * (words + 1);
+  return sizeof(std::atomic<std::int64_t>) * static_cast<std::size_t>(world_size) * (1 + Board::kGroupRings) * ring_words(words);
 }
 
 BoardSlot* g_own_slot = nullptr;
@@ -215,15 +217,32 @@ SlotView Board::view(int rank) const {
   return v;
 }
 
-std::atomic<std::int64_t>* Board::record(int rank, std::int64_t seq) const {
-  const std::size_t stride = words_ + 1;
-  const std::size_t index = static_cast<std::size_t>(rank) * kFingerprintRing +
-                            static_cast<std::size_t>(seq % kFingerprintRing);
-  return rings_ + index * stride;
+std::atomic<std::int64_t>* Board::ring(int rank, int ring) const {
+  return rings_ + (static_cast<std::size_t>(rank) * (1 + kGroupRings) + static_cast<std::size_t>(ring)) * ring_words(words_);
 }
 
-void Board::publish_fingerprint(int rank, std::int64_t seq, const std::vector<std::int64_t>& words) {
-  std::atomic<std::int64_t>* r = record(rank, seq);
+std::atomic<std::int64_t>* Board::record(int rank, std::int64_t seq, int ring_index) const {
+  return ring(rank, ring_index) + 1 + static_cast<std::size_t>(seq % kFingerprintRing) * (words_ + 1);
+}
+
+int Board::claim_group_ring(int rank, std::uint64_t key) {
+  for (int j = 1; j <= kGroupRings; ++j) {
+    std::int64_t expected = 0;
+    std::atomic<std::int64_t>& k = ring(rank, j)[0];
+    if (k.compare_exchange_strong(expected, static_cast<std::int64_t>(key)) || expected == static_cast<std::int64_t>(key)) return j;
+  }
+  return -1;
+}
+
+int Board::find_group_ring(int rank, std::uint64_t key) const {
+  for (int j = 1; j <= kGroupRings; ++j) {
+    if (ring(rank, j)[0].load(std::memory_order_acquire) == static_cast<std::int64_t>(key)) return j;
+  }
+  return -1;
+}
+
+void Board::publish_fingerprint(int rank, std::int64_t seq, const std::vector<std::int64_t>& words, int ring_index) {
+  std::atomic<std::int64_t>* r = record(rank, seq, ring_index);
   r[0].store(0, std::memory_order_relaxed);  // invalidate while writing
   std::atomic_thread_fence(std::memory_order_release);
   const std::size_t n = std::min(words.size(), words_);
@@ -231,8 +250,8 @@ void Board::publish_fingerprint(int rank, std::int64_t seq, const std::vector<st
   r[0].store(seq + 1, std::memory_order_release);
 }
 
-bool Board::read_fingerprint(int rank, std::int64_t seq, std::vector<std::int64_t>& out) const {
-  const std::atomic<std::int64_t>* r = record(rank, seq);
+bool Board::read_fingerprint(int rank, std::int64_t seq, std::vector<std::int64_t>& out, int ring_index) const {
+  const std::atomic<std::int64_t>* r = record(rank, seq, ring_index);
   if (r[0].load(std::memory_order_acquire) != seq + 1) return false;
   out.resize(words_);
   for (std::size_t i = 0; i < words_; ++i) out[i] = r[1 + i].load(std::memory_order_relaxed);

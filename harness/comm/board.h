@@ -151,13 +151,15 @@ struct SlotView {
 };
 
 // Owns a mapping of the board file. Movable, not copyable.
-// Layout: a header, one BoardSlot per rank, then per rank a ring of the fingerprint records
-// (verifier.h) of its last kFingerprintRing collectives, each published seqlock-style: the
-// words first, then seq + 1 with release order.
+// Layout: a header, one BoardSlot per rank, then per rank 1 + kGroupRings rings of the fingerprint
+// records (verifier.h) of its last kFingerprintRing collectives (ring 0: the default group's; the
+// others a program's other groups', each behind a key word naming its group), each record
+// published seqlock-style: the words first, then seq + 1 with release order.
 class Board {
  public:
   Board() = default;
   static constexpr int kFingerprintRing = 64;
+  static constexpr int kGroupRings = 8;
 
   // Creates (truncating) `path` with `world_size` zeroed slots and fingerprint rings of
   // records of `fingerprint_words` words, and maps it.
@@ -180,15 +182,24 @@ class Board {
 
   static void store_phase(std::atomic<std::uint64_t> (&dst)[3], const std::string& phase);
 
-  // Publishes `rank`'s fingerprint record of collective `seq`.
-  void publish_fingerprint(int rank, std::int64_t seq, const std::vector<std::int64_t>& words);
+  // Publishes `rank`'s fingerprint record of collective `seq` in its ring `ring` (0: the default
+  // group's; a program's other groups: claim_group_ring).
+  void publish_fingerprint(int rank, std::int64_t seq, const std::vector<std::int64_t>& words, int ring = 0);
   // Copies `rank`'s record of collective `seq` into `out`; false when it is not published yet
   // or was already overwritten by a later one.
-  bool read_fingerprint(int rank, std::int64_t seq, std::vector<std::int64_t>& out) const;
+  bool read_fingerprint(int rank, std::int64_t seq, std::vector<std::int64_t>& out, int ring = 0) const;
   std::size_t fingerprint_words() const { return words_; }
+  // Each rank has kGroupRings more rings for the records of a program's other process groups,
+  // each marked with its group's `key` (non-zero, the same on every member: group_key). The ring
+  // of `rank` for the group `key`, claimed now if it has none (the rank's own); -1 when all are
+  // taken (that group is verified through its control group instead).
+  int claim_group_ring(int rank, std::uint64_t key);
+  // The ring `rank` claimed for `key`, -1 when it has not (yet).
+  int find_group_ring(int rank, std::uint64_t key) const;
 
  private:
-  std::atomic<std::int64_t>* record(int rank, std::int64_t seq) const;
+  std::atomic<std::int64_t>* ring(int rank, int ring) const;
+  std::atomic<std::int64_t>* record(int rank, std::int64_t seq, int ring) const;
 
   void* base_ = nullptr;
   BoardSlot* slots_ = nullptr;

@@ -279,21 +279,21 @@ VerifyChannel verify_channel_from_env() {
 
 namespace {
 
-// Collects every rank's record of collective `seq` from the board into `gathered`, marking in
-// `present` the ranks that have published it (a rank that has not compares when it gets
+// Collects every member's record of collective `seq` from the board into `gathered`, marking in
+// `present` the members that have published it (a member that has not compares when it gets
 // there). Returns the number present.
-int gather_from_board(const Board& board, int me, std::int64_t seq, const std::vector<std::int64_t>& mine,
+int gather_from_board(const Verifier::BoardRecords& b, int ws, int me, std::int64_t seq, const std::vector<std::int64_t>& mine,
                       std::vector<std::int64_t>& gathered, std::vector<bool>& present) {
-  const int ws = board.world_size();
   const std::size_t w = mine.size();
   gathered.resize(w * static_cast<std::size_t>(ws));
   present.assign(static_cast<std::size_t>(ws), false);
   std::vector<std::int64_t> rec;
   int count = 0;
   for (int r = 0; r < ws; ++r) {
-    const bool ok = r == me || board.read_fingerprint(r, seq, rec);
+    const bool ok = r == me || b.read(r, seq, rec);
     const auto& src = (r == me || !ok) ? mine : rec;
-    std::copy(src.begin(), src.end(), gathered.begin() + static_cast<std::ptrdiff_t>(w * static_cast<std::size_t>(r)));
+    std::copy(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(w),
+              gathered.begin() + static_cast<std::ptrdiff_t>(w * static_cast<std::size_t>(r)));
     present[static_cast<std::size_t>(r)] = ok;
     count += ok;
   }
@@ -302,11 +302,11 @@ int gather_from_board(const Board& board, int me, std::int64_t seq, const std::v
 
 class BoardPending final : public Pending {
  public:
-  BoardPending(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> data, const Board& board,
-               Verifier::InFlight& in_flight, std::vector<std::int64_t> record, int me, std::int64_t seq,
+  BoardPending(std::unique_ptr<PendingGuard> guard, std::unique_ptr<Pending> data, const Verifier& verifier,
+               Verifier::InFlight& in_flight, std::vector<std::int64_t> record, int me, int ws, std::int64_t seq,
                double grace_s)
-      : guard_(std::move(guard)), data_(std::move(data)), board_(board), in_flight_(in_flight),
-        record_(std::move(record)), me_(me), seq_(seq), grace_s_(grace_s) {}
+      : guard_(std::move(guard)), data_(std::move(data)), verifier_(verifier), in_flight_(in_flight),
+        record_(std::move(record)), me_(me), ws_(ws), seq_(seq), grace_s_(grace_s) {}
   void wait() override {
     std::exception_ptr failure;
     try {
@@ -316,16 +316,15 @@ class BoardPending final : public Pending {
     }
     std::vector<std::int64_t> gathered;
     std::vector<bool> present;
-    const int ws = board_.world_size();
     // After a failure the peers may not have published yet: give them a moment, since a
     // mismatch explains a failure better than the failure itself.
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s_);
-    while (gather_from_board(board_, me_, seq_, record_, gathered, present) < ws && failure &&
+    while (gather_from_board(verifier_.board_records(), ws_, me_, seq_, record_, gathered, present) < ws_ && failure &&
            std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     in_flight_.remove(seq_);
-    if (auto d = check_fingerprints(gathered, ws, &present)) {
+    if (auto d = verifier_.judge(gathered, ws_, &present)) {
       hold_engine_failures();
       throw DiagnosisError(*d);
     }
@@ -336,10 +335,10 @@ class BoardPending final : public Pending {
  private:
   std::unique_ptr<PendingGuard> guard_;
   std::unique_ptr<Pending> data_;
-  const Board& board_;
+  const Verifier& verifier_;
   Verifier::InFlight& in_flight_;
   std::vector<std::int64_t> record_;
-  int me_;
+  int me_, ws_;
   std::int64_t seq_;
   double grace_s_;
 };
@@ -348,9 +347,17 @@ class BoardPending final : public Pending {
 
 Verifier::Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control, Board* board,
                    std::function<void(const Diagnosis&)> on_async_diagnosis, double peer_grace_s,
-                   std::vector<int> members, bool check_in_background)
+                   std::vector<int> members, bool check_in_background, std::uint64_t group_key)
     : inner_(std::move(inner)), control_(std::move(control)), board_(board),
       on_async_diagnosis_(std::move(on_async_diagnosis)), peer_grace_s_(peer_grace_s), members_(std::move(members)) {
+  if (board_ && group_key) {
+    // A program's other group: its records go in a ring of the board each member claims for it.
+    const int me = inner_->rank();
+    const int global = members_.empty() ? me : members_[static_cast<std::size_t>(me)];
+    ring_ = board_->claim_group_ring(global, group_key);
+    if (ring_ < 0) board_ = nullptr;  // every ring taken: through the control group
+  }
+  group_key_ = group_key;
   if (board_) watcher_ = std::thread([this] { watch(); });
   if (check_in_background && !board_ && on_async_diagnosis_) {
     checker_ = std::make_shared<Checker>();
@@ -384,11 +391,34 @@ std::vector<std::int64_t> Verifier::InFlight::snapshot() {
   return seqs;
 }
 
+bool Verifier::BoardRecords::read(int pos, std::int64_t seq, std::vector<std::int64_t>& out) const {
+  const int global = members->empty() ? pos : (*members)[static_cast<std::size_t>(pos)];
+  const int r = key ? board->find_group_ring(global, key) : 0;
+  return r >= 0 && board->read_fingerprint(global, seq, out, r);
+}
+
+Verifier::BoardRecords Verifier::board_records() const { return BoardRecords{board_, group_key_, &members_}; }
+
+std::optional<Diagnosis> Verifier::judge(const std::vector<std::int64_t>& gathered, int ws, const std::vector<bool>* present) const {
+  auto d = check_fingerprints(gathered, ws, present, members_.empty() ? nullptr : &members_);
+  if (d && d->kind == DiagnosisKind::kMissingParticipant && explain_sites_) {
+    auto sites = record_sites(gathered, ws);
+    if (present) {
+      for (std::size_t r = 0; r < sites.size(); ++r) {
+        if (!(*present)[r]) sites[r] = CallSite{"", -2, -1};  // unknown: never matches a waiting rank
+      }
+    }
+    if (auto better = explain_sites_(sites)) return better;
+  }
+  return d;
+}
+
 void Verifier::watch() {
   const int me = inner_->rank();
   const int ws = inner_->world_size();
   std::vector<std::int64_t> mine, gathered;
   std::vector<bool> present;
+  const BoardRecords records = board_records();
   // A mismatch seen before every rank has published: when it was first seen, for which slot.
   std::int64_t partial_seq = -1;
   auto partial_since = std::chrono::steady_clock::now();
@@ -397,12 +427,13 @@ void Verifier::watch() {
     const std::vector<std::int64_t> in_flight = in_flight_.snapshot();
     bool all_agree = !in_flight.empty();  // every rank published every call in flight, alike
     for (const std::int64_t seq : in_flight) {  // the oldest first: the first call that differs is named
-      if (!board_->read_fingerprint(me, seq, mine)) {
+      if (!records.read(me, seq, mine)) {
         all_agree = false;
         continue;
       }
-      const int count = gather_from_board(*board_, me, seq, mine, gathered, present);
-      auto d = check_fingerprints(gathered, ws, &present);
+      mine.resize(fingerprint_words(ws));
+      const int count = gather_from_board(records, ws, me, seq, mine, gathered, present);
+      auto d = judge(gathered, ws, &present);
       if (!d) {
         all_agree = all_agree && count == ws;
         continue;
@@ -429,12 +460,13 @@ void Verifier::watch() {
 
 std::unique_ptr<Pending> Verifier::start_on_board(Call& call) {
   const int me = inner_->rank();
-  std::vector<std::int64_t> rec = encode_fingerprint(call, inner_->world_size());
-  board_->publish_fingerprint(me, call.seq, rec);
+  const int ws = inner_->world_size();
+  std::vector<std::int64_t> rec = encode_fingerprint(call, ws);
+  board_->publish_fingerprint(members_.empty() ? me : members_[static_cast<std::size_t>(me)], call.seq, rec, ring_);
   auto guard = std::make_unique<PendingGuard>();
   in_flight_.add(call.seq);
   auto data = inner_->start(call);
-  return std::make_unique<BoardPending>(std::move(guard), std::move(data), *board_, in_flight_, std::move(rec), me,
+  return std::make_unique<BoardPending>(std::move(guard), std::move(data), *this, in_flight_, std::move(rec), me, ws,
                                         call.seq, std::max(2.0, peer_grace_s_));
 }
 

@@ -40,6 +40,9 @@ class Verifier final : public Backend {
   // `peer_grace_s`: how long a mismatch seen on the board waits for the ranks that have not
   // published their record yet (slower, on a loaded machine), so that the diagnosis groups
   // every rank; after it, the ranks present are judged.
+  // `group_key` (non-zero, with `board`): a program's other group (`members`), whose records go in
+  // the ring of the board each member claims for that key (Board::claim_group_ring; the control
+  // group when none is left).
   // `check_in_background` (control group only, with `on_async_diagnosis`): the records of each
   // collective are compared on a thread of the verifier's own as soon as they arrive, not only
   // when the caller waits: for an engine that runs the call before the caller waits (a program
@@ -48,7 +51,8 @@ class Verifier final : public Backend {
   Verifier(std::unique_ptr<Backend> inner, std::unique_ptr<Backend> control,
            Board* board = nullptr,
            std::function<void(const Diagnosis&)> on_async_diagnosis = {},
-           double peer_grace_s = 5.0, std::vector<int> members = {}, bool check_in_background = false);
+           double peer_grace_s = 5.0, std::vector<int> members = {}, bool check_in_background = false,
+           std::uint64_t group_key = 0);
   ~Verifier() override;
 
   // A site mismatch on a program's group (missing_participant) explained by what the other ranks
@@ -75,6 +79,17 @@ class Verifier final : public Backend {
     void remove(std::int64_t seq);
     std::vector<std::int64_t> snapshot();
   };
+  // Where this verifier's records are on the board: ring 0 of every rank (the default group), or
+  // the ring each member of a program's group claimed for its key.
+  struct BoardRecords {
+    const Board* board;
+    std::uint64_t key;
+    const std::vector<int>* members;
+    bool read(int pos, std::int64_t seq, std::vector<std::int64_t>& out) const;
+  };
+  BoardRecords board_records() const;
+  // check_fingerprints over this verifier's group, a site mismatch then explained (set_site_explainer).
+  std::optional<Diagnosis> judge(const std::vector<std::int64_t>& gathered, int ws, const std::vector<bool>* present) const;
   struct ControlCheck;  // one collective's records on the control group (verifier.cpp)
   struct Checker;       // the background comparison's queue and thread (verifier.cpp)
 
@@ -87,6 +102,8 @@ class Verifier final : public Backend {
   double peer_grace_s_;
   std::vector<int> members_;  // the group's ranks (global), empty: every rank in order
   SiteExplainer explain_sites_;
+  std::uint64_t group_key_ = 0;
+  int ring_ = 0;  // this rank's ring on the board (0: the default group's)
   InFlight in_flight_;
   std::shared_ptr<Checker> checker_;  // set with check_in_background
   std::atomic<bool> stop_{false};

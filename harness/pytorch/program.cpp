@@ -315,8 +315,20 @@ int ls_open_group(const std::int32_t* ranks, int n, int me) {
   Group g;
   g.members.assign(ranks, ranks + n);
   const int id = static_cast<int>(groups.size());
+  // The group's key on the board: its ranks and how many groups of the same ranks came before it
+  // (every member makes its groups in one order), so that two groups of the same ranks differ.
+  std::uint64_t key = 1469598103934665603ULL;  // FNV-1a
+  auto mix = [&](std::uint64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      key ^= (v >> (8 * b)) & 0xffu;
+      key *= 1099511628211ULL;
+    }
+  };
+  for (int r : g.members) mix(static_cast<std::uint64_t>(r));
+  mix(static_cast<std::uint64_t>(std::count_if(groups.begin(), groups.end(), [&](const Group& o) { return o.members == g.members; })));
+  key = (key >> 1) | 1;  // non-zero, positive as a board word
   g.comm = &rt->add_group(g.members, std::make_unique<ProgramEngine>(me, n, 2 * id),
-                          std::make_unique<ProgramEngine>(me, n, 2 * id + 1), verify_mode);
+                          std::make_unique<ProgramEngine>(me, n, 2 * id + 1), verify_mode, key);
   groups.push_back(std::move(g));
   return id;
 }

@@ -180,12 +180,12 @@ std::optional<Diagnosis> call_on_wrong_group(const comm::Board& board, const std
 }  // namespace
 
 comm::Communicator& Runtime::add_group(std::vector<int> members, std::unique_ptr<comm::Backend> engine,
-                                       std::unique_ptr<comm::Backend> control, VerifyMode mode) {
+                                       std::unique_ptr<comm::Backend> control, VerifyMode mode, std::uint64_t key) {
   std::unique_ptr<comm::Backend> chain = std::move(engine);
   if (mode == VerifyMode::kVerify) {
-    auto verifier = std::make_unique<comm::Verifier>(std::move(chain), std::move(control), nullptr,
+    auto verifier = std::make_unique<comm::Verifier>(std::move(chain), std::move(control), board_verifies_ && key ? &board_ : nullptr,
                                                      [this](const Diagnosis& d) { diagnosed(d); }, std::min(5.0, timeout_s_ / 2),
-                                                     members, /*check_in_background=*/true);
+                                                     members, /*check_in_background=*/true, key);
     if (board_.valid()) {
       verifier->set_site_explainer([this, members](const std::vector<comm::CallSite>& sites) {
         return call_on_wrong_group(board_, members, sites, std::min(2.0, timeout_s_ / 4));

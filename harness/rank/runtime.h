@@ -81,11 +81,12 @@ class Runtime {
   void end(comm::Pending& pending);
   // A chain for another process group of the program (new_group): its calls are numbered apart,
   // traced in the rank's trace with the group's ranks (`members`, global, in group order), and
-  // verified through `control`, a group of lockstep's own over the same ranks (never the board,
-  // which holds the default group's records). `engine` and `control` speak the group's ranks.
+  // verified on the board when it verifies (in a ring each member claims for `key`, the same
+  // non-zero value on every member: group_key), else through `control`, a group of lockstep's own
+  // over the same ranks. `engine` and `control` speak the group's ranks.
   // After build(); the chain lives as long as the process.
   comm::Communicator& add_group(std::vector<int> members, std::unique_ptr<comm::Backend> engine,
-                                std::unique_ptr<comm::Backend> control, VerifyMode mode);
+                                std::unique_ptr<comm::Backend> control, VerifyMode mode, std::uint64_t key = 0);
   // Every rank must hold the same `value` (gathered through the chain): when they do not, ends
   // with result_mismatch "<subject>: rank 1 digest .. ; ranks 0,2 digest .. (<reason>)", blaming
   // the rank that stands alone when exactly one does.

@@ -320,7 +320,8 @@ def _make_group_class(dist, runtime):
 
 def _wrap_new_group(c10d, runtime, group_class, pg):
     """The program's new group `pg`, wrapped like the default group: its calls are numbered, traced
-    and verified as its own, through a Gloo group of lockstep's own over the same ranks."""
+    and verified as its own (on the board, or through a Gloo group of lockstep's own over the same
+    ranks, made here, for ranks on several hosts)."""
     dist = runtime.dist
     if pg is None or pg is getattr(c10d.GroupMember, "NON_GROUP_MEMBER", object()) or runtime.finished or runtime.group is None:
         return pg

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The cost of verifying each program of the corpus that counts steps, per step, against the same
+program unobserved: for every program below, its clean scenario is run under `lockstep run` twice
+a round, plain (wrap = "none", verify = "off": the program's own process groups, unobserved) and
+verify (lockstep's default), the modes and programs interleaved round by round so that the load of
+this shared machine falls on all of them alike. Each run reports its ranks' median step
+(metrics.median_step_s, optimizer step to optimizer step); a program's cost is the median over
+rounds of verify's median step over plain's in the same round (1.10 = 10% slower).
+
+  [LOCKSTEP_PYTHON=PY] bench/corpus_overhead.py [ROUNDS (default 5)]
+
+Needs build/lockstep and build/python/liblockstep_program.so; PY defaults to the torch 2.15.0 venv
+that `ci/setup` makes (the 2.x-only programs are skipped under a torch without
+torch.distributed.tensor). Writes reports/evidence-corpus-overhead.{md,json}. About 1.5 minutes a
+round on 2 shared cores. A run that fails is run once more (torch 2.15.0 now and then aborts at
+exit, natively too) and listed; a second failure stops the bench.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import tomllib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# name: (clean scenario, extra arguments that lengthen the run to enough steps for a median)
+PROGRAMS = {
+    "ddp_sage": ("scenarios/programs/ddp_sage/clean.toml", ["--steps", "150"]),
+    "ddp_idioms": ("scenarios/programs/ddp_idioms/clean.toml", ["--steps", "60"]),
+    "fsdp2": ("scenarios/programs/fsdp2/clean.toml", ["--steps", "40"]),
+    "tp": ("scenarios/programs/tp/clean.toml", ["--steps", "40"]),
+}
+TARGET = 1.10
+
+
+def variant(path, mode, out_dir):
+    """The scenario at `path` as a TOML of mode `mode` in `out_dir`, its {dir} made absolute."""
+    with open(os.path.join(ROOT, path), "rb") as f:
+        spec = tomllib.load(f)
+    src_dir = os.path.dirname(os.path.join(ROOT, path))
+    cmd = [c.replace("{dir}", src_dir) for c in spec["workload"]["command"]]
+    lines = ['name = "bench.corpus.%s"' % mode, 'description = "bench/corpus_overhead.py, mode %s"' % mode, "",
+             "[run]", "world_size = %d" % spec["run"].get("world_size", 2), "timeout_s = 300"]
+    if mode == "plain":
+        lines.append('verify = "off"')
+    lines += ["", "[workload]", 'kind = "program"', "command = %s" % json.dumps(cmd),
+              "python_modules = %s" % json.dumps(spec["workload"].get("python_modules", ["torch"]))]
+    if mode == "plain":
+        lines.append('wrap = "none"')
+    lines += ["", "[expect]", 'outcome = "pass"', ""]
+    target = os.path.join(out_dir, "%s.toml" % mode)
+    with open(target, "w") as f:
+        f.write("\n".join(lines))
+    return target
+
+
+def run_once(toml, report, python):
+    """One run: its median step in seconds, None when the scenario was skipped; raises on failure."""
+    cmd = [os.path.join(ROOT, "build/lockstep"), "run", toml, "--python", python, "--report-dir", report]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    with open(os.path.join(report, "results.json")) as f:
+        s = json.load(f)["scenarios"][0]
+    if s["status"] == "skip":
+        return None
+    if p.returncode != 0 or s["status"] != "pass":
+        raise RuntimeError("%s: exit %d, %s: %s" % (toml, p.returncode, s["status"], s.get("diagnosis", s.get("reason", ""))))
+    return s["metrics"]["median_step_s"]
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    python = os.environ.get("LOCKSTEP_PYTHON", os.path.expanduser("~/.cache/lockstep/venv-torch-2.15.0/bin/python"))
+    torch_version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True,
+                                   check=True).stdout.strip()
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    work = tempfile.mkdtemp(prefix="lockstep-corpus-overhead.")
+    tomls = {}
+    for name, (path, extra) in PROGRAMS.items():
+        d = os.path.join(work, name)
+        os.makedirs(d)
+        tomls[name] = {}
+        for mode in ("plain", "verify"):
+            t = variant(path, mode, d)
+            with open(t) as f:
+                text = f.read()
+            args = json.dumps(extra)[1:-1]
+            text = text.replace('"]\npython_modules', '", %s]\npython_modules' % args, 1)
+            with open(t, "w") as f:
+                f.write(text)
+            tomls[name][mode] = t
+    steps = {name: {"plain": [], "verify": []} for name in PROGRAMS}
+    retries, skipped = [], set()
+    for k in range(rounds):
+        for name in PROGRAMS:
+            if name in skipped:
+                continue
+            modes = ("plain", "verify") if k % 2 == 0 else ("verify", "plain")
+            for mode in modes:
+                for attempt in (1, 2):
+                    try:
+                        v = run_once(tomls[name][mode], os.path.join(work, "%s.%s.%d.%d" % (name, mode, k, attempt)), python)
+                        break
+                    except RuntimeError as e:
+                        if attempt == 2:
+                            sys.exit("bench/corpus_overhead.py: %s failed twice: %s" % (name, e))
+                        retries.append("%s %s round %d: %s" % (name, mode, k + 1, str(e)[:200]))
+                if v is None:
+                    skipped.add(name)
+                    break
+                steps[name][mode].append(v)
+        print("round %d of %d done" % (k + 1, rounds), flush=True)
+    rows, data = [], {"commit": commit, "torch": torch_version, "rounds": rounds, "target": TARGET, "programs": {}}
+    for name in PROGRAMS:
+        if name in skipped:
+            rows.append("| %s | skipped under torch %s | | | |" % (name, torch_version))
+            continue
+        plain, verify = steps[name]["plain"], steps[name]["verify"]
+        ratios = [v / p for p, v in zip(plain, verify)]
+        cost = statistics.median(ratios)
+        data["programs"][name] = {"plain_median_step_s": plain, "verify_median_step_s": verify, "ratios": ratios, "cost": cost}
+        rows.append("| %s | %.2f | %.2f | **%.3fx** %s | %s |" % (
+            name, 1000 * statistics.median(plain), 1000 * statistics.median(verify), cost,
+            "met" if cost <= TARGET else "NOT met", ", ".join("%.2f" % r for r in ratios)))
+    md = ["# Evidence: the per-step cost of verifying the program corpus", "",
+          "Commit `%s`, `bench/corpus_overhead.py %d`, **torch %s**. Each program's clean scenario with more" % (commit, rounds, torch_version),
+          "steps, plain (`wrap = \"none\"`, `verify = \"off\"`) and verify, interleaved round by round on this shared",
+          "2-core machine. Cost = the median over rounds of verify's median step / plain's in the same round;",
+          "target (issue 44) at most %.2fx. Programs without steps (ops, groups, pipeline) have no median step." % TARGET, "",
+          "| program | plain median step ms | verify median step ms | per-step cost | ratio per round |",
+          "|---|---|---|---|---|"] + rows
+    if retries:
+        md += ["", "Runs run twice (only the second counts):"] + ["- " + r for r in retries]
+    out = os.path.join(ROOT, "reports/evidence-corpus-overhead")
+    with open(out + ".md", "w") as f:
+        f.write("\n".join(md) + "\n")
+    with open(out + ".json", "w") as f:
+        json.dump(data, f, indent=1)
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
