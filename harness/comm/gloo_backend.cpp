@@ -193,6 +193,10 @@ class GlooBackend final : public Backend {
       case ReduceOp::kAvg: opts.reduceOp = c10d::ReduceOp::SUM; break;
       case ReduceOp::kMax: opts.reduceOp = c10d::ReduceOp::MAX; break;
       case ReduceOp::kMin: opts.reduceOp = c10d::ReduceOp::MIN; break;
+      case ReduceOp::kProduct: opts.reduceOp = c10d::ReduceOp::PRODUCT; break;
+      case ReduceOp::kBand: opts.reduceOp = c10d::ReduceOp::BAND; break;
+      case ReduceOp::kBor: opts.reduceOp = c10d::ReduceOp::BOR; break;
+      case ReduceOp::kBxor: opts.reduceOp = c10d::ReduceOp::BXOR; break;
     }
     std::vector<at::Tensor> t{wire};
     auto work = pg_->allreduce(t, opts);

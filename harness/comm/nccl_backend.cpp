@@ -50,6 +50,10 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::kMax: return ncclMax;
     case ReduceOp::kMin: return ncclMin;
     case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kProduct: return ncclProd;
+    case ReduceOp::kBand:
+    case ReduceOp::kBor:
+    case ReduceOp::kBxor: throw CommError("nccl: NCCL has no bitwise reduce op, got " + std::string(to_string(op)));
   }
   return ncclSum;
 }

@@ -9,7 +9,7 @@ namespace {
 constexpr std::array<std::string_view, 8> kDTypeNames = {"f32", "f64", "f16", "bf16",
                                                          "i8",  "u8",  "i32", "i64"};
 constexpr std::array<std::size_t, 8> kDTypeSizes = {4, 8, 2, 2, 1, 1, 4, 8};
-constexpr std::array<std::string_view, 4> kReduceNames = {"sum", "max", "min", "avg"};
+constexpr std::array<std::string_view, 8> kReduceNames = {"sum", "max", "min", "avg", "product", "band", "bor", "bxor"};
 // The ops, in Op's order: name, data, reduces, rooted, splits, p2p.
 constexpr std::array<OpTraits, kOpCount> kOps = {{
     {"all_reduce", true, true, false, false, false},

@@ -11,7 +11,11 @@ namespace lockstep::comm {
 
 enum class DType : std::uint8_t { kF32, kF64, kF16, kBF16, kI8, kU8, kI32, kI64 };
 enum class DeviceType : std::uint8_t { kCpu, kCuda };
-enum class ReduceOp : std::uint8_t { kSum, kMax, kMin, kAvg };
+// kProduct and the bitwise ops: a program's reduce ops, described and compared (lockstep's own
+// workloads and faults use the first four). Codes are stable: new ones go at the end.
+enum class ReduceOp : std::uint8_t { kSum, kMax, kMin, kAvg, kProduct, kBand, kBor, kBxor };
+// sum, max, min, avg: what lockstep's own workloads compute and its faults inject.
+inline bool is_arithmetic(ReduceOp op) { return static_cast<int>(op) <= static_cast<int>(ReduceOp::kAvg); }
 // Codes are stable (traces, boards and the program interface carry them): new ops go at the end.
 enum class Op : std::uint8_t {
   kAllReduce, kAllGather, kAllToAll, kBroadcast, kBarrier, kSend, kRecv,

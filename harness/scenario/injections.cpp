@@ -94,7 +94,7 @@ comm::Fault parse_fault(const Injection& injection, int world_size) {
       if (c.has("reduce")) {
         const std::string r = c.get_string("reduce");
         f.reduce = comm::reduce_op_from_string(r);
-        if (!f.reduce || *f.reduce == comm::ReduceOp::kAvg) c.fail("reduce", "unknown reduce op '" + r + "' (sum, max, min)");
+        if (!f.reduce || *f.reduce == comm::ReduceOp::kAvg || !comm::is_arithmetic(*f.reduce)) c.fail("reduce", "unknown reduce op '" + r + "' (sum, max, min)");
       }
       if (!f.op) f.op = comm::Op::kAllReduce;
       break;

@@ -280,7 +280,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   o.reduces.clear();
   for (const auto& r : c.get_string_list("reduce", {"sum"})) {
     auto op = comm::reduce_op_from_string(r);
-    if (!op) c.fail("reduce", "unknown reduce op '" + r + "' (sum, max, min, avg)");
+    if (!op || !comm::is_arithmetic(*op)) c.fail("reduce", "unknown reduce op '" + r + "' (sum, max, min, avg)");
     o.reduces.push_back(*op);
   }
   if (o.reduces.empty()) c.fail("reduce", "must not be empty");
