@@ -40,6 +40,9 @@ std::vector<FaultCase> cases() {
        "inject.reduce: unknown reduce op 'avg' (sum, max, min)", 9},
       {"reduce_prod", "kind = \"reduce_mismatch\"\nrank = 0\nreduce = \"prod\"\n",
        "inject.reduce: unknown reduce op 'prod' (sum, max, min)", 9},
+      // A program's reduce op lockstep compares, but its own faults do not inject.
+      {"reduce_product", "kind = \"reduce_mismatch\"\nrank = 0\nreduce = \"product\"\n",
+       "inject.reduce: unknown reduce op 'product' (sum, max, min)", 9},
       {"dtype_unknown", "kind = \"dtype_mismatch\"\nrank = 0\ndtype = \"f8\"\n", "inject.dtype: unknown dtype 'f8'", 9},
       {"count_delta_1", "kind = \"count_mismatch\"\nrank = 0\ndelta = 1\n", "", 0},
       {"count_delta_0", "kind = \"count_mismatch\"\nrank = 0\ndelta = 0\n", "inject.delta: must be >= 1", 9},

@@ -112,18 +112,29 @@ TEST_P(ProgramCollectivesTest, ARootCountOrReduceOpThatDiffersIsNamed) {
   }
 }
 
-// A call lockstep does not verify (an all-reduce with PRODUCT, a reduce op outside lockstep's
-// table) still runs, and the run says so: the metric counts it and a note names it with the ranks
-// that made it, on the console too.
+// A call lockstep does not verify (a coalesced call of more members than it verifies at once)
+// still runs, and the run says so: the metric counts it and a note names it with the ranks that
+// made it, on the console too. The calls beside it are verified: an all-reduce with PRODUCT
+// (traced with its reduce op), a receive from any rank (compared once its sender is known) and
+// Gloo's monitored_barrier (a barrier).
 TEST_P(ProgramCollectivesTest, AnUnverifiedCallIsNamedInTheNotes) {
   const std::string script = tmp_.path() + "/product.py";
   std::ofstream(script) << "import torch, torch.distributed as dist\n"
                            "dist.init_process_group('gloo')\n"
+                           "r = dist.get_rank()\n"
                            "for _ in range(2):\n"
                            "    t = torch.full((2,), 2.0)\n"
                            "    dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)\n"
                            "    assert t.tolist() == [4.0, 4.0], t\n"
-                           "    dist.all_reduce(t)\n"
+                           "    many = [torch.ones(1) for _ in range(17)]\n"
+                           "    dist.all_reduce_coalesced(many)\n"
+                           "    assert all(m.item() == 2.0 for m in many)\n"
+                           "    if r == 0:\n"
+                           "        dist.send(torch.full((3,), 5.0), 1)\n"
+                           "    else:\n"
+                           "        got = torch.empty(3)\n"
+                           "        assert dist.recv(got) == 0 and got.tolist() == [5.0] * 3\n"
+                           "    dist.monitored_barrier()\n"
                            "dist.destroy_process_group()\n";
   const std::string report = tmp_.path() + "/product";
   const auto r = torchrun(report, script, 2);
@@ -133,9 +144,40 @@ TEST_P(ProgramCollectivesTest, AnUnverifiedCallIsNamedInTheNotes) {
   EXPECT_EQ(s.at("metrics").at("unverified_calls").get<double>(), 2) << s.dump();
   ASSERT_TRUE(s.contains("notes")) << s.dump();
   const std::string note = s.at("notes").at(0);
-  EXPECT_NE(note.find("all_reduce("), std::string::npos) << note;
-  EXPECT_NE(note.find("all_reduce(product) x2 (ranks 0,1)"), std::string::npos) << note;
+  EXPECT_NE(note.find("allreduce_coalesced x2 (ranks 0,1)"), std::string::npos) << note;
   EXPECT_NE(r.out.find("note: not verified by lockstep"), std::string::npos) << r.out;
+  std::map<std::string, int> seen;
+  std::ifstream trace(report + "/" + s.at("artifacts").get<std::string>() + "/rank1.trace.jsonl");
+  for (std::string line; std::getline(trace, line);) {
+    const auto j = nlohmann::json::parse(line);
+    const std::string op = j.value("op", "");
+    if (op == "all_reduce" && j.value("reduce", "") == "product") ++seen["product"];
+    if (op == "recv" && j.value("peer", -1) == 0) ++seen["recv from 0"];
+    if (op == "barrier") ++seen["barrier"];
+  }
+  EXPECT_EQ(seen["product"], 2);
+  EXPECT_EQ(seen["recv from 0"], 2);
+  EXPECT_GE(seen["barrier"], 2) << "monitored_barrier, and lockstep's own at the end";
+}
+
+// A reduce op outside sum, max, min and avg is compared too: PRODUCT on one rank, SUM on the other.
+TEST_P(ProgramCollectivesTest, AProductThatDiffersIsNamed) {
+  const std::string script = tmp_.path() + "/product_bug.py";
+  std::ofstream(script) << "import torch, torch.distributed as dist\n"
+                           "dist.init_process_group('gloo')\n"
+                           "t = torch.full((2,), 2.0)\n"
+                           "dist.all_reduce(t, op=dist.ReduceOp.PRODUCT if dist.get_rank() == 1 else dist.ReduceOp.SUM)\n"
+                           "dist.destroy_process_group()\n";
+  const std::string report = tmp_.path() + "/product_bug";
+  const auto r = torchrun(report, script, 3);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const auto s = test::only_result(report);
+  ASSERT_FALSE(s.is_null()) << r.out << r.err;
+  const auto& d = s.at("diagnosis");
+  EXPECT_EQ(d.at("kind"), "collective_mismatch") << d.dump();
+  EXPECT_EQ(d.at("rank"), 1) << d.dump();
+  EXPECT_NE(d.at("message").get<std::string>().find("reduce op differs"), std::string::npos) << d.dump();
+  EXPECT_NE(d.at("message").get<std::string>().find("product"), std::string::npos) << d.dump();
 }
 
 // Two pipeline stages that each post their send before their receive (batch_isend_irecv, then

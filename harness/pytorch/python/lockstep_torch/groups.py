@@ -14,7 +14,8 @@ def _make_group_class(dist, runtime):
     import torch._C._distributed_c10d as c10d_c
 
     ReduceOp = dist.ReduceOp
-    reduce_names = {ReduceOp.SUM: "sum", ReduceOp.MAX: "max", ReduceOp.MIN: "min"}
+    reduce_names = {ReduceOp.SUM: "sum", ReduceOp.MAX: "max", ReduceOp.MIN: "min", ReduceOp.PRODUCT: "product",
+                    ReduceOp.BAND: "band", ReduceOp.BOR: "bor", ReduceOp.BXOR: "bxor"}
     if hasattr(ReduceOp, "AVG"):
         reduce_names[ReduceOp.AVG] = "avg"
 
@@ -78,6 +79,9 @@ def _make_group_class(dist, runtime):
 
         def source_rank(self):
             return self._work.source_rank()
+
+        def _source_rank(self):  # torch 2.x's name
+            return self._work._source_rank() if hasattr(self._work, "_source_rank") else self._work.source_rank()
 
         def result(self):
             return self._work.result()
@@ -183,6 +187,34 @@ def _make_group_class(dist, runtime):
             run = lambda: self._real.send(tensors, dst, tag)  # noqa: E731
             w = runtime.p2p(self._gid, call, run, CheckedWork)
             return w if w is not None else self._carry(call, run, list(tensors))
+
+        def recv_anysource(self, tensors, tag=0):
+            """A receive from any rank: the sender is known once it has arrived, so lockstep receives
+            its record then (from that rank) and compares it, before the program's wait returns."""
+            t = one(tensors)
+            work = self._real.recv_anysource(tensors, tag)
+            gid = self._gid
+
+            def end(failure):
+                if failure:
+                    return
+                src = work._source_rank() if hasattr(work, "_source_rank") else work.source_rank()
+                w = runtime.p2p(gid, runtime.describe("recv", t, out=t, root=int(src), tag=tag), lambda: runtime.done([]), CheckedWork)
+                if w is not None:
+                    w.wait()
+                else:
+                    runtime.unverified_call("recv_anysource")
+
+            return CheckedWork(work, end, None)
+
+        def monitored_barrier(self, *args, **kwargs):
+            """Gloo's barrier that names the ranks that did not reach it: verified as a barrier (its
+            call site on every rank), then run as the program asked; it returns when it has."""
+            def run():
+                self._real.monitored_barrier(*args, **kwargs)
+                return runtime.done([])
+
+            self._carry(runtime.describe("barrier"), run).wait()
 
         def recv(self, tensors, src, tag=0):
             t = one(tensors)
@@ -309,7 +341,7 @@ def _make_group_class(dist, runtime):
         if hasattr(dist.ProcessGroup, name):
             setattr(LockstepGroup, name, lambda self, o, i, opts=None, _n=name: _reduce_scatter_tensors(self, _n, o, i, opts))
 
-    for name in ("alltoall", "recv_anysource", "monitored_barrier"):
+    for name in ("alltoall",):
         if hasattr(dist.ProcessGroup, name):
             def passthrough(self, *a, _name=name, **k):
                 runtime.unverified_call(_name)

@@ -32,7 +32,7 @@ class _Runtime:
         self.lib = _load_library()
         self.ops = _codes(self.lib, "op", ["all_reduce", "all_gather", "all_to_all", "broadcast", "barrier", "send", "recv",
                                            "reduce_scatter", "reduce", "gather", "scatter"])
-        self.reduces = _codes(self.lib, "reduce", ["sum", "max", "min", "avg"])
+        self.reduces = _codes(self.lib, "reduce", ["sum", "max", "min", "avg", "product", "band", "bor", "bxor"])
         dtypes = _codes(self.lib, "dtype", ["f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"])
         self.dtype_code = {
             torch.float32: dtypes["f32"], torch.float64: dtypes["f64"], torch.float16: dtypes["f16"],
