@@ -131,14 +131,20 @@ Call all_reduce(std::int64_t seq, std::int64_t index, DType dtype, std::int64_t 
   return c;
 }
 
-TEST(VerifierInFlightTest, OnTheBoardAnEarlierCallStillInFlightThatDiffersIsNamed) {
-  test::TempDir dir("lockstep_in_flight");
-  const std::string path = dir.path() + "/board.bin";
-  comm::Board created = comm::Board::create(path, 2, comm::fingerprint_words(2));
-  comm::Board b0 = comm::Board::attach(path), b1 = comm::Board::attach(path);
+// Two ranks of the default group on one board, each with its verifier (data completes at once).
+struct TwoOnBoard {
+  test::TempDir dir{"lockstep_in_flight"};
+  comm::Board created = comm::Board::create(dir.path() + "/board.bin", 2, comm::fingerprint_words(2));
+  comm::Board b0 = comm::Board::attach(dir.path() + "/board.bin"), b1 = comm::Board::attach(dir.path() + "/board.bin");
   Async async0, async1;
-  comm::Verifier v0(std::make_unique<Engine>(0, 2, false), std::make_unique<Engine>(0, 2, false), &b0, async0.sink(), 0.5);
-  comm::Verifier v1(std::make_unique<Engine>(1, 2, false), std::make_unique<Engine>(1, 2, false), &b1, async1.sink(), 0.5);
+  comm::Verifier v0{std::make_unique<Engine>(0, 2, false), std::make_unique<Engine>(0, 2, false), &b0, async0.sink(), 0.5};
+  comm::Verifier v1{std::make_unique<Engine>(1, 2, false), std::make_unique<Engine>(1, 2, false), &b1, async1.sink(), 0.5};
+};
+
+TEST(VerifierInFlightTest, OnTheBoardAnEarlierCallStillInFlightThatDiffersIsNamed) {
+  TwoOnBoard two;
+  auto &v0 = two.v0, &v1 = two.v1;
+  auto& async0 = two.async0;
   std::vector<float> buf(16);
   // Both ranks start collective #0 and #1 before waiting for either; rank 1's #0 is f64.
   Call a0 = all_reduce(0, 0, DType::kF32, 4, buf), b0c = all_reduce(1, 1, DType::kF32, 8, buf);
@@ -166,13 +172,9 @@ TEST(VerifierInFlightTest, OnTheBoardAnEarlierCallStillInFlightThatDiffersIsName
 }
 
 TEST(VerifierInFlightTest, OnTheBoardCallsThatMatchAreNeverReported) {
-  test::TempDir dir("lockstep_in_flight");
-  const std::string path = dir.path() + "/board.bin";
-  comm::Board created = comm::Board::create(path, 2, comm::fingerprint_words(2));
-  comm::Board b0 = comm::Board::attach(path), b1 = comm::Board::attach(path);
-  Async async0, async1;
-  comm::Verifier v0(std::make_unique<Engine>(0, 2, false), std::make_unique<Engine>(0, 2, false), &b0, async0.sink(), 0.5);
-  comm::Verifier v1(std::make_unique<Engine>(1, 2, false), std::make_unique<Engine>(1, 2, false), &b1, async1.sink(), 0.5);
+  TwoOnBoard two;
+  auto &v0 = two.v0, &v1 = two.v1;
+  auto &async0 = two.async0, &async1 = two.async1;
   std::vector<float> buf(16);
   std::vector<std::unique_ptr<Pending>> pending;
   for (int seq = 0; seq < 5; ++seq) {  // five in flight on each rank
