@@ -4,12 +4,20 @@ through which DDP's C++ reducer calls too) whose methods hand each call to locks
 the fields that matter to it; and the wrapping of groups made with new_group."""
 import ctypes
 import sys
+from typing import Any, Callable, List, Optional
+
+# What c10d hands a group's methods (torch is not imported at this module's load): a tensor, a list
+# of them, a Work; a call described for lockstep (runtime.Described).
+Tensor = Any
+Tensors = List[Any]
+Work = Any
+Described = Any
 
 from . import torch_private
 from .binding import _error_text
 
 
-def _make_group_class(dist, runtime):
+def _make_group_class(dist: Any, runtime: Any) -> type:
     """LockstepGroup: one of the program's groups (the default one, or one it made), wrapped."""
     import torch._C._distributed_c10d as c10d_c
 
@@ -19,14 +27,14 @@ def _make_group_class(dist, runtime):
     if hasattr(ReduceOp, "AVG"):
         reduce_names[ReduceOp.AVG] = "avg"
 
-    def reduce_name(opts):
+    def reduce_name(opts: Any) -> Optional[str]:
         op = getattr(opts, "reduceOp", ReduceOp.SUM)
         for k, v in reduce_names.items():
             if op == k:
                 return v
         return None
 
-    def reduce_label(opts):
+    def reduce_label(opts: Any) -> str:
         """"product": the reduce op's own name, for a call lockstep does not verify."""
         op = getattr(opts, "reduceOp", opts)
         for name in ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "AVG", "PREMUL_SUM"):
@@ -37,10 +45,10 @@ def _make_group_class(dist, runtime):
                 continue
         return "?"
 
-    def one(tensors):
+    def one(tensors: Tensors) -> Tensor:
         return tensors[0] if isinstance(tensors, (list, tuple)) else tensors
 
-    def counts(t, splits, size):
+    def counts(t: Tensor, splits: Optional[List[int]], size: int) -> List[int]:
         rows = t.size(0) if t.dim() else 1
         row = t.numel() // rows if rows else 0
         splits = list(splits) if splits else [rows // size] * size
@@ -50,11 +58,11 @@ def _make_group_class(dist, runtime):
         """The program's point-to-point Work, checked by lockstep when the program waits for it (the
         engine's send and recv Works have no future to chain a check to)."""
 
-        def __init__(self, work, end, keep):
+        def __init__(self, work: Work, end: Callable[[bytes], None], keep: Any) -> None:
             super().__init__()
             self._work, self._end, self._keep, self._ended = work, end, keep, False
 
-        def wait(self, timeout=None):
+        def wait(self, timeout: Optional[Any] = None) -> Any:
             try:
                 out = self._work.wait() if timeout is None else self._work.wait(timeout)
             except BaseException as e:  # noqa: B036
@@ -63,59 +71,59 @@ def _make_group_class(dist, runtime):
             self._finish(b"")
             return out
 
-        def _finish(self, failure):
+        def _finish(self, failure: bytes) -> None:
             if not self._ended:
                 self._ended = True
                 self._end(failure)
 
-        def is_completed(self):
+        def is_completed(self) -> bool:
             return self._work.is_completed()
 
-        def is_success(self):
+        def is_success(self) -> bool:
             return self._work.is_success()
 
-        def exception(self):
+        def exception(self) -> Any:
             return self._work.exception()
 
-        def source_rank(self):
+        def source_rank(self) -> int:
             return self._work.source_rank()
 
-        def _source_rank(self):  # torch 2.x's name
+        def _source_rank(self) -> int:  # torch 2.x's name
             return self._work._source_rank() if hasattr(self._work, "_source_rank") else self._work.source_rank()
 
-        def result(self):
+        def result(self) -> Any:
             return self._work.result()
 
-        def synchronize(self):
+        def synchronize(self) -> None:
             return self._work.synchronize()
 
     class LockstepGroup(dist.ProcessGroup):
-        def __init__(self, real, gid=0):
+        def __init__(self, real: Any, gid: int = 0) -> None:
             super().__init__(real.rank(), real.size())
             self._real = real
             self._gid = gid  # lockstep's id of the group (0: the default group; ls_open_group)
 
-        def _carry(self, call, run, results=None):
+        def _carry(self, call: Described, run: Callable[[], Work], results: Optional[list] = None) -> Work:
             return runtime.carry(call, run, results, self._gid)
 
-        def getBackendName(self):
+        def getBackendName(self) -> str:
             return "lockstep(%s)" % self._real.name() if hasattr(self._real, "name") else "lockstep"
 
-        def name(self):
+        def name(self) -> str:
             return self.getBackendName()
 
-        def __getattr__(self, attr):  # anything not wrapped goes to the program's own group
+        def __getattr__(self, attr: str) -> Any:  # anything not wrapped goes to the program's own group
             if attr == "_real":
                 raise AttributeError(attr)
             return getattr(self._real, attr)
 
-        def _many(self, tensors, op, run):
+        def _many(self, tensors: Tensors, op: str, run: Callable[[], Work]) -> Optional[Work]:
             if isinstance(tensors, (list, tuple)) and len(tensors) != 1:
                 runtime.unverified_call(op + "[%d tensors]" % len(tensors))
                 return run()
             return None
 
-        def broadcast(self, tensors, opts=None):
+        def broadcast(self, tensors: Tensors, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.BroadcastOptions()
             run = lambda: self._real.broadcast(tensors, opts)  # noqa: E731
             w = self._many(tensors, "broadcast", run)
@@ -123,7 +131,7 @@ def _make_group_class(dist, runtime):
                 return w
             return self._carry(runtime.describe("broadcast", one(tensors), root=int(opts.rootRank)), run)
 
-        def allreduce(self, tensors, opts=None):
+        def allreduce(self, tensors: Tensors, opts: Optional[Any] = None) -> Work:
             if opts is None or not hasattr(opts, "reduceOp"):
                 o = c10d_c.AllreduceOptions()
                 if opts is not None:
@@ -139,7 +147,7 @@ def _make_group_class(dist, runtime):
                 return run()
             return self._carry(runtime.describe("all_reduce", one(tensors), reduce=red), run)
 
-        def allgather(self, outputs, inputs, opts=None):
+        def allgather(self, outputs: Tensors, inputs: Tensors, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
             run = lambda: self._real.allgather(outputs, inputs, opts)  # noqa: E731
             t = one(inputs)
@@ -153,49 +161,49 @@ def _make_group_class(dist, runtime):
             call[0].out_count = t.numel() * self.size()
             return self._carry(call, run)
 
-        def _allgather_base(self, output, input, opts=None):
+        def _allgather_base(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
             return self._carry(runtime.describe("all_gather", input, out=output),
                                  lambda: self._real._allgather_base(output, input, opts))
 
-        def all_gather_single(self, output, input, opts=None):
+        def all_gather_single(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
             return self._carry(runtime.describe("all_gather", input, out=output),
                                  lambda: self._real.all_gather_single(output, input, opts))
 
-        def _alltoall(self, output, input, out_splits, in_splits, run):
+        def _alltoall(self, output: Tensor, input: Tensor, out_splits: Optional[List[int]], in_splits: Optional[List[int]], run: Callable[[], Work]) -> Work:
             size = self.size()
             return self._carry(runtime.describe("all_to_all", input, out=output,
                                                   send=counts(input, in_splits, size), recv=counts(output, out_splits, size)), run)
 
-        def alltoall_base(self, output, input, out_splits, in_splits, opts=None):
+        def alltoall_base(self, output: Tensor, input: Tensor, out_splits: Optional[List[int]], in_splits: Optional[List[int]], opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.AllToAllOptions()
             return self._alltoall(output, input, out_splits, in_splits,
                                   lambda: self._real.alltoall_base(output, input, out_splits, in_splits, opts))
 
-        def all_to_all_single(self, output, input, out_splits, in_splits, opts=None):
+        def all_to_all_single(self, output: Tensor, input: Tensor, out_splits: Optional[List[int]], in_splits: Optional[List[int]], opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.AllToAllOptions()
             return self._alltoall(output, input, out_splits, in_splits,
                                   lambda: self._real.all_to_all_single(output, input, out_splits, in_splits, opts))
 
-        def barrier(self, opts=None):
+        def barrier(self, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.BarrierOptions()
             return self._carry(runtime.describe("barrier"), lambda: self._real.barrier(opts))
 
-        def send(self, tensors, dst, tag=0):
+        def send(self, tensors: Tensors, dst: int, tag: int = 0) -> Work:
             call = runtime.describe("send", one(tensors), root=dst, tag=tag)
             run = lambda: self._real.send(tensors, dst, tag)  # noqa: E731
             w = runtime.p2p(self._gid, call, run, CheckedWork)
             return w if w is not None else self._carry(call, run, list(tensors))
 
-        def recv_anysource(self, tensors, tag=0):
+        def recv_anysource(self, tensors: Tensors, tag: int = 0) -> Work:
             """A receive from any rank: the sender is known once it has arrived, so lockstep receives
             its record then (from that rank) and compares it, before the program's wait returns."""
             t = one(tensors)
             work = self._real.recv_anysource(tensors, tag)
             gid = self._gid
 
-            def end(failure):
+            def end(failure: bytes) -> None:
                 if failure:
                     return
                 src = work._source_rank() if hasattr(work, "_source_rank") else work.source_rank()
@@ -207,16 +215,16 @@ def _make_group_class(dist, runtime):
 
             return CheckedWork(work, end, None)
 
-        def monitored_barrier(self, *args, **kwargs):
+        def monitored_barrier(self, *args, **kwargs) -> None:
             """Gloo's barrier that names the ranks that did not reach it: verified as a barrier (its
             call site on every rank), then run as the program asked; it returns when it has."""
-            def run():
+            def run() -> Work:
                 self._real.monitored_barrier(*args, **kwargs)
                 return runtime.done([])
 
             self._carry(runtime.describe("barrier"), run).wait()
 
-        def recv(self, tensors, src, tag=0):
+        def recv(self, tensors: Tensors, src: int, tag: int = 0) -> Work:
             t = one(tensors)
             call = runtime.describe("recv", t, out=t, root=src, tag=tag)
             run = lambda: self._real.recv(tensors, src, tag)  # noqa: E731
@@ -226,39 +234,39 @@ def _make_group_class(dist, runtime):
         # The rooted and reducing collectives: each verified by the fields that matter to it (the
         # reduce op, the root, this rank's chunk: dtype and count), as lockstep's table of ops says
         # (harness/comm/types.cpp).
-        def _reducing(self, op, chunk, opts, run, root=-1):
+        def _reducing(self, op: str, chunk: Tensor, opts: Any, run: Callable[[], Work], root: int = -1) -> Work:
             red = reduce_name(opts)
             if red is None:
                 runtime.unverified_call("%s(%s)" % (op, reduce_label(opts)))
                 return run()
             return self._carry(runtime.describe(op, chunk, reduce=red, root=root), run)
 
-        def reduce_scatter(self, outputs, inputs, opts=None):
+        def reduce_scatter(self, outputs: Tensors, inputs: Tensors, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
             run = lambda: self._real.reduce_scatter(outputs, inputs, opts)  # noqa: E731
             w = self._many(outputs, "reduce_scatter", run)
             return w if w is not None else self._reducing("reduce_scatter", one(outputs), opts, run)
 
-        def _reduce_scatter_base(self, output, input, opts=None):
+        def _reduce_scatter_base(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
             return self._reducing("reduce_scatter", output, opts, lambda: self._real._reduce_scatter_base(output, input, opts))
 
-        def reduce_scatter_single(self, output, input, opts=None):  # reduce_scatter_tensor's method in torch 2.15
+        def reduce_scatter_single(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:  # reduce_scatter_tensor's method in torch 2.15
             opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
             return self._reducing("reduce_scatter", output, opts, lambda: self._real.reduce_scatter_single(output, input, opts))
 
-        def gather_single(self, output, input, opts=None):  # a gather into one tensor (torch 2.15)
+        def gather_single(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:  # a gather into one tensor (torch 2.15)
             opts = opts if opts is not None else c10d_c.GatherOptions()
             return self._carry(runtime.describe("gather", input, root=int(opts.rootRank)),
                                  lambda: self._real.gather_single(output, input, opts))
 
-        def reduce(self, tensors, opts=None):
+        def reduce(self, tensors: Tensors, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.ReduceOptions()
             run = lambda: self._real.reduce(tensors, opts)  # noqa: E731
             w = self._many(tensors, "reduce", run)
             return w if w is not None else self._reducing("reduce", one(tensors), opts, run, root=int(opts.rootRank))
 
-        def gather(self, outputs, inputs, opts=None):
+        def gather(self, outputs: Tensors, inputs: Tensors, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.GatherOptions()
             run = lambda: self._real.gather(outputs, inputs, opts)  # noqa: E731
             w = self._many(inputs, "gather", run)
@@ -266,7 +274,7 @@ def _make_group_class(dist, runtime):
                 return w
             return self._carry(runtime.describe("gather", one(inputs), root=int(opts.rootRank)), run)
 
-        def scatter(self, outputs, inputs, opts=None):
+        def scatter(self, outputs: Tensors, inputs: Tensors, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.ScatterOptions()
             run = lambda: self._real.scatter(outputs, inputs, opts)  # noqa: E731
             w = self._many(outputs, "scatter", run)
@@ -288,21 +296,21 @@ def _make_group_class(dist, runtime):
 
     # Coalesced calls: each member verified as a collective of its own (runtime.carry_members),
     # the program's one call carrying them all. torch 2.15 names two of them twice.
-    def _members(self, name, calls, run):
+    def _members(self, name: str, calls: Optional[List[Described]], run: Callable[[], Work]) -> Work:
         w = runtime.carry_members(calls, run, self._gid) if calls is not None else None
         if w is None:
             runtime.unverified_call(name)
             return run()
         return w
 
-    def allreduce_coalesced(self, tensors, opts=None):
+    def allreduce_coalesced(self, tensors: Tensors, opts: Optional[Any] = None) -> Work:
         opts = opts if opts is not None else c10d_c.AllreduceCoalescedOptions()
         red = reduce_name(opts)
         calls = [runtime.describe("all_reduce", t, reduce=red) for t in tensors] if red is not None else None
         return self._members("allreduce_coalesced" if red is not None else "allreduce_coalesced(%s)" % reduce_label(opts),
                              calls, lambda: self._real.allreduce_coalesced(tensors, opts))
 
-    def allgather_coalesced(self, output_lists, input_list, opts=None):
+    def allgather_coalesced(self, output_lists: List[Tensors], input_list: Tensors, opts: Optional[Any] = None) -> Work:
         opts = opts if opts is not None else c10d_c.AllgatherOptions()
         # output_lists[r][i]: rank r's part of input i. A layout Gloo refuses runs unverified (and fails).
         calls = None
@@ -317,12 +325,12 @@ def _make_group_class(dist, runtime):
                 calls.append(call)
         return self._members("allgather_coalesced", calls, lambda: self._real.allgather_coalesced(output_lists, input_list, opts))
 
-    def _allgather_tensors(self, name, outputs, inputs, opts=None):
+    def _allgather_tensors(self, name: str, outputs: Tensors, inputs: Tensors, opts: Optional[Any] = None) -> Work:
         opts = opts if opts is not None else c10d_c.AllgatherOptions()
         calls = [runtime.describe("all_gather", i, out=o) for o, i in zip(outputs, inputs)] if len(outputs) == len(inputs) else None
         return self._members(name, calls, lambda: getattr(self._real, name)(outputs, inputs, opts))
 
-    def _reduce_scatter_tensors(self, name, outputs, inputs, opts=None):
+    def _reduce_scatter_tensors(self, name: str, outputs: Tensors, inputs: Tensors, opts: Optional[Any] = None) -> Work:
         opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
         red = reduce_name(opts)
         calls = None
@@ -343,14 +351,14 @@ def _make_group_class(dist, runtime):
 
     for name in ("alltoall",):
         if hasattr(dist.ProcessGroup, name):
-            def passthrough(self, *a, _name=name, **k):
+            def passthrough(self, *a, _name=name, **k) -> Work:
                 runtime.unverified_call(_name)
                 return getattr(self._real, _name)(*a, **k)
             setattr(LockstepGroup, name, passthrough)
     return LockstepGroup
 
 
-def _wrap_new_group(c10d, runtime, group_class, pg):
+def _wrap_new_group(c10d: Any, runtime: Any, group_class: type, pg: Any) -> Any:
     """The program's new group `pg`, wrapped like the default group: its calls are numbered, traced
     and verified as its own (on the board, or through a Gloo group of lockstep's own over the same
     ranks, made here, for ranks on several hosts)."""
@@ -372,7 +380,7 @@ def _wrap_new_group(c10d, runtime, group_class, pg):
     return wrapper
 
 
-def _install_new_group(c10d, dist, runtime, group_class):
+def _install_new_group(c10d: Any, dist: Any, runtime: Any, group_class: type) -> None:
     """Every group the program makes after init_process_group (new_group, new_subgroups, a device
     mesh's dimensions, a library's groups) comes back wrapped: torch 2.x makes them all through
     _new_group_with_tag, torch 1.13 through new_group; modules that bound the function by name
@@ -380,7 +388,7 @@ def _install_new_group(c10d, dist, runtime, group_class):
     name = "_new_group_with_tag" if hasattr(c10d, "_new_group_with_tag") else "new_group"
     make = getattr(c10d, name)
 
-    def wrapped(*args, **kwargs):
+    def wrapped(*args, **kwargs) -> Any:
         return _wrap_new_group(c10d, runtime, group_class, make(*args, **kwargs))
 
     wrapped.__doc__, wrapped.__name__ = make.__doc__, make.__name__

@@ -5,27 +5,32 @@ calls, ls_carry where a call must match before it starts), and finishes the rank
 import ctypes
 import os
 import sys
+from typing import Any, Callable, List, Optional, Tuple
 
 from . import torch_private
 from .binding import _START, _WAIT, _Call, _codes, _error_into, _error_text, _load_library
 from .sites import _failure_step, program_site
 from .steps import _parameter_digest, _Steps
 
+# A call described for liblockstep_program.so: the ls_call, and what it points into (kept alive
+# while lockstep reads it).
+Described = Tuple[_Call, list]
+
 
 class _Failed:
     """A call the engine refused when it was started: fails when waited for."""
 
-    def __init__(self, error):
+    def __init__(self, error: BaseException) -> None:
         self.error = error
 
-    def wait(self):
+    def wait(self) -> None:
         raise self.error
 
 
 class _Runtime:
     """The process's one connection to liblockstep_program.so."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         import torch
 
         self.torch = torch
@@ -59,7 +64,7 @@ class _Runtime:
         self.wait_cb = _WAIT(self._wait)
 
     # The callbacks liblockstep_program.so runs the calls through (program.h).
-    def _start(self, group, token, call, err, errlen):
+    def _start(self, group: int, token: int, call: Any, err: Any, errlen: int) -> int:
         try:
             if token:
                 work = self.started = self.pending.pop(token)()
@@ -77,7 +82,7 @@ class _Runtime:
             self.works[handle] = _Failed(e)
             return handle
 
-    def _wait(self, handle, err, errlen):
+    def _wait(self, handle: int, err: Any, errlen: int) -> int:
         try:
             work = self.works.pop(handle)
             if work is not None:
@@ -87,7 +92,7 @@ class _Runtime:
             _error_into(err, errlen, e)
             return 1
 
-    def _host_tensor(self, ptr, count, dtype_code):
+    def _host_tensor(self, ptr: int, count: int, dtype_code: int) -> Any:
         torch = self.torch
         dtype = self.dtype_of_code[dtype_code]
         size = count * torch.empty((), dtype=dtype).element_size()
@@ -95,7 +100,7 @@ class _Runtime:
             return torch.empty(0, dtype=dtype)
         return torch.frombuffer((ctypes.c_char * size).from_address(ptr), dtype=dtype)
 
-    def _run_raw(self, c, pg):
+    def _run_raw(self, c: _Call, pg: Any) -> Any:
         """A call of lockstep's own (its barrier, its digest gather, the verifier's records), on host
         buffers: it runs on `pg`, lockstep's Gloo group over the call's group, whatever backend the
         program uses."""
@@ -113,7 +118,7 @@ class _Runtime:
             return pg.allreduce([t_in])
         raise RuntimeError("lockstep: no raw path for op %d" % c.op)
 
-    def open(self, real):
+    def open(self, real: Any) -> None:
         import torch._C._distributed_c10d as c10d_c
         import torch.distributed as dist
 
@@ -128,7 +133,8 @@ class _Runtime:
         if self.lib.ls_open(self.rank, self.size, ("torch " + self.torch.__version__).encode(), self.start_cb, self.wait_cb, err, 1024) != 0:
             raise RuntimeError("lockstep: " + err.value.decode(errors="replace"))
 
-    def describe(self, op, tensor=None, out=None, reduce=None, root=-1, tag=0, send=None, recv=None):
+    def describe(self, op: str, tensor: Any = None, out: Any = None, reduce: Optional[str] = None, root: int = -1, tag: int = 0,
+                 send: Optional[List[int]] = None, recv: Optional[List[int]] = None) -> Described:
         c = _Call()
         c.op = self.ops[op]
         c.root, c.tag = root, tag
@@ -157,7 +163,7 @@ class _Runtime:
             c.nsplits, c.send_counts, c.recv_counts = n, s_arr, r_arr
         return c, keep
 
-    def carry(self, call, run, results=None, group=0):
+    def carry(self, call: Described, run: Callable[[], Any], results: Optional[list] = None, group: int = 0) -> Any:
         """Runs the program's call `run` (which starts it on the program's group and returns its
         Work) under lockstep. A collective is begun in lockstep's chain, started, and returned at
         once as a Work that completes when the call has completed and lockstep has checked it
@@ -191,7 +197,7 @@ class _Runtime:
     # program.cpp lets 16 be in flight at once).
     MAX_MEMBERS = 16
 
-    def carry_members(self, calls, run, group=0):
+    def carry_members(self, calls: Optional[List[Described]], run: Callable[[], Any], group: int = 0) -> Any:
         """A coalesced call (allreduce_coalesced, allgather_into_tensor_coalesced, ...): each member
         is begun in lockstep's chain as a collective of its own, in order, from the same site, and
         the program's one call `run` carries them all; its Work completes when the call has
@@ -218,7 +224,7 @@ class _Runtime:
             work = self.carry(call, run if k == len(calls) - 1 else (lambda: self.done([])), None, group)
         return work
 
-    def p2p(self, group, call, run, checked_work):
+    def p2p(self, group: int, call: Described, run: Callable[[], Any], checked_work: Callable[..., Any]) -> Any:
         """A point-to-point call, non-blocking as the program's own: issued in lockstep's chain
         (ls_p2p_begin: its record travels to the peer, which compares it), started on the program's
         group, and returned at once as `checked_work(work, end)`, a Work whose wait() waits for the
@@ -235,10 +241,10 @@ class _Runtime:
             raise
         return checked_work(work, lambda failure: self.lib.ls_p2p_end(begun, failure), keep)
 
-    def _begun(self, ids, run):
+    def _begun(self, ids: List[int], run: Callable[[], Any]) -> Any:
         """Starts the program's call, begun in lockstep's chain as the collectives `ids` (one, or
         each member of a coalesced call); its Work, ended by _ended."""
-        def end(failure):
+        def end(failure: bytes) -> None:
             for begun in ids:
                 self.lib.ls_end(begun, failure)
 
@@ -259,7 +265,7 @@ class _Runtime:
             return work
         return torch_private.work_from_future(self.c10d_c, future.then(lambda f: self._ended(end, f)))
 
-    def _ended(self, end, future):
+    def _ended(self, end: Callable[[bytes], None], future: Any) -> Any:
         """The program's call has completed (or failed): lockstep checks it (ls_end ends the
         process on a diagnosis or a failure); the program's Work then completes with its value."""
         try:
@@ -270,15 +276,15 @@ class _Runtime:
         end(b"")
         return value
 
-    def done(self, results):
+    def done(self, results: list) -> Any:
         future = self.torch.futures.Future()
         future.set_result(results)
         return torch_private.work_from_future(self.c10d_c, future)
 
-    def unverified_call(self, name):
+    def unverified_call(self, name: str) -> None:
         self.unverified[name] = self.unverified.get(name, 0) + 1
 
-    def check_loader(self, loader):
+    def check_loader(self, loader: Any) -> None:
         try:
             n = len(loader)
         except TypeError:  # an iterable-style dataset: no length to compare
@@ -288,7 +294,7 @@ class _Runtime:
             "epoch %d" % epoch if epoch is not None else "DataLoader iteration")
         self.lib.ls_check_same_count(n, what.encode(), b"batches", self.steps.current())
 
-    def finish(self, failure):
+    def finish(self, failure: str) -> None:
         if self.finished:
             return
         self.finished = True

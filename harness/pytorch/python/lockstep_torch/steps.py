@@ -5,14 +5,14 @@ optimizer class's own step (1.13), and a counting iterator around each DataLoade
 import array
 import time
 import weakref
-from typing import Iterable
+from typing import Any, Iterable, Iterator
 
 class _Steps:
     """The program's step (module docstring), its throughput (steps per second, one iteration's
     first optimizer step to the next's) and, for a DDP program, its module, whose parameter digest
     at exit is the rank's digest."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.iterations = 0      # iterations whose optimizer steps ran (the last may still be open)
         self.pending = False     # the last iteration's optimizer stepped; the next has not begun
         self.stepped = set()     # ids of the optimizers that stepped in the pending iteration
@@ -26,14 +26,14 @@ class _Steps:
         self.starts = 0
         self.durations = array.array("d")  # seconds from each step's start to the next's
 
-    def current(self):
+    def current(self) -> int:
         if self.has_optimizer:
             if self.pending and not self.marks:
                 self._begin_next()  # no batch or forward to mark a start: anything after the step is the next
             return self.iterations - 1 if self.pending else self.iterations
         return self.batches - 1 if self.batches else -1
 
-    def _started(self):
+    def _started(self) -> bool:
         now = time.perf_counter()
         if self.starts == 0:
             self.first = now
@@ -42,21 +42,21 @@ class _Steps:
         self.last = now
         self.starts += 1
 
-    def _begin_next(self):
+    def _begin_next(self) -> None:
         self.pending = False
         self.stepped = set()
 
-    def optimizer_created(self, optimizer=None):
+    def optimizer_created(self, optimizer: Any = None) -> None:
         if optimizer is not None:
             self.optimizers.append(weakref.ref(optimizer))
         if not self.has_optimizer:
             self.has_optimizer = True
             self._started()
 
-    def optimizer_step_begins(self):
+    def optimizer_step_begins(self) -> None:
         self.depth += 1
 
-    def optimizer_step_ends(self, optimizer):
+    def optimizer_step_ends(self, optimizer: Any) -> None:
         """One optimizer's step() returned; only the outermost of nested steps counts."""
         self.depth = max(0, self.depth - 1)
         if self.depth:
@@ -69,7 +69,7 @@ class _Steps:
             self._started()
         self.stepped.add(id(optimizer))
 
-    def forward(self, module):
+    def forward(self, module: Any) -> None:
         self.marks = True
         if self.pending:
             self._begin_next()
@@ -78,7 +78,7 @@ class _Steps:
 
     is_ddp = staticmethod(lambda module: False)
 
-    def batch(self):
+    def batch(self) -> None:
         self.marks = True
         self.batches += 1
         if self.pending:
@@ -86,10 +86,10 @@ class _Steps:
         if not self.has_optimizer:
             self._started()
 
-    def count(self):
+    def count(self) -> int:
         return self.iterations if self.has_optimizer else self.batches
 
-    def optimized_parameters(self):
+    def optimized_parameters(self) -> list:
         """The parameters the program's optimizers hold, each once, in creation and group order."""
         seen, out = set(), []
         for ref in self.optimizers:
@@ -101,10 +101,10 @@ class _Steps:
                         out.append(p)
         return out
 
-    def rate(self):
+    def rate(self) -> float:
         return (self.starts - 1) / (self.last - self.first) if self.starts > 1 and self.last > self.first else 0.0
 
-    def median_duration(self):
+    def median_duration(self) -> float:
         """The median step's seconds (0 before two steps): unlike the mean rate, it does not move
         when another process takes the CPU for a few of the steps."""
         d = sorted(self.durations)
@@ -134,7 +134,7 @@ def _parameter_digest(parameters: Iterable) -> int:
     return int.from_bytes(h.digest(), "little") >> 1
 
 
-def _install_steps(torch, DistributedDataParallel, steps: "_Steps", runtime) -> None:
+def _install_steps(torch: Any, DistributedDataParallel: Any, steps: "_Steps", runtime: Any) -> None:
     """Counts the program's iterations without changing an object it can see: a global module
     forward pre-hook (iteration starts, the DDP module), optimizer step hooks where torch has them
     (>= 2.0), else one counting wrapper on each optimizer class's own step (1.13), which stays a
@@ -210,19 +210,19 @@ class _CountedIterator:
     """A DataLoader's iterator that counts the batches it yields (the step of a program without an
     optimizer)."""
 
-    def __init__(self, it, steps):
+    def __init__(self, it: Iterator, steps: "_Steps") -> None:
         self._it, self._steps = it, steps
 
-    def __iter__(self):
+    def __iter__(self) -> "_CountedIterator":
         return self
 
-    def __next__(self):
+    def __next__(self) -> Any:
         item = next(self._it)
         self._steps.batch()
         return item
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._it)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._it, name)

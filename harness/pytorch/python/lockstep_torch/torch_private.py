@@ -3,34 +3,34 @@
 _pg_*, 2.x's _world object and c10d's registry of groups by name), how the default group is
 swapped (_update_default_pg), the default store, Work from a future, and keeping lockstep's group
 out of torch.compile's graphs (public: torch.compiler.disable, >= 2.1)."""
-from typing import List
+from typing import Any, List
 
 
-def default_store(dist):
+def default_store(dist: Any) -> Any:
     """The default group's store (private: distributed_c10d._get_default_store, torch 1.13 to 2.15),
     on which lockstep makes its own Gloo groups."""
     return dist.distributed_c10d._get_default_store()
 
 
-def default_group(c10d):
+def default_group(c10d: Any) -> Any:
     """The program's default group, as init_process_group made it (private: _get_default_group)."""
     return c10d._get_default_group()
 
 
-def work_from_future(c10d_c, future):
+def work_from_future(c10d_c: Any, future: Any) -> Any:
     """A Work that completes with `future` (private: _create_work_from_future, torch 1.13 to 2.15):
     what a wrapped collective returns, completing after lockstep's check."""
     return c10d_c._create_work_from_future(future)
 
 
-def _swap_default_group(c10d, real, wrapper):
+def _swap_default_group(c10d: Any, real: Any, wrapper: Any) -> None:
     """Makes `wrapper` the default group, registered wherever torch keeps the default group's
     entries."""
     _register_like(c10d, real, wrapper)
     c10d._update_default_pg(wrapper)
 
 
-def _register_like(c10d, real, wrapper):
+def _register_like(c10d: Any, real: Any, wrapper: Any) -> None:
     """Registers `wrapper` wherever torch keeps `real`'s entries (its ranks, name, backend), and
     (torch 2.x) under `real`'s name in c10d's registry of groups by name, through which a device
     mesh's get_group() and functional collectives find a group."""
@@ -50,7 +50,7 @@ def _register_like(c10d, real, wrapper):
             pass
 
 
-def _group_ranks(c10d, pg) -> List[int]:
+def _group_ranks(c10d: Any, pg: Any) -> List[int]:
     """The global ranks of `pg`, in the group's order."""
     get = getattr(c10d, "get_process_group_ranks", None)
     if get is not None:
@@ -59,7 +59,7 @@ def _group_ranks(c10d, pg) -> List[int]:
     return sorted(table, key=table.get)
 
 
-def _group_name(c10d, pg) -> str:
+def _group_name(c10d: Any, pg: Any) -> str:
     """The name torch gave `pg`, the same on every member."""
     name = getattr(pg, "group_name", None)
     if name:
@@ -71,7 +71,7 @@ def _group_name(c10d, pg) -> str:
     raise RuntimeError("lockstep: torch keeps no name for a process group")
 
 
-def _holders(c10d) -> list:
+def _holders(c10d: Any) -> list:
     """The dictionaries in which torch keeps its groups (torch 1.13: module dictionaries _pg_*;
     2.x: the _world object's)."""
     world = getattr(c10d, "_world", None)
@@ -90,13 +90,13 @@ def _holders(c10d) -> list:
     return out
 
 
-def _forget_group(c10d, pg):
+def _forget_group(c10d: Any, pg: Any) -> None:
     for d in _holders(c10d):
         if isinstance(d, dict):
             d.pop(pg, None)
 
 
-def _keep_out_of_compile(torch, group_class):
+def _keep_out_of_compile(torch: Any, group_class: type) -> None:
     """torch.compile (torch >= 2.1) must not trace lockstep's group: its methods run eagerly, as
     the program's own group's do (torch.compiler.disable, a public API)."""
     disable = getattr(getattr(torch, "compiler", None), "disable", None)
