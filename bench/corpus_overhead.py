@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """The cost of verifying each program of the corpus that counts steps, per step, against the same
 program unobserved: for every program below, its clean scenario is run under `lockstep run` twice
-a round, plain (wrap = "none", verify = "off": the program's own process groups, unobserved) and
-verify (lockstep's default), the modes and programs interleaved round by round so that the load of
-this shared machine falls on all of them alike. Each run reports its ranks' median step
-(metrics.median_step_s, optimizer step to optimizer step); a program's cost is the median over
-rounds of verify's median step over plain's in the same round (1.10 = 10% slower).
+a round in each of three modes: plain (wrap = "none", verify = "off": the program's own process
+groups, unobserved), verify (lockstep's default) and detail (plain under PyTorch's own checker,
+TORCH_DISTRIBUTED_DEBUG=DETAIL), the modes and programs interleaved round by round so that the load
+of this shared machine falls on all of them alike. Each run reports its ranks' median step
+(metrics.median_step_s, optimizer step to optimizer step); a mode's cost is the median over rounds
+of its median step over plain's in the same round (1.10 = 10% slower).
 
   [LOCKSTEP_PYTHON=PY] bench/corpus_overhead.py [ROUNDS (default 5)]
 
 Needs build/lockstep and build/python/liblockstep_program.so; PY defaults to the torch 2.15.0 venv
 that `ci/setup` makes (the 2.x-only programs are skipped under a torch without
-torch.distributed.tensor). Writes reports/evidence-corpus-overhead.{md,json}. About 1.5 minutes a
+torch.distributed.tensor). Writes reports/evidence-corpus-overhead.{md,json}. About 3.5 minutes a
 round on 2 shared cores. A run that fails is run once more (torch 2.15.0 now and then aborts at
 exit, natively too) and listed; a second failure stops the bench.
 """
@@ -32,6 +33,7 @@ PROGRAMS = {
     "tp": ("scenarios/programs/tp/clean.toml", ["--steps", "40"]),
 }
 TARGET = 1.10
+MODES = ("plain", "verify", "detail")
 
 
 def variant(path, mode, out_dir):
@@ -42,12 +44,14 @@ def variant(path, mode, out_dir):
     cmd = [c.replace("{dir}", src_dir) for c in spec["workload"]["command"]]
     lines = ['name = "bench.corpus.%s"' % mode, 'description = "bench/corpus_overhead.py, mode %s"' % mode, "",
              "[run]", "world_size = %d" % spec["run"].get("world_size", 2), "timeout_s = 300"]
-    if mode == "plain":
+    if mode != "verify":
         lines.append('verify = "off"')
     lines += ["", "[workload]", 'kind = "program"', "command = %s" % json.dumps(cmd),
               "python_modules = %s" % json.dumps(spec["workload"].get("python_modules", ["torch"]))]
-    if mode == "plain":
+    if mode != "verify":
         lines.append('wrap = "none"')
+    if mode == "detail":
+        lines.append('env = ["TORCH_DISTRIBUTED_DEBUG=DETAIL"]')
     lines += ["", "[expect]", 'outcome = "pass"', ""]
     target = os.path.join(out_dir, "%s.toml" % mode)
     with open(target, "w") as f:
@@ -80,7 +84,7 @@ def main():
         d = os.path.join(work, name)
         os.makedirs(d)
         tomls[name] = {}
-        for mode in ("plain", "verify"):
+        for mode in MODES:
             t = variant(path, mode, d)
             with open(t) as f:
                 text = f.read()
@@ -89,13 +93,13 @@ def main():
             with open(t, "w") as f:
                 f.write(text)
             tomls[name][mode] = t
-    steps = {name: {"plain": [], "verify": []} for name in PROGRAMS}
+    steps = {name: {m: [] for m in MODES} for name in PROGRAMS}
     retries, skipped = [], set()
     for k in range(rounds):
         for name in PROGRAMS:
             if name in skipped:
                 continue
-            modes = ("plain", "verify") if k % 2 == 0 else ("verify", "plain")
+            modes = MODES if k % 2 == 0 else tuple(reversed(MODES))
             for mode in modes:
                 for attempt in (1, 2):
                     try:
@@ -113,22 +117,26 @@ def main():
     rows, data = [], {"commit": commit, "torch": torch_version, "rounds": rounds, "target": TARGET, "programs": {}}
     for name in PROGRAMS:
         if name in skipped:
-            rows.append("| %s | skipped under torch %s | | | |" % (name, torch_version))
+            rows.append("| %s | skipped under torch %s | | | | | |" % (name, torch_version))
             continue
-        plain, verify = steps[name]["plain"], steps[name]["verify"]
+        plain, verify, detail = steps[name]["plain"], steps[name]["verify"], steps[name]["detail"]
         ratios = [v / p for p, v in zip(plain, verify)]
-        cost = statistics.median(ratios)
-        data["programs"][name] = {"plain_median_step_s": plain, "verify_median_step_s": verify, "ratios": ratios, "cost": cost}
-        rows.append("| %s | %.2f | %.2f | **%.3fx** %s | %s |" % (
+        detail_ratios = [v / p for p, v in zip(plain, detail)]
+        cost, detail_cost = statistics.median(ratios), statistics.median(detail_ratios)
+        data["programs"][name] = {"plain_median_step_s": plain, "verify_median_step_s": verify, "detail_median_step_s": detail,
+                                  "ratios": ratios, "detail_ratios": detail_ratios, "cost": cost, "detail_cost": detail_cost}
+        rows.append("| %s | %.2f | %.2f | **%.3fx** %s | %.2f | %.3fx | %s |" % (
             name, 1000 * statistics.median(plain), 1000 * statistics.median(verify), cost,
-            "met" if cost <= TARGET else "NOT met", ", ".join("%.2f" % r for r in ratios)))
+            "met" if cost <= TARGET else "NOT met", 1000 * statistics.median(detail), detail_cost,
+            ", ".join("%.2f" % r for r in ratios)))
     md = ["# Evidence: the per-step cost of verifying the program corpus", "",
           "Commit `%s`, `bench/corpus_overhead.py %d`, **torch %s**. Each program's clean scenario with more" % (commit, rounds, torch_version),
-          "steps, plain (`wrap = \"none\"`, `verify = \"off\"`) and verify, interleaved round by round on this shared",
+          "steps, plain (`wrap = \"none\"`, `verify = \"off\"`), verify and DETAIL (plain with `TORCH_DISTRIBUTED_DEBUG=DETAIL`),",
+          "interleaved round by round on this shared",
           "2-core machine. Cost = the median over rounds of verify's median step / plain's in the same round;",
           "target (issue 44) at most %.2fx. Programs without steps (ops, groups, pipeline) have no median step." % TARGET, "",
-          "| program | plain median step ms | verify median step ms | per-step cost | ratio per round |",
-          "|---|---|---|---|---|"] + rows
+          "| program | plain median step ms | verify median step ms | verify per-step cost | DETAIL median step ms | DETAIL per-step cost | verify ratio per round |",
+          "|---|---|---|---|---|---|---|"] + rows
     if retries:
         md += ["", "Runs run twice (only the second counts):"] + ["- " + r for r in retries]
     out = os.path.join(ROOT, "reports/evidence-corpus-overhead")
