@@ -73,8 +73,7 @@ struct Verifier::ControlCheck {
   std::vector<std::int64_t> record;    // read by the control all_gather (moving keeps the buffer)
   std::vector<std::int64_t> gathered;  // written by it
   int ws = 0;
-  std::vector<int> members;
-  const Verifier::SiteExplainer* explain = nullptr;  // the verifier's, which outlives the call
+  const Verifier* verifier = nullptr;  // judges the records; it outlives the call
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -86,10 +85,7 @@ struct Verifier::ControlCheck {
     std::exception_ptr f;
     try {
       control->wait();
-      m = check_fingerprints(gathered, ws, nullptr, members.empty() ? nullptr : &members);
-      if (m && m->kind == DiagnosisKind::kMissingParticipant && explain && *explain) {
-        if (auto better = (*explain)(record_sites(gathered, ws))) m = std::move(better);
-      }
+      m = verifier->judge(gathered, ws, nullptr);
     } catch (...) {
       f = std::current_exception();
     }
@@ -501,8 +497,7 @@ std::unique_ptr<Pending> Verifier::start(Call& call) {
   check->record = encode_fingerprint(call, ws);
   check->gathered.resize(check->record.size() * static_cast<std::size_t>(ws));
   check->ws = ws;
-  check->members = members_;
-  check->explain = &explain_sites_;
+  check->verifier = this;
   Call g;
   g.op = Op::kAllGather;
   g.in = i64_view(check->record);

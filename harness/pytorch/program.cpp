@@ -204,11 +204,12 @@ std::string hex(std::int64_t v) {
   return os.str();
 }
 
-// The run's digest of a program without DDP: lockstep's FNV-1a over every rank's 63-bit digest
-// (8 little-endian bytes each) in rank order, shifted right by one (63 bits, as the ranks').
-std::int64_t combine_rank_digests(const std::vector<std::int64_t>& digests) {
-  std::uint64_t h = 1469598103934665603ULL;  // lockstep's FNV-1a (scenarios/README.md, Outputs)
-  for (const std::int64_t d : digests) {
+// lockstep's FNV-1a (scenarios/README.md, Outputs) over the 8 little-endian bytes of each word,
+// shifted right by one (63 bits: positive as an int64): the run's digest of a program without DDP
+// (over every rank's digest, in rank order) and a group's key on the board.
+std::int64_t fnv1a_63(const std::vector<std::int64_t>& words) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (const std::int64_t d : words) {
     const auto u = static_cast<std::uint64_t>(d);
     for (int b = 0; b < 8; ++b) {
       h ^= (u >> (8 * b)) & 0xffu;
@@ -317,16 +318,9 @@ int ls_open_group(const std::int32_t* ranks, int n, int me) {
   const int id = static_cast<int>(groups.size());
   // The group's key on the board: its ranks and how many groups of the same ranks came before it
   // (every member makes its groups in one order), so that two groups of the same ranks differ.
-  std::uint64_t key = 1469598103934665603ULL;  // FNV-1a
-  auto mix = [&](std::uint64_t v) {
-    for (int b = 0; b < 8; ++b) {
-      key ^= (v >> (8 * b)) & 0xffu;
-      key *= 1099511628211ULL;
-    }
-  };
-  for (int r : g.members) mix(static_cast<std::uint64_t>(r));
-  mix(static_cast<std::uint64_t>(std::count_if(groups.begin(), groups.end(), [&](const Group& o) { return o.members == g.members; })));
-  key = (key >> 1) | 1;  // non-zero, positive as a board word
+  std::vector<std::int64_t> words(g.members.begin(), g.members.end());
+  words.push_back(std::count_if(groups.begin(), groups.end(), [&](const Group& o) { return o.members == g.members; }));
+  const auto key = static_cast<std::uint64_t>(fnv1a_63(words) | 1);  // non-zero, positive as a board word
   g.comm = &rt->add_group(g.members, std::make_unique<ProgramEngine>(me, n, 2 * id),
                           std::make_unique<ProgramEngine>(me, n, 2 * id + 1), verify_mode, key);
   groups.push_back(std::move(g));
@@ -483,7 +477,7 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
     } else if (rank_digest >= 0) {
       // No replicas to compare (a sharded or hand-written program): the run's digest is every
       // rank's, in rank order, for baselines and upgrade comparisons.
-      program_digest = combine_rank_digests(rt->gather_values(rank_digest));
+      program_digest = fnv1a_63(rt->gather_values(rank_digest));  // every rank's 63-bit digest, in rank order
     }
   }
   finished = true;
