@@ -27,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kGroups = LOCKSTEP_SOURCE_DIR "/scenarios/programs/groups/groups.py";
+constexpr const char* kTorchRec = LOCKSTEP_SOURCE_DIR "/scenarios/programs/torchrec/train.py";
 constexpr const char* kTp = LOCKSTEP_SOURCE_DIR "/scenarios/programs/tp/train.py";
 constexpr const char* kFsdp2 = LOCKSTEP_SOURCE_DIR "/scenarios/programs/fsdp2/train.py";
 
@@ -131,12 +132,14 @@ struct NativeAndUnder {
   std::string trace0;  // rank 0's trace
 };
 
-NativeAndUnder run_native_and_under(const std::string& script_path, const std::string& python, const test::TempDir& tmp) {
+NativeAndUnder run_native_and_under(const std::string& script_path, const std::string& python, const test::TempDir& tmp,
+                                    int world_size = 4) {
   NativeAndUnder out;
   const int port = 20000 + static_cast<int>(::getpid() % 20000);
   const std::string native = tmp.path() + "/native", under = tmp.path() + "/under", script = tmp.path() + "/native.sh";
-  std::ofstream(script) << "pids=\nfor r in 0 1 2 3; do\n  MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port
-                        << " RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 timeout 300 '" << python << "' " << script_path
+  std::ofstream(script) << "pids=\nfor r in $(seq 0 " << world_size - 1 << "); do\n  MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port
+                        << " RANK=$r LOCAL_RANK=$r WORLD_SIZE=" << world_size << " LOCAL_WORLD_SIZE=" << world_size << " timeout 300 '"
+                        << python << "' " << script_path
                         << " --digest-out '" << native << "' >>'" << tmp.path() << "/native.log' 2>&1 &\n  pids=\"$pids $!\"\ndone\n"
                         << "rc=0\nfor p in $pids; do wait $p || rc=1; done\nexit $rc\n";
   int native_rc = std::system(("bash '" + script + "'").c_str());
@@ -151,7 +154,7 @@ NativeAndUnder run_native_and_under(const std::string& script_path, const std::s
   const auto r = test::twice_on_torch_exit_abort(
       [&] {
         return test::run_cli(LOCKSTEP_BINARY,
-                             "torchrun --nproc-per-node 4 --python '" + python + "' --report-dir '" + report + "' " + script_path +
+                             "torchrun --nproc-per-node " + std::to_string(world_size) + " --python '" + python + "' --report-dir '" + report + "' " + script_path +
                                  " --digest-out '" + under + "'",
                              tmp.path());
       },
@@ -216,6 +219,34 @@ TEST(ProgramFsdp2Test, TensorParallelOverAMeshRunsUnchangedWithItsNativeDigest) 
   auto on_tp = calls_on(run.trace0, nlohmann::json::array({0, 1}));
   EXPECT_GE(on_tp["all_reduce"], 5 * 2) << "RowwiseParallel's output and the logged loss, 5 steps";
   EXPECT_GE(calls_on(run.trace0, nlohmann::json::array({0, 2}))["all_gather"], 5) << "FSDP2 over dp";
+}
+
+// TorchRec's DistributedModelParallel (ci/systems torchrec-1.9.2's venv; skipped without it): two
+// tables sharded table-wise and row-wise, the dense part under the DDP it wraps it in. Under
+// lockstep the program's own digest is the native one, nothing is unverified, the run's digest is
+// there although DDP ignores the sharded tables (each rank's own), and the row-wise table's pooled
+// rows come back by one reduce-scatter per step on the default group.
+TEST(ProgramTorchRecTest, DistributedModelParallelRunsUnchangedWithItsNativeDigest) {
+  const std::string python = test::systems_python("torchrec-1.9.2");
+  if (!test::imports(python, "torchrec")) GTEST_SKIP() << "no TorchRec venv at " << python << " (ci/systems torchrec-1.9.2)";
+  test::TempDir tmp("lockstep_torchrec");
+  const auto run = run_native_and_under(kTorchRec, python, tmp, 2);
+  ASSERT_FALSE(run.native.empty());
+  EXPECT_EQ(run.under, run.native) << "the program's own digest changed under lockstep";
+  const auto& s = run.result;
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s.at("status").get<std::string>(), "pass") << s.dump();
+  EXPECT_EQ(s.at("metrics").at("unverified_calls").get<double>(), 0) << s.dump();
+  EXPECT_EQ(s.at("metrics").at("program_steps").get<double>(), 5) << s.dump();
+  EXPECT_FALSE(s.value("digest", "").empty()) << s.dump();
+  std::map<std::string, int> on_world;
+  std::istringstream in(run.trace0);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("op") && !j.contains("group") && j.value("step", -1) >= 0) ++on_world[j.at("op").get<std::string>()];
+  }
+  EXPECT_EQ(on_world["reduce_scatter"], 5) << "one per step: the row-wise table's pooled rows";
+  EXPECT_GE(on_world["all_to_all"], 5 * 2) << "ids routed and pooled rows returned, every step";
 }
 
 }  // namespace

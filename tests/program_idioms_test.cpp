@@ -154,6 +154,7 @@ TEST_P(ProgramIdiomsTest, AnExceptionIsQuotedWithItsLineAndStep) {
 
 INSTANTIATE_TEST_SUITE_P(Torches, ProgramIdiomsTest, ::testing::Values("debian", "venv"));
 
+
 }  // namespace
 }  // namespace lockstep
 
@@ -275,6 +276,60 @@ TEST(ProgramDigestTest, AProgramWithoutDdpIsDigestedFromWhatItsOptimizersHold) {
   ASSERT_FALSE(d0.empty() || d1.empty()) << r.out;
   EXPECT_NE(d0, d1) << "the shards should differ";
   EXPECT_EQ(s.value("digest", ""), combined_hex({std::stoull(d0), std::stoull(d1)})) << s.dump();
+}
+
+// A DDP module with a part DDP is told to ignore (a model-parallel part, as TorchRec's
+// DistributedModelParallel ignores its sharded tables): that part differs between the ranks by
+// design, so it is not compared as a replica; the run's digest is the replicas' digest followed by
+// every rank's digest of its ignored parameters, in rank order. Before, the ranks' different
+// shards were a result_mismatch. The program writes each digest itself (the same BLAKE2 rule).
+TEST(ProgramDigestTest, ParametersDdpIgnoresAreEachRanksOwnNotReplicas) {
+  if (!test::imports("/usr/bin/python3")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+  test::TempDir tmp("lockstep_ignored");
+  std::ofstream(tmp.path() + "/ignored.py")
+      << "import hashlib, sys, torch, torch.distributed as dist\n"
+         "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+         "dist.init_process_group('gloo')\n"
+         "r = dist.get_rank()\n"
+         "class M(torch.nn.Module):\n"
+         "    def __init__(self):\n"
+         "        super().__init__()\n"
+         "        self.shared = torch.nn.Linear(2, 1, bias=False)\n"
+         "        self.local = torch.nn.Parameter(torch.full((3,), float(r + 1)))\n"
+         "    def forward(self, x):\n"
+         "        return self.shared(x).sum() + (self.local * self.local).sum()\n"
+         "torch.manual_seed(0)\n"
+         "m = M()\n"
+         "DDP._set_params_and_buffers_to_ignore_for_model(m, ['local'])\n"
+         "ddp = DDP(m)\n"
+         "opt = torch.optim.SGD(ddp.parameters(), lr=0.1)\n"
+         "for step in range(3):\n"
+         "    opt.zero_grad()\n"
+         "    ddp(torch.ones(4, 2) * (r + 1)).backward()\n"
+         "    opt.step()\n"
+         "def digest(ps):\n"
+         "    h = hashlib.blake2b(digest_size=8)\n"
+         "    for p in ps:\n"
+         "        h.update(str(p.dtype).encode()); h.update(p.detach().contiguous().numpy().tobytes())\n"
+         "    return int.from_bytes(h.digest(), 'little') >> 1\n"
+         "open('%s/replica-%d' % (sys.argv[1], r), 'w').write('%d' % digest([m.shared.weight]))\n"
+         "open('%s/own-%d' % (sys.argv[1], r), 'w').write('%d' % digest([m.local]))\n"
+         "dist.destroy_process_group()\n";
+  const std::string report = tmp.path() + "/r";
+  const auto r = test::run_cli(LOCKSTEP_BINARY,
+                               "torchrun --nproc-per-node 2 --python /usr/bin/python3 --report-dir '" + report + "' '" + tmp.path() +
+                                   "/ignored.py' '" + tmp.path() + "'",
+                               tmp.path());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  std::ifstream in(report + "/results.json");
+  ASSERT_TRUE(in) << r.out << r.err;
+  const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
+  const std::string rep0 = test::first_line(tmp.path() + "/replica-0"), rep1 = test::first_line(tmp.path() + "/replica-1");
+  const std::string own0 = test::first_line(tmp.path() + "/own-0"), own1 = test::first_line(tmp.path() + "/own-1");
+  ASSERT_FALSE(rep0.empty() || own0.empty() || own1.empty()) << r.out;
+  EXPECT_EQ(rep0, rep1) << "DDP keeps the shared layer identical";
+  EXPECT_NE(own0, own1) << "each rank's ignored part should be its own";
+  EXPECT_EQ(s.value("digest", ""), combined_hex({std::stoull(rep0), std::stoull(own0), std::stoull(own1)})) << s.dump();
 }
 
 }  // namespace

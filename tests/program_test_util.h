@@ -23,6 +23,15 @@ inline std::string venv_python() {
   return out.substr(0, out.find_last_not_of("\n") + 1);
 }
 
+// The interpreter of a system's venv that `ci/systems NAME` makes (e.g. "torchrec-1.9.2"), under
+// $LOCKSTEP_DEPS (default ~/.cache/lockstep); it may not exist (ci/systems is run on purpose).
+inline std::string systems_python(const std::string& name) {
+  const char* deps = std::getenv("LOCKSTEP_DEPS");
+  const char* home = std::getenv("HOME");
+  const std::string root = deps && *deps ? deps : std::string(home ? home : "") + "/.cache/lockstep";
+  return root + "/systems/" + name + "/bin/python";
+}
+
 // "debian": Debian's python3 (torch 1.13); anything else: the venv's.
 inline std::string python_for(const std::string& which) { return which == "debian" ? "/usr/bin/python3" : venv_python(); }
 

@@ -474,10 +474,15 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
     if (replica_digest >= 0) {
       rt->check_same_value(replica_digest, "the DistributedDataParallel module's parameters differ between the ranks at the end of the program",
                            "DDP keeps its replicas identical; a rank's gradient all-reduce stopped, was skipped or differed");
-    } else if (rank_digest >= 0) {
-      // No replicas to compare (a sharded or hand-written program): the run's digest is every
-      // rank's, in rank order, for baselines and upgrade comparisons.
-      program_digest = fnv1a_63(rt->gather_values(rank_digest));  // every rank's 63-bit digest, in rank order
+    }
+    if (rank_digest >= 0) {
+      // What is not replicated (a sharded or hand-written program; the shards of a DDP module's
+      // parameters DDP ignores, TorchRec's tables): the run's digest is every rank's 63-bit
+      // digest in rank order, after the replicas' where there are replicas, for baselines and
+      // upgrade comparisons.
+      std::vector<std::int64_t> words = rt->gather_values(rank_digest);
+      if (replica_digest >= 0) words.insert(words.begin(), replica_digest);
+      program_digest = fnv1a_63(words);
     }
   }
   finished = true;
@@ -485,8 +490,8 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
   st.collectives = rt->collectives_issued();
   st.metrics = program_metrics(steps, steps_per_s, median_step_s);
   st.metrics["collectives"] = static_cast<double>(rt->collectives_issued());
-  if (replica_digest >= 0) st.digest = hex(replica_digest);
-  else if (program_digest >= 0) st.digest = hex(program_digest);
+  if (program_digest >= 0) st.digest = hex(program_digest);
+  else if (replica_digest >= 0) st.digest = hex(replica_digest);
   rt->settle();
   return 0;
 }

@@ -88,9 +88,10 @@ LS_API int ls_p2p_end(std::int64_t id, const char* failure);
 LS_API void ls_check_same_count(std::int64_t value, const char* subject, const char* unit, std::int64_t step);
 // At the program's end: `failure` "" meets the other ranks in one verified barrier and compares
 // the DDP replicas' digest (-1: no DDP), then writes the status with the program's steps, steps
-// per second and median step in seconds (0: not measured) and the run's digest: the replicas'
-// when there is DDP, else, with `rank_digest` >= 0 (the parameters this rank's optimizers hold),
-// every rank's combined in rank order (program_digest); a failure is reported instead, with
+// per second and median step in seconds (0: not measured) and the run's digest: with
+// `rank_digest` >= 0 (this rank's own parameters: those its optimizers hold, or those its DDP
+// module ignores), every rank's combined in rank order after the replicas' (program_digest); else
+// the replicas'. A failure is reported instead, with
 // `failure_step`, the program's step when it failed (-1 unknown).
 // Returns the exit code the process must end with when it is not the program's own: 2 (bad input)
 // when lockstep was to verify the program and it never created its default group; else 0.

@@ -300,7 +300,15 @@ class _Runtime:
         self.finished = True
         digest = rank_digest = -1
         if self.steps.ddp is not None and not failure:
-            digest = _parameter_digest(self.steps.ddp.module.parameters())
+            # The parameters DDP replicates, and this rank's own of those it was told to ignore
+            # (a model-parallel part: TorchRec's sharded tables under DistributedModelParallel).
+            ddp = self.steps.ddp
+            ignored = set(getattr(ddp, "parameters_to_ignore", None) or ())
+            named = list(ddp.module.named_parameters())
+            digest = _parameter_digest(p for n, p in named if n not in ignored)
+            own = [p for n, p in named if n in ignored]
+            if own:
+                rank_digest = _parameter_digest(own)
         elif not failure:
             held = self.steps.optimized_parameters()
             if held:
