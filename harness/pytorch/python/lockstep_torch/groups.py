@@ -340,6 +340,8 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
                              lambda: getattr(self._real, name)(outputs, inputs, opts))
 
     LockstepGroup._members = _members
+    # Called only from the methods above (torch_private._keep_out_of_compile leaves them unwrapped).
+    LockstepGroup._lockstep_helpers = frozenset({"_carry", "_many", "_reducing", "_alltoall", "_members"})
     LockstepGroup.allreduce_coalesced = allreduce_coalesced
     LockstepGroup.allgather_coalesced = allgather_coalesced
     for name in ("allgather_into_tensor_coalesced", "all_gather_single_coalesced"):

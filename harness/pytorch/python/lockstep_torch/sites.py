@@ -5,7 +5,7 @@ import os
 import sys
 import threading
 import traceback
-from typing import List
+from typing import Dict, List
 
 _failure: List[str] = [""]          # the program's uncaught exception, as the diagnosis quotes it
 _failure_step: List[int] = [-1]     # the program's step when it was raised
@@ -20,11 +20,20 @@ def _is_program_file(name: str) -> bool:
     return True
 
 
+# A code file's name -> its base name when it is the program's own, else "" (every collective
+# walks the stack: each file is judged once).
+_program_files: Dict[str, str] = {}
+
+
 def _site_in(frame) -> str:
+    files = _program_files
     while frame is not None:
         name = frame.f_code.co_filename
-        if _is_program_file(name):
-            return "%s:%d" % (os.path.basename(name), frame.f_lineno)
+        base = files.get(name)
+        if base is None:
+            base = files[name] = os.path.basename(name) if _is_program_file(name) else ""
+        if base:
+            return "%s:%d" % (base, frame.f_lineno)
         frame = frame.f_back
     return ""
 

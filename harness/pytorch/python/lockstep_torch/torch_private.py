@@ -102,6 +102,9 @@ def _keep_out_of_compile(torch: Any, group_class: type) -> None:
     disable = getattr(getattr(torch, "compiler", None), "disable", None)
     if disable is None:
         return
+    # Its own helpers run only inside methods already disabled: wrapping them again would cost
+    # each collective another wrapper's frame switches.
+    internal = getattr(group_class, "_lockstep_helpers", frozenset())
     for name, member in list(vars(group_class).items()):
-        if callable(member) and not name.startswith("__"):
+        if callable(member) and not name.startswith("__") and name not in internal:
             setattr(group_class, name, disable(member))
