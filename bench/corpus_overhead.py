@@ -12,7 +12,8 @@ of its median step over plain's in the same round (1.10 = 10% slower).
 
 Needs build/lockstep and build/python/liblockstep_program.so; PY defaults to the torch 2.15.0 venv
 that `ci/setup` makes (the 2.x-only programs are skipped under a torch without
-torch.distributed.tensor). Writes reports/evidence-corpus-overhead.{md,json}. About 3.5 minutes a
+torch.distributed.tensor); the TorchRec program runs with the venv `ci/systems torchrec-1.9.2`
+makes (torch 2.14.1), skipped without it. Writes reports/evidence-corpus-overhead.{md,json}. About 3.5 minutes a
 round on 2 shared cores. A run that fails is run once more (torch 2.15.0 now and then aborts at
 exit, natively too) and listed; a second failure stops the bench.
 """
@@ -25,12 +26,14 @@ import tempfile
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# name: (clean scenario, extra arguments that lengthen the run to enough steps for a median)
+# name: (clean scenario, extra arguments that lengthen the run to enough steps for a median, the
+# interpreter: None for PY, else the venv `ci/systems NAME` makes, skipped when it is not there)
 PROGRAMS = {
-    "ddp_sage": ("scenarios/programs/ddp_sage/clean.toml", ["--steps", "150"]),
-    "ddp_idioms": ("scenarios/programs/ddp_idioms/clean.toml", ["--steps", "60"]),
-    "fsdp2": ("scenarios/programs/fsdp2/clean.toml", ["--steps", "40"]),
-    "tp": ("scenarios/programs/tp/clean.toml", ["--steps", "40"]),
+    "ddp_sage": ("scenarios/programs/ddp_sage/clean.toml", ["--steps", "400"], None),
+    "ddp_idioms": ("scenarios/programs/ddp_idioms/clean.toml", ["--steps", "80"], None),
+    "fsdp2": ("scenarios/programs/fsdp2/clean.toml", ["--steps", "40"], None),
+    "tp": ("scenarios/programs/tp/clean.toml", ["--steps", "40"], None),
+    "torchrec": ("scenarios/programs/torchrec/clean.toml", ["--steps", "80"], "torchrec-1.9.2"),
 }
 TARGET = 1.10
 MODES = ("plain", "verify", "detail")
@@ -80,7 +83,10 @@ def main():
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     work = tempfile.mkdtemp(prefix="lockstep-corpus-overhead.")
     tomls = {}
-    for name, (path, extra) in PROGRAMS.items():
+    pythons = {}
+    for name, (path, extra, system) in PROGRAMS.items():
+        pythons[name] = python if system is None else os.path.join(
+            os.environ.get("LOCKSTEP_DEPS", os.path.expanduser("~/.cache/lockstep")), "systems", system, "bin", "python")
         d = os.path.join(work, name)
         os.makedirs(d)
         tomls[name] = {}
@@ -94,7 +100,8 @@ def main():
                 f.write(text)
             tomls[name][mode] = t
     steps = {name: {m: [] for m in MODES} for name in PROGRAMS}
-    retries, skipped = [], set()
+    retries = []
+    skipped = {name for name in PROGRAMS if not os.path.exists(pythons[name])}
     no_detail = {}  # program -> why DETAIL does not run it (PyTorch's own checker failing it, natively)
     for k in range(rounds):
         for name in PROGRAMS:
@@ -106,7 +113,7 @@ def main():
                     continue
                 for attempt in (1, 2):
                     try:
-                        v = run_once(tomls[name][mode], os.path.join(work, "%s.%s.%d.%d" % (name, mode, k, attempt)), python)
+                        v = run_once(tomls[name][mode], os.path.join(work, "%s.%s.%d.%d" % (name, mode, k, attempt)), pythons[name])
                         break
                     except RuntimeError as e:
                         if attempt == 2 and mode == "detail":
@@ -126,7 +133,9 @@ def main():
     rows, data = [], {"commit": commit, "torch": torch_version, "rounds": rounds, "target": TARGET, "programs": {}}
     for name in PROGRAMS:
         if name in skipped:
-            rows.append("| %s | skipped under torch %s | | | | | |" % (name, torch_version))
+            why = "skipped under torch %s" % torch_version if PROGRAMS[name][2] is None else "skipped: no %s (ci/systems %s)" % (
+                pythons[name], PROGRAMS[name][2])
+            rows.append("| %s | %s | | | | | |" % (name, why))
             continue
         plain, verify, detail = steps[name]["plain"], steps[name]["verify"], steps[name]["detail"]
         ratios = [v / p for p, v in zip(plain, verify)]
@@ -140,8 +149,9 @@ def main():
                                   "ratios": ratios, "detail_ratios": detail_ratios, "cost": cost, "detail_cost": detail_cost}
         detail_cells = ("DETAIL fails it", "-") if name in no_detail else (
             "%.2f" % (1000 * statistics.median(detail)), "%.3fx" % detail_cost)
+        label = name if PROGRAMS[name][2] is None else "%s (%s)" % (name, PROGRAMS[name][2])
         rows.append("| %s | %.2f | %.2f | **%.3fx** %s | %s | %s | %s |" % (
-            name, 1000 * statistics.median(plain), 1000 * statistics.median(verify), cost,
+            label, 1000 * statistics.median(plain), 1000 * statistics.median(verify), cost,
             "met" if cost <= TARGET else "NOT met", detail_cells[0], detail_cells[1],
             ", ".join("%.2f" % r for r in ratios)))
     md = ["# Evidence: the per-step cost of verifying the program corpus", "",
