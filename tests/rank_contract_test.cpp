@@ -174,6 +174,22 @@ TEST_F(JudgeTest, TheLowestRankThatFailedTheSameWayWithinTheSettleWindowIsBlamed
   EXPECT_EQ(judge({killed(SIGSEGV, 30), killed(SIGABRT, 60), killed(SIGABRT, 10)}, src).diagnosis->rank, 1);
 }
 
+// "The same way" reads every number in the line that says why as any number: a rank's own
+// number, and the shapes and indices that differ per rank in one engine error (Gloo's all_gather
+// with unequal batches, as TorchRec raises it on both ranks), no longer make one failure two;
+// another exception, or another message, still does.
+TEST(FailureWordsTest, NumbersReadAsAnyNumberOtherWordsDoNot) {
+  EXPECT_EQ(launch::failure_words("RuntimeError: injected crash in every rank (rank 0)"),
+            "RuntimeError: injected crash in every rank (rank #)");
+  EXPECT_EQ(launch::failure_words("RuntimeError: ProcessGroupGloo::allgather: invalid tensor size at index 1 (expected (8, 8), got (6, 8))"),
+            launch::failure_words("RuntimeError: ProcessGroupGloo::allgather: invalid tensor size at index 0 (expected (6, 8), got (8, 8))"));
+  EXPECT_EQ(launch::failure_words("rank12: step 305 failed"), "rank#: step # failed");
+  EXPECT_NE(launch::failure_words("ValueError: bad batch 3"), launch::failure_words("RuntimeError: bad batch 3"));
+  EXPECT_NE(launch::failure_words("ConnectionResetError: [Errno 104] Connection reset by peer"),
+            launch::failure_words("RuntimeError: invalid tensor size at index 0"));
+  EXPECT_EQ(launch::failure_words(""), "");
+}
+
 TEST_F(JudgeTest, AFailureAfterTheSettleWindowOrADifferentWayDoesNotTakeTheBlame) {
   const FakeSource src(false, {false, false});
   // Rank 0 failed the same way 401 ms after rank 1: outside the window, rank 1 (the first).

@@ -36,22 +36,30 @@ std::string way_of_exit(const Child& c) {
   return WIFSIGNALED(c.status) ? signal_name(WTERMSIG(c.status)) : "exit " + std::to_string(exit_code(c));
 }
 
-// Rule 3's failure_way for an exit with `why` (a status message or a log line): the rank's own
-// number ("rank 1", "rank1") reads as "rank R", so that ranks that say who they are compare equal.
-std::string way_of_exit(const Child& c, int r, std::string why) {
+// Rule 3's failure_way for an exit with `why` (a status message or a log line), its numbers read
+// as any number (failure_words).
+std::string way_of_exit(const Child& c, const std::string& why) {
   if (WIFSIGNALED(c.status)) return way_of_exit(c);
-  const std::string own = std::to_string(r);
-  for (const char* prefix : {"rank ", "rank"}) {
-    const std::string word = prefix + own;
-    for (std::size_t at = why.find(word); at != std::string::npos; at = why.find(word, at + 1)) {
-      const std::size_t end = at + word.size();
-      if (end < why.size() && std::isdigit(static_cast<unsigned char>(why[end]))) continue;  // "rank 10" is not rank 1
-      if (at > 0 && std::isalnum(static_cast<unsigned char>(why[at - 1]))) continue;
-      why.replace(at, word.size(), std::string(prefix) + "R");
+  return way_of_exit(c) + ": " + failure_words(why);
+}
+
+}  // namespace
+
+std::string failure_words(const std::string& why) {
+  std::string out;
+  out.reserve(why.size());
+  for (std::size_t i = 0; i < why.size();) {
+    if (std::isdigit(static_cast<unsigned char>(why[i]))) {
+      out += '#';
+      while (i < why.size() && std::isdigit(static_cast<unsigned char>(why[i]))) ++i;
+    } else {
+      out += why[i++];
     }
   }
-  return way_of_exit(c) + ": " + why;
+  return out;
 }
+
+namespace {
 
 // ---- lockstep's own ranks and programs: the board -------------------------------------------
 
@@ -108,8 +116,8 @@ class BoardSource final : public ProgressSource {
   std::string failure_way(int child, const Child& c) const override {
     const int r = rank_of(child);
     if (WIFSIGNALED(c.status)) return way_of_exit(c);
-    if (auto st = rank::read_status(rank::status_path(dir_, r)); st && !st->message.empty()) return way_of_exit(c, r, st->message);
-    return way_of_exit(c, r, log_last_line(rank::log_path(dir_, r)));
+    if (auto st = rank::read_status(rank::status_path(dir_, r)); st && !st->message.empty()) return way_of_exit(c, st->message);
+    return way_of_exit(c, log_last_line(rank::log_path(dir_, r)));
   }
 
   Diagnosis unfinished(int child, const std::vector<Child>&) const override {
@@ -324,7 +332,7 @@ class FileSource final : public ProgressSource {
 
   std::string failure_way(int r, const Child& c) const override {
     if (WIFSIGNALED(c.status)) return way_of_exit(c);
-    return way_of_exit(c, r, log_last_line(rank::log_path(dir_, r) + log_suffix_));
+    return way_of_exit(c, log_last_line(rank::log_path(dir_, r) + log_suffix_));
   }
 
   Diagnosis unfinished(int r, const std::vector<Child>&) const override {

@@ -28,6 +28,13 @@
 
 namespace lockstep::launch {
 
+// Rule 3: the line that says why a rank failed, as ranks that failed the same way compare it:
+// every number read as any number ("#"), so that a rank's own number ("rank 1"), and the shapes,
+// indices and ids that differ per rank in one error ("invalid tensor size at index 1 (expected
+// (8, 8), got (6, 8))" on one rank, "index 0 (expected (6, 8), got (8, 8))" on its peer), do not
+// make one failure two.
+std::string failure_words(const std::string& why);
+
 // Where the loop sees a rank's progress, and how the judge describes it.
 class ProgressSource {
  public:
@@ -44,7 +51,7 @@ class ProgressSource {
   virtual Diagnosis failure(int r, const Child& c, const std::vector<Child>& kids) const = 0;
   // Rule 3: how rank r's process failed, compared between ranks to find those that failed the
   // same way: the signal, or the exit code and the line that says why (its status's message, or
-  // the last line of its log).
+  // the last line of its log) read by failure_words.
   virtual std::string failure_way(int r, const Child& c) const;
   // Rule 4: rank r exited cleanly without finishing.
   virtual Diagnosis unfinished(int r, const std::vector<Child>& kids) const = 0;

@@ -9,6 +9,8 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
   crash        rank 1 raises                              -> rank_failure
   crash_all    every rank raises the same error, once all have got there, rank 0 50 ms
                after the others                           -> rank_failure blaming rank 0
+  crash_all_numbers  as crash_all, each rank's message with its own numbers (an index and
+               shapes, as Gloo's all_gather words unequal batches) -> rank_failure blaming rank 0
   hang         rank 1 never finishes                      -> timeout
   nothing      rank 1 exits 0 without writing outputs     -> missing_participant
   accept       lookups accept invalid ids                 -> invariant_violation
@@ -330,7 +332,7 @@ def main():
     out.system(numpy=np.__version__)
     if inp.rank == 1 and bug == "crash":
         raise RuntimeError("injected crash in rank 1")
-    if bug == "crash_all":
+    if bug in ("crash_all", "crash_all_numbers"):
         # A barrier through the ranks' output folders, so that every rank fails within the
         # judge's settle window; the lowest rank is blamed though it fails last.
         open(os.path.join(out.directory, "ready"), "w").close()
@@ -342,6 +344,9 @@ def main():
             time.sleep(0.005)
         if inp.rank == 0:
             time.sleep(0.05)
+        if bug == "crash_all_numbers":
+            raise RuntimeError("ProcessGroupGloo::allgather: invalid tensor size at index %d (expected (%d, 8), got (%d, 8))"
+                               % ((inp.rank + 1) % inp.world_size, 8 - 2 * inp.rank, 6 + inp.rank))
         raise RuntimeError("injected crash in every rank (rank %d)" % inp.rank)
     if inp.rank == 1 and bug == "hang":
         out.progress("hanging on purpose")
