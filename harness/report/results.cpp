@@ -347,6 +347,16 @@ void write_markdown_summary(const RunSummary& run, const std::string& path) {
       md << "| " << status << " | " << md_cell(r->id) << " | " << md_cell(r->expected) << " | " << observed << " | " << std::fixed
          << std::setprecision(2) << r->duration_s << " | " << md_cell(r->reason) << " |\n";
     }
+    // What the checks said beside their verdict (declared semantics, tolerances and the worst
+    // deviation each check saw), scenario by scenario.
+    bool noted = false;
+    for (const auto& r : run.results) {
+      for (const auto& n : r.notes) {
+        if (!noted) md << "\n**Notes**\n\n";
+        noted = true;
+        md << "- " << md_cell(r.id) << ": " << md_cell(n) << "\n";
+      }
+    }
   }
   md << "\nEach scenario's rank logs, traces (`trace.json` opens in Perfetto) and statuses are in its `artifacts` folder "
         "(results.json), under this report's folder.\n";

@@ -4,6 +4,7 @@
 // judges rank 0's extra steps on ids outside the table.
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,13 @@ void update_row(const Options& o, std::int64_t t, const float* g, float* w, floa
 // unless given (a pooled bag's: the pooling of its rows' magnitudes, which bounds how far a
 // rounding in any of them moves the result).
 bool close(float want, float got, double ulps, double scale = -1);
+// How many of those units got is from want: 0 when bit-identical, infinity when either is not
+// finite (and they differ).
+double units(float want, float got, double scale = -1);
+// The worst deviation each check saw (`worst`: check -> units per step), as metrics
+// worst_ulps.<check> and a note that says which tolerance_ulps the run needs, beside the one
+// declared (`declared`, 0 none).
+void note_worst_deviation(const std::map<std::string, double>& worst, double declared, CheckResult& res);
 
 // What rule `b` does with ids outside [0, N), in words ("clamped to [0, N - 1] (bad_ids = ...)").
 std::string bad_rule(BadIds b);

@@ -41,13 +41,6 @@ void update_row(const Options& o, std::int64_t t, const float* g, float* w, floa
   }
 }
 
-bool close(float want, float got, double ulps, double scale) {
-  if (std::memcmp(&want, &got, 4) == 0) return true;
-  if (ulps <= 0 || !std::isfinite(got)) return false;
-  const double unit = std::ldexp(std::max<double>(scale >= 0 ? scale : std::fabs(want), std::ldexp(1.0, -6)), -23);
-  return std::fabs(static_cast<double>(got) - want) <= ulps * unit;
-}
-
 }  // namespace embedding
 
 namespace {
@@ -288,13 +281,24 @@ F32 pooled_bags(const Options& o, const Batches& b, const Semantics& sem, const 
 // The first output that differs from trajectory `tr` (replayed under `sem`) by more than
 // `ulps` units per step: per step, the rows (or bags) each rank pulled, then the state, then
 // the table. For a bag, `row` is its global bag index.
+// With `worst`, also the largest deviation each check saw, in units per step (units / (t + 1)):
+// the smallest tolerance_ulps under which it passes (up to the first mismatch, if any).
 std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const Shares& sh, int ws, const Observed& obs,
-                                       const Trajectory& tr, const Semantics& sem, double ulps) {
+                                       const Trajectory& tr, const Semantics& sem, double ulps,
+                                       std::map<std::string, double>* worst = nullptr) {
   const auto d = static_cast<std::size_t>(o.dim);
   for (std::int64_t t = 0; t < o.steps; ++t) {
     const double tol = ulps * static_cast<double>(t + 1);
+    // close(), noting the deviation under `what` when asked to.
+    auto close = [&](const std::string& what, float want, float got, double scale = -1) {
+      if (worst) {
+        double& w = (*worst)[what];
+        w = std::max(w, units(want, got, scale) / static_cast<double>(t + 1));
+      }
+      return embedding::close(want, got, tol, scale);
+    };
     F32 magnitudes;  // bags: |table|, pooled for each bag's tolerance scale
-    if (o.bags() && tol > 0) {
+    if (o.bags() && (tol > 0 || worst)) {
       magnitudes = tr.before[static_cast<std::size_t>(t)];
       for (float& v : magnitudes) v = std::fabs(v);
     }
@@ -304,9 +308,9 @@ std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const
         const auto q0 = sh.bags[static_cast<std::size_t>(t * (ws + 1) + r)], q1 = sh.bags[static_cast<std::size_t>(t * (ws + 1) + r + 1)];
         const F32 want = pooled_bags(o, b, sem, tr.before[static_cast<std::size_t>(t)], q0, q1);
         // The weights are positive, so pooling |r| gives sum |w r| (or its mean).
-        const F32 scale = tol > 0 ? pooled_bags(o, b, sem, magnitudes, q0, q1) : F32(want.size(), 0.f);
+        const F32 scale = tol > 0 || worst ? pooled_bags(o, b, sem, magnitudes, q0, q1) : F32(want.size(), 0.f);
         for (std::size_t i = 0; i < got.size(); ++i) {
-          if (!close(want[i], got[i], tol, scale[i])) return Mismatch{"pooled", t, q0 + static_cast<std::int64_t>(i / d), static_cast<std::int64_t>(i % d), r, want[i], got[i]};
+          if (!close("pooled", want[i], got[i], scale[i])) return Mismatch{"pooled", t, q0 + static_cast<std::int64_t>(i / d), static_cast<std::int64_t>(i % d), r, want[i], got[i]};
         }
         continue;
       }
@@ -314,12 +318,12 @@ std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const
       for (std::size_t i = 0; i < got.size(); ++i) {
         const auto id = static_cast<std::size_t>(b.ids[static_cast<std::size_t>(lo) + i / d]);
         const float want = tr.before[static_cast<std::size_t>(t)][id * d + i % d];
-        if (!close(want, got[i], tol)) return Mismatch{"pulled", t, static_cast<std::int64_t>(id), static_cast<std::int64_t>(i % d), r, want, got[i]};
+        if (!close("pulled", want, got[i])) return Mismatch{"pulled", t, static_cast<std::int64_t>(id), static_cast<std::int64_t>(i % d), r, want, got[i]};
       }
     }
     auto cmp = [&](const char* what, const F32& want, const F32& got, std::size_t cols) -> std::optional<Mismatch> {
       for (std::size_t i = 0; i < want.size(); ++i) {
-        if (!close(want[i], got[i], tol)) return Mismatch{what, t, static_cast<std::int64_t>(i / cols), static_cast<std::int64_t>(i % cols), 0, want[i], got[i]};
+        if (!close(what, want[i], got[i])) return Mismatch{what, t, static_cast<std::int64_t>(i / cols), static_cast<std::int64_t>(i % cols), 0, want[i], got[i]};
       }
       return std::nullopt;
     };
@@ -467,7 +471,8 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
                         " units of 2^-23 * max(|value|, 2^-6) per step");
   }
   const Trajectory expected = simulate(o, b, init, o.declared, ws);
-  if (auto m = first_mismatch(o, b, sh, ws, obs, expected, o.declared, o.tolerance_ulps)) {
+  std::map<std::string, double> worst;  // per check, units per step
+  if (auto m = first_mismatch(o, b, sh, ws, obs, expected, o.declared, o.tolerance_ulps, &worst)) {
     std::ostringstream os;
     os << "embedding (" << optimizer_name(o) << ", " << describe_semantics(o.declared, o) << "): step " << m->step << ", ";
     if (m->what == "pooled") {
@@ -563,6 +568,7 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
     if (!explained) os << "; no known defect explains it";
     throw DiagnosisError(Diagnosis{DiagnosisKind::kResultMismatch, os.str(), m->rank, -1});
   }
+  note_worst_deviation(worst, o.tolerance_ulps, res);
   if (!o.bad_groups.empty()) check_bad_ids(o, s, out, expected, res);
   I64 stream;
   for (const auto& t : obs.table) {

@@ -1,0 +1,61 @@
+// The embedding capability's tolerance unit and the worst deviation a run reports per check
+// (harness/sut/embedding_tolerance.cpp). Expected values are worked by hand from the unit's
+// definition: 2^-23 * max(scale, 2^-6), scale = |want| unless given.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "harness/sut/capability.h"
+#include "harness/sut/embedding_model.h"
+
+namespace lockstep::sut::embedding {
+namespace {
+
+const float kUlp1 = std::ldexp(1.0f, -23);  // one unit at |value| 1
+
+TEST(EmbeddingToleranceTest, UnitsCountStepsOfTheValuesOwnPrecision) {
+  EXPECT_EQ(units(1.0f, 1.0f), 0);
+  EXPECT_DOUBLE_EQ(units(1.0f, 1.0f + kUlp1), 1.0);
+  EXPECT_DOUBLE_EQ(units(1.0f, 1.0f + 3 * kUlp1), 3.0);
+  EXPECT_DOUBLE_EQ(units(-2.0f, -2.0f - 4 * kUlp1), 2.0);  // at 2, a unit is 2^-22
+  // A pooled bag's scale (its rows' magnitudes pooled, 4 here) makes a unit four times larger.
+  EXPECT_DOUBLE_EQ(units(1.0f, 1.0f + 3 * kUlp1, 4.0), 0.75);
+  // Near zero the unit stops shrinking at 2^-6 * 2^-23.
+  EXPECT_DOUBLE_EQ(units(0.0f, std::ldexp(1.0f, -29)), 1.0);
+  EXPECT_TRUE(std::isinf(units(1.0f, std::numeric_limits<float>::quiet_NaN())));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(units(nan, nan), 0) << "the same bits are no deviation";
+}
+
+TEST(EmbeddingToleranceTest, CloseIsUnitsWithinTheTolerance) {
+  EXPECT_TRUE(close(1.0f, 1.0f + 3 * kUlp1, 3));
+  EXPECT_FALSE(close(1.0f, 1.0f + 3 * kUlp1, 2.9));
+  EXPECT_FALSE(close(1.0f, 1.0f + kUlp1, 0)) << "no tolerance: only the same bits";
+  EXPECT_TRUE(close(0.5f, 0.5f, 0));
+}
+
+TEST(EmbeddingToleranceTest, TheWorstDeviationIsAMetricPerCheckAndSaysWhatTheRunNeeds) {
+  CheckResult res;
+  note_worst_deviation({{"table", 3.75}, {"pooled", 0.8333}}, 8, res);
+  EXPECT_DOUBLE_EQ(res.metrics.at("worst_ulps.table"), 3.75);
+  EXPECT_DOUBLE_EQ(res.metrics.at("worst_ulps.pooled"), 0.8333);
+  ASSERT_EQ(res.notes.size(), 1u);
+  EXPECT_EQ(res.notes[0], "worst deviation per check, in units per step: pooled 0.833, table 3.75 (declared tolerance_ulps 8; the run needs 3.75)");
+
+  CheckResult exact;
+  note_worst_deviation({{"table", 0}, {"pulled", 0}}, 0, exact);
+  ASSERT_EQ(exact.notes.size(), 1u);
+  EXPECT_NE(exact.notes[0].find("bit-identical"), std::string::npos) << exact.notes[0];
+  EXPECT_EQ(exact.metrics.at("worst_ulps.table"), 0);
+
+  CheckResult none;
+  note_worst_deviation({}, 4, none);
+  EXPECT_TRUE(none.notes.empty());
+  EXPECT_TRUE(none.metrics.empty());
+}
+
+}  // namespace
+}  // namespace lockstep::sut::embedding
