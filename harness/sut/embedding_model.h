@@ -75,6 +75,8 @@ void note_worst_deviation(const std::map<std::string, double>& worst, double dec
 
 // What rule `b` does with ids outside [0, N), in words ("clamped to [0, N - 1] (bad_ids = ...)").
 std::string bad_rule(BadIds b);
+// The profile `s` in words ("duplicate ids summed, gradients divided by the world size, ...").
+std::string describe_semantics(const Semantics& s, const Options& o);
 
 // One group of ids outside [0, N) that rank 0 pulls and steps after the last step, with their
 // gradient rows (a pure function of the seed, the group and the position).

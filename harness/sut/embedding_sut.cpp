@@ -28,25 +28,9 @@
 #include "reference/embedding/embedding.h"
 
 namespace lockstep::sut {
-namespace embedding {
-
-// (embedding_model.h)
-std::int64_t state_cols(const Options& o) { return o.rowwise ? 1 : o.dim; }
-
-void update_row(const Options& o, std::int64_t t, const float* g, float* w, float* s1, float* s2) {
-  if (o.rowwise) {
-    ref::apply_rowwise_adagrad(static_cast<float>(o.optimizer.lr), static_cast<float>(o.optimizer.resolved_eps()), o.dim, g, w, s1);
-  } else {
-    ref::apply_update(o.optimizer, t, o.dim, g, w, s1, s2);
-  }
-}
-
-}  // namespace embedding
-
 namespace {
 
 using namespace embedding;
-
 
 std::string optimizer_name(const Options& o) { return o.rowwise ? "rowwise_adagrad" : ref::to_string(o.optimizer.kind); }
 
@@ -338,21 +322,6 @@ std::optional<Mismatch> first_mismatch(const Options& o, const Batches& b, const
     if (auto m = cmp("table", tr.after[static_cast<std::size_t>(t)], obs.table[static_cast<std::size_t>(t)], d)) return m;
   }
   return std::nullopt;
-}
-
-std::string describe_semantics(const Semantics& s, const Options& o) {
-  std::vector<std::string> parts;
-  parts.push_back(std::string("duplicate ids ") + (s.reduce == ref::DuplicateReduce::kMean ? "averaged (mean)" : "summed"));
-  parts.push_back(s.divide_by_ws ? "gradients divided by the world size" : "gradients not scaled across ranks");
-  if (!o.bad_groups.empty() || s.bad != BadIds::kReject) parts.push_back("ids outside the table " + bad_rule(s.bad));
-  if (o.bags()) parts.push_back(std::string("bags ") + (s.pool_mean ? "mean" : "sum") + "-pooled" + (s.weights ? " with per-sample weights" : ""));
-  if (o.optimizer.kind == ref::OptimizerKind::kAdam) {
-    parts.push_back(s.adam_per_row ? "Adam steps counted per row" : "Adam steps counted per step() call");
-    parts.push_back(s.adam_dgl ? "DGL's Adam formula (bias-corrected m and v, eps added to sqrt(v_hat))" : "torch.optim.SparseAdam's formula");
-  }
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out;
 }
 
 void write_inputs(const scenario::Scenario& s, InputWriter& w) {

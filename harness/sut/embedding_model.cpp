@@ -1,0 +1,77 @@
+// The embedding capability's model (embedding_model.h): an update of one row, the profile in
+// words, and the tolerance: how far an output may be from the replayed reference, in units of
+// 2^-23 * max(scale, 2^-6) (scale: the value's own magnitude, or a pooled bag's pooling of its
+// rows' magnitudes), and the worst deviation a run saw per check, which a user chooses
+// tolerance_ulps from.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/scenario/config.h"
+#include "harness/sut/capability.h"
+#include "harness/sut/embedding_model.h"
+#include "reference/embedding/embedding.h"
+
+namespace lockstep::sut::embedding {
+
+std::int64_t state_cols(const Options& o) { return o.rowwise ? 1 : o.dim; }
+
+void update_row(const Options& o, std::int64_t t, const float* g, float* w, float* s1, float* s2) {
+  if (o.rowwise) {
+    ref::apply_rowwise_adagrad(static_cast<float>(o.optimizer.lr), static_cast<float>(o.optimizer.resolved_eps()), o.dim, g, w, s1);
+  } else {
+    ref::apply_update(o.optimizer, t, o.dim, g, w, s1, s2);
+  }
+}
+
+std::string describe_semantics(const Semantics& s, const Options& o) {
+  std::vector<std::string> parts;
+  parts.push_back(std::string("duplicate ids ") + (s.reduce == ref::DuplicateReduce::kMean ? "averaged (mean)" : "summed"));
+  parts.push_back(s.divide_by_ws ? "gradients divided by the world size" : "gradients not scaled across ranks");
+  if (!o.bad_groups.empty() || s.bad != BadIds::kReject) parts.push_back("ids outside the table " + bad_rule(s.bad));
+  if (o.bags()) parts.push_back(std::string("bags ") + (s.pool_mean ? "mean" : "sum") + "-pooled" + (s.weights ? " with per-sample weights" : ""));
+  if (o.optimizer.kind == ref::OptimizerKind::kAdam) {
+    parts.push_back(s.adam_per_row ? "Adam steps counted per row" : "Adam steps counted per step() call");
+    parts.push_back(s.adam_dgl ? "DGL's Adam formula (bias-corrected m and v, eps added to sqrt(v_hat))" : "torch.optim.SparseAdam's formula");
+  }
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+double units(float want, float got, double scale) {
+  if (std::memcmp(&want, &got, 4) == 0) return 0;
+  if (!std::isfinite(got) || !std::isfinite(want)) return std::numeric_limits<double>::infinity();
+  const double unit = std::ldexp(std::max<double>(scale >= 0 ? scale : std::fabs(want), std::ldexp(1.0, -6)), -23);
+  return std::fabs(static_cast<double>(got) - want) / unit;
+}
+
+bool close(float want, float got, double ulps, double scale) {
+  if (std::memcmp(&want, &got, 4) == 0) return true;
+  return ulps > 0 && units(want, got, scale) <= ulps;
+}
+
+void note_worst_deviation(const std::map<std::string, double>& worst, double declared, CheckResult& res) {
+  double most = 0;
+  std::string parts;
+  for (const auto& [check, w] : worst) {
+    res.metrics["worst_ulps." + check] = w;
+    most = std::max(most, w);
+    parts += (parts.empty() ? "" : ", ") + check + " " + scenario::format_double(std::round(w * 1000) / 1000);
+  }
+  if (worst.empty()) return;
+  std::string note = "worst deviation per check, in units per step: " + parts;
+  if (most == 0) {
+    note += " (every output bit-identical to the replay)";
+  } else if (declared > 0) {
+    note += " (declared tolerance_ulps " + scenario::format_double(declared) + "; the run needs " +
+            scenario::format_double(std::ceil(most * 1000) / 1000) + ")";
+  }
+  res.notes.push_back(note);
+}
+
+}  // namespace lockstep::sut::embedding
