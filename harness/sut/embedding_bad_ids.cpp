@@ -21,7 +21,10 @@ std::string bad_rule(BadIds b) {
   return "";
 }
 
-BadGroup bad_group(const Options& o, std::uint64_t seed, const std::string& g) {
+BadGroup bad_group(const Options& o, std::uint64_t seed, const std::string& step) {
+  // "negative": the whole group; "negative.1": its id at position 1 alone, with the same gradient row.
+  const auto dot = step.find('.');
+  const std::string g = step.substr(0, dot);
   const std::int64_t n = o.rows;
   BadGroup bg;
   bg.ids = g == "past_end" ? I64{n, n + 1, n + 7, 2 * n} : I64{-1, -2, -n, -(n + 1)};
@@ -32,7 +35,23 @@ BadGroup bad_group(const Options& o, std::uint64_t seed, const std::string& g) {
   for (std::size_t p = 0; p < bg.ids.size(); ++p) {
     for (std::int64_t c = 0; c < o.dim; ++c) bg.grads.push_back(ref::embedding_batch_grad(seed, o.steps + gi, static_cast<std::int64_t>(p), c));
   }
+  if (dot != std::string::npos) {
+    const auto i = static_cast<std::size_t>(std::stoul(step.substr(dot + 1)));
+    const auto d = static_cast<std::size_t>(o.dim);
+    bg.ids = I64{bg.ids[i]};
+    bg.grads = F32(bg.grads.begin() + static_cast<std::ptrdiff_t>(i * d), bg.grads.begin() + static_cast<std::ptrdiff_t>((i + 1) * d));
+  }
   return bg;
+}
+
+std::vector<std::string> bad_steps(const Options& o) {
+  std::vector<std::string> out;
+  for (const auto& g : o.bad_groups) {
+    out.push_back(g);
+    const std::size_t k = bad_group(o, 0, g).ids.size();
+    for (std::size_t i = 0; i < k; ++i) out.push_back(g + "." + std::to_string(i));
+  }
+  return out;
 }
 
 namespace {
@@ -91,22 +110,34 @@ void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOu
   F32 s1 = tr.s1.back(), s2 = tr.s2.back();
   const double tol = o.tolerance_ulps;
   std::int64_t t = o.steps;
-  auto mismatch = [](const std::string& msg) { throw DiagnosisError(Diagnosis{DiagnosisKind::kResultMismatch, msg, 0, -1}); };
-  for (const auto& g : o.bad_groups) {
+  // Every step is judged (a group, then each of its ids alone), and every problem named: a
+  // rejection of one id must not hide what another did on its own.
+  struct Problem {
+    Diagnosis d;
+    std::string brief;  // how the others are listed after the first: "bad.negative.1: ids [-2] moved row 0"
+  };
+  std::vector<Problem> problems;
+  for (const auto& g : bad_steps(o)) {
     ++t;
     const BadGroup bg = bad_group(o, s.seed, g);
     const std::string ids_text = preview(bg.ids, 4);
     const F32 table_after = out.floats(0, "bad." + g + ".table", Declared::kFloat32, &shape);
     if (table_after.size() != w.size()) contract_violation(0, "bad." + g + ".table", "expected float32 [" + std::to_string(o.rows) + ", " + std::to_string(o.dim) + "]");
+    auto problem = [&](DiagnosisKind kind, const std::string& msg, const std::string& brief) {
+      problems.push_back({Diagnosis{kind, "bad." + g + ": ids " + ids_text + msg, 0, -1}, "bad." + g + ": ids " + ids_text + " " + brief});
+      w = table_after;  // what follows is judged from the system's own table
+    };
     const auto why = out.rejected(0, "bad." + g + ".pulled");
     if (why) {
       if (o.declared.bad != BadIds::kReject) {
-        mismatch("bad." + g + ": ids " + ids_text + " were rejected (" + *why + "), where the declared rule has them " + bad_rule(o.declared.bad));
+        problem(DiagnosisKind::kResultMismatch, " were rejected (" + *why + "), where the declared rule has them " + bad_rule(o.declared.bad),
+                "rejected");
+      } else if (const auto row = first_changed_row(w, table_after, o.dim); row >= 0) {
+        problem(DiagnosisKind::kResultMismatch, " were rejected (" + *why + ") but row " + std::to_string(row) + " changed",
+                "rejected, row " + std::to_string(row) + " changed");
+      } else {
+        res.notes.push_back("bad." + g + ": ids " + ids_text + " rejected as required (" + *why + ")");
       }
-      if (const auto row = first_changed_row(w, table_after, o.dim); row >= 0) {
-        mismatch("bad." + g + ": ids " + ids_text + " were rejected (" + *why + ") but row " + std::to_string(row) + " changed");
-      }
-      res.notes.push_back("bad." + g + ": ids " + ids_text + " rejected as required (" + *why + ")");
       continue;
     }
     const F32 pulled = out.floats(0, "bad." + g + ".pulled", Declared::kFloat32, &shape);
@@ -123,31 +154,55 @@ void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOu
       F32 w2 = w, s1b = s1, s2b = s2;
       if (!replay(o.declared.bad, w2, s1b, s2b)) {
         const auto row = first_changed_row(w2, table_after, o.dim, tol);
-        mismatch("bad." + g + ": ids " + ids_text + " were not handled as the declared rule says (" + bad_rule(o.declared.bad) + ")" +
-                 (row >= 0 ? ": row " + std::to_string(row) + " differs" : ": the pulled rows differ"));
+        const std::string what = row >= 0 ? "row " + std::to_string(row) + " differs" : "the pulled rows differ";
+        problem(DiagnosisKind::kResultMismatch, " were not handled as the declared rule says (" + bad_rule(o.declared.bad) + "): " + what,
+                "not handled as declared: " + what);
+        continue;
       }
       w = tol > 0 ? table_after : std::move(w2), s1 = std::move(s1b), s2 = std::move(s2b);
       continue;
     }
     // Accepted without a declared rule.
-    const auto moved = first_changed_row(w, table_after, o.dim);
+    std::string moved;
+    for (std::int64_t r = 0; r < o.rows; ++r) {
+      for (std::int64_t c = 0; c < o.dim; ++c) {
+        const auto i = static_cast<std::size_t>(r * o.dim + c);
+        if (!close(w[i], table_after[i], 0)) {
+          moved += (moved.empty() ? "" : ", ") + std::to_string(r);
+          break;
+        }
+      }
+    }
     std::string explained;
     for (BadIds rule : {BadIds::kRowZero, BadIds::kClamp, BadIds::kIgnore}) {
       F32 w2 = w, s1b = s1, s2b = s2;
       if (replay(rule, w2, s1b, s2b)) {
         explained = "; explained by " + bad_rule(rule) + " (if that is the system's documented behaviour, declare it in [system.profile])";
+        s1 = std::move(s1b), s2 = std::move(s2b);
         break;
       }
     }
-    if (moved >= 0) {
-      mismatch("bad." + g + ": ids " + ids_text + " (outside [0, " + std::to_string(o.rows) + ")) were accepted and moved row " +
-               std::to_string(moved) + ", a real row" + explained);
+    if (!moved.empty()) {
+      const bool one = moved.find(',') == std::string::npos;
+      const std::string rows = (one ? "row " : "rows ") + moved;
+      problem(DiagnosisKind::kResultMismatch, " (outside [0, " + std::to_string(o.rows) + ")) were accepted and moved " + rows +
+                                                  (one ? ", a real row" : ", real rows") + explained,
+              "moved " + rows);
+    } else {
+      problem(DiagnosisKind::kInvariantViolation,
+              " (outside [0, " + std::to_string(o.rows) + ")) were accepted (no row moved); a pull must reject them" + explained,
+              "accepted, no row moved");
     }
-    throw DiagnosisError(Diagnosis{DiagnosisKind::kInvariantViolation,
-                                   "bad." + g + ": ids " + ids_text + " (outside [0, " + std::to_string(o.rows) +
-                                       ")) were accepted (no row moved); a pull must reject them" + explained,
-                                   0, -1});
   }
+  if (problems.empty()) return;
+  // One diagnosis: result_mismatch if any row moved or a rule was broken, else invariant_violation;
+  // the first problem in full, then the others.
+  Diagnosis d = problems.front().d;
+  for (const auto& p : problems) {
+    if (p.d.kind == DiagnosisKind::kResultMismatch) d.kind = DiagnosisKind::kResultMismatch;
+  }
+  for (std::size_t i = 1; i < problems.size(); ++i) d.message += (i == 1 ? "; also " : "; ") + problems[i].brief;
+  throw DiagnosisError(d);
 }
 
 }  // namespace lockstep::sut::embedding

@@ -84,7 +84,12 @@ struct BadGroup {
   I64 ids;
   F32 grads;
 };
-BadGroup bad_group(const Options& o, std::uint64_t seed, const std::string& g);
+// `step`: a group ("negative") or one of its ids alone ("negative.1": the id at position 1).
+BadGroup bad_group(const Options& o, std::uint64_t seed, const std::string& step);
+// Rank 0's extra steps for bad_id_groups, in order: each group, then each of its ids alone
+// ("past_end", "past_end.0", ..., "negative", "negative.0", ...), so that a system that rejects a
+// group for one id is still judged on what it does with every other id on its own.
+std::vector<std::string> bad_steps(const Options& o);
 
 // Judges rank 0's extra steps on ids outside [0, N) (bad_id_groups), after the steps matched:
 // under the declared rule, a rejection (reject) or exactly the rule's pulls and updates; an

@@ -348,8 +348,8 @@ void write_inputs(const scenario::Scenario& s, InputWriter& w) {
     w.array("ids", b.ids, {total}, "ids of every step's global batch, concatenated (duplicates occur)");
   }
   w.config("id_dtype", o.int32_ids ? "int32" : "int64");
-  w.config("bad_id_groups", o.bad_groups);
-  for (const auto& g : o.bad_groups) {
+  w.config("bad_id_groups", bad_steps(o));
+  for (const auto& g : bad_steps(o)) {
     const BadGroup bg = bad_group(o, s.seed, g);
     const auto k = static_cast<std::int64_t>(bg.ids.size());
     if (o.int32_ids) {

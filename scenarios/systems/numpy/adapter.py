@@ -9,6 +9,9 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
   crash        rank 1 raises                              -> rank_failure
   crash_all    every rank raises the same error, once all have got there, rank 0 50 ms
                after the others                           -> rank_failure blaming rank 0
+  reject_minus_one  embedding: rejects a pull or step only when it holds the id -1; other ids
+               outside the table read and update row 0 (TorchRec at world size 1)
+                                                          -> result_mismatch naming -2 and row 0
   crash_all_numbers  as crash_all, each rank's message with its own numbers (an index and
                shapes, as Gloo's all_gather words unequal batches) -> rank_failure blaming rank 0
   hang         rank 1 never finishes                      -> timeout
@@ -295,7 +298,7 @@ def embedding(inp, out, bug):
 
         def pull_and_step():
             bad = (ids < 0) | (ids >= n)
-            if bad_rule == "reject" and bad.any():
+            if bad_rule == "reject" and bad.any() and (bug != "reject_minus_one" or (ids == -1).any()):
                 raise IndexError("embedding id outside [0, %d)" % n)
             mapped = np.clip(ids, 0, n - 1) if bad_rule == "clamp" else np.where(bad, 0, ids)
             keep = ~bad if bad_rule == "ignore" else np.ones(ids.size, dtype=bool)

@@ -1,5 +1,6 @@
-// The embedding capability's tolerance unit and the worst deviation a run reports per check
-// (harness/sut/embedding_tolerance.cpp). Expected values are worked by hand from the unit's
+// The embedding capability's model (harness/sut/embedding_model.cpp, embedding_bad_ids.cpp): the
+// tolerance unit, the worst deviation a run reports per check, and the extra steps on ids
+// outside the table. Expected values are worked by hand from the unit's
 // definition: 2^-23 * max(scale, 2^-6), scale = |want| unless given.
 #include <gtest/gtest.h>
 
@@ -7,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "harness/sut/capability.h"
 #include "harness/sut/embedding_model.h"
@@ -55,6 +57,27 @@ TEST(EmbeddingToleranceTest, TheWorstDeviationIsAMetricPerCheckAndSaysWhatTheRun
   note_worst_deviation({}, 4, none);
   EXPECT_TRUE(none.notes.empty());
   EXPECT_TRUE(none.metrics.empty());
+}
+
+// Each bad-id group is stepped whole, then id by id, each id with its row of the group's
+// gradients: the documented ids ([-1, -2, -N, -(N+1)], [N, N+1, N+7, 2N]) in order.
+TEST(EmbeddingBadIdsTest, EachGroupIsSteppedWholeThenIdById) {
+  Options o;
+  o.rows = 10;
+  o.dim = 3;
+  o.steps = 2;
+  o.bad_groups = {"past_end", "negative"};
+  EXPECT_EQ(bad_steps(o), (std::vector<std::string>{"past_end", "past_end.0", "past_end.1", "past_end.2", "past_end.3", "negative",
+                                                   "negative.0", "negative.1", "negative.2", "negative.3"}));
+  const BadGroup whole = bad_group(o, 7, "negative");
+  EXPECT_EQ(whole.ids, (I64{-1, -2, -10, -11}));
+  EXPECT_EQ(bad_group(o, 7, "past_end").ids, (I64{10, 11, 17, 20}));
+  ASSERT_EQ(whole.grads.size(), 4u * 3u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const BadGroup one = bad_group(o, 7, "negative." + std::to_string(i));
+    EXPECT_EQ(one.ids, (I64{whole.ids[i]}));
+    EXPECT_EQ(one.grads, F32(whole.grads.begin() + static_cast<std::ptrdiff_t>(3 * i), whole.grads.begin() + static_cast<std::ptrdiff_t>(3 * i + 3)));
+  }
 }
 
 }  // namespace
