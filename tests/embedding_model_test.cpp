@@ -45,7 +45,7 @@ TEST(EmbeddingToleranceTest, TheWorstDeviationIsAMetricPerCheckAndSaysWhatTheRun
   EXPECT_DOUBLE_EQ(res.metrics.at("worst_ulps.table"), 3.75);
   EXPECT_DOUBLE_EQ(res.metrics.at("worst_ulps.pooled"), 0.8333);
   ASSERT_EQ(res.notes.size(), 1u);
-  EXPECT_EQ(res.notes[0], "worst deviation per check, in units per step: pooled 0.833, table 3.75 (declared tolerance_ulps 8; the run needs 3.75)");
+  EXPECT_EQ(res.notes[0], "worst deviation per check, in units (each step replayed from the system's own state): pooled 0.833, table 3.75 (declared tolerance_ulps 8; the run needs 3.75)");
 
   CheckResult exact;
   note_worst_deviation({{"table", 0}, {"pulled", 0}}, 0, exact);

@@ -64,7 +64,7 @@ void note_worst_deviation(const std::map<std::string, double>& worst, double dec
     parts += (parts.empty() ? "" : ", ") + check + " " + scenario::format_double(std::round(w * 1000) / 1000);
   }
   if (worst.empty()) return;
-  std::string note = "worst deviation per check, in units per step: " + parts;
+  std::string note = "worst deviation per check, in units (each step replayed from the system's own state): " + parts;
   if (most == 0) {
     note += " (every output bit-identical to the replay)";
   } else if (declared > 0) {

@@ -12,6 +12,9 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
   reject_minus_one  embedding: rejects a pull or step only when it holds the id -1; other ids
                outside the table read and update row 0 (TorchRec at world size 1)
                                                           -> result_mismatch naming -2 and row 0
+  table_drift  embedding: every update also moves each element 2 units of the tolerance scale
+               (2^-23 * max(|v|, 2^-6)), rows pulled or pooled exactly from its own table
+                                                          -> pass with tolerance_ulps = 3
   crash_all_numbers  as crash_all, each rank's message with its own numbers (an index and
                shapes, as Gloo's all_gather words unequal batches) -> rank_failure blaming rank 0
   hang         rank 1 never finishes                      -> timeout
@@ -229,6 +232,8 @@ def embedding(inp, out, bug):
             v = (g * g - s2[rows]) * b2 + s2[rows]
             w = w + neg_step * (m / (np.sqrt(v) + eps))
             s1[rows], s2[rows] = m, v
+        if bug == "table_drift":  # 2 units of the tolerance scale at every update
+            w = w + f32(2) * np.maximum(np.abs(w), f32(2.0 ** -6)) * f32(2.0 ** -23)
         table[rows] = w
 
     bags = inp.config["bags"]
