@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -239,6 +240,21 @@ std::string combined_hex(const std::vector<std::uint64_t>& digests) {
   return os.str();
 }
 
+// `script` (in tmp) under `lockstep torchrun` over 2 ranks of Debian's torch, given tmp as its
+// argument (where it writes its own digests): the run, and its one scenario result (null when
+// there is none). Expects exit 0.
+std::pair<test::CliResult, nlohmann::json> digest_run(const test::TempDir& tmp, const std::string& script) {
+  const std::string report = tmp.path() + "/r";
+  auto r = test::run_cli(LOCKSTEP_BINARY,
+                         "torchrun --nproc-per-node 2 --python /usr/bin/python3 --report-dir '" + report + "' '" + tmp.path() + "/" +
+                             script + "' '" + tmp.path() + "'",
+                         tmp.path());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  std::ifstream in(report + "/results.json");
+  if (!in) return {r, nullptr};
+  return {r, nlohmann::json::parse(in).at("scenarios").at(0)};
+}
+
 // A program without DDP (each rank its own shard, gradients all-reduced by hand) still gets a
 // digest: its ranks' digests of the parameters their optimizers hold, combined in rank order.
 // Each rank of the program writes its own digest (the same BLAKE2 rule), so the expected value
@@ -263,15 +279,8 @@ TEST(ProgramDigestTest, AProgramWithoutDdpIsDigestedFromWhatItsOptimizersHold) {
          "    h.update(str(p.dtype).encode()); h.update(p.detach().contiguous().numpy().tobytes())\n"
          "open('%s/digest-%d' % (sys.argv[1], r), 'w').write('%d' % (int.from_bytes(h.digest(), 'little') >> 1))\n"
          "dist.destroy_process_group()\n";
-  const std::string report = tmp.path() + "/r";
-  const auto r = test::run_cli(LOCKSTEP_BINARY,
-                               "torchrun --nproc-per-node 2 --python /usr/bin/python3 --report-dir '" + report + "' '" + tmp.path() +
-                                   "/sharded.py' '" + tmp.path() + "'",
-                               tmp.path());
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  std::ifstream in(report + "/results.json");
-  ASSERT_TRUE(in) << r.out << r.err;
-  const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
+  const auto [r, s] = digest_run(tmp, "sharded.py");
+  ASSERT_FALSE(s.is_null()) << r.out << r.err;
   const std::string d0 = test::first_line(tmp.path() + "/digest-0"), d1 = test::first_line(tmp.path() + "/digest-1");
   ASSERT_FALSE(d0.empty() || d1.empty()) << r.out;
   EXPECT_NE(d0, d1) << "the shards should differ";
@@ -315,15 +324,8 @@ TEST(ProgramDigestTest, ParametersDdpIgnoresAreEachRanksOwnNotReplicas) {
          "open('%s/replica-%d' % (sys.argv[1], r), 'w').write('%d' % digest([m.shared.weight]))\n"
          "open('%s/own-%d' % (sys.argv[1], r), 'w').write('%d' % digest([m.local]))\n"
          "dist.destroy_process_group()\n";
-  const std::string report = tmp.path() + "/r";
-  const auto r = test::run_cli(LOCKSTEP_BINARY,
-                               "torchrun --nproc-per-node 2 --python /usr/bin/python3 --report-dir '" + report + "' '" + tmp.path() +
-                                   "/ignored.py' '" + tmp.path() + "'",
-                               tmp.path());
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  std::ifstream in(report + "/results.json");
-  ASSERT_TRUE(in) << r.out << r.err;
-  const auto s = nlohmann::json::parse(in).at("scenarios").at(0);
+  const auto [r, s] = digest_run(tmp, "ignored.py");
+  ASSERT_FALSE(s.is_null()) << r.out << r.err;
   const std::string rep0 = test::first_line(tmp.path() + "/replica-0"), rep1 = test::first_line(tmp.path() + "/replica-1");
   const std::string own0 = test::first_line(tmp.path() + "/own-0"), own1 = test::first_line(tmp.path() + "/own-1");
   ASSERT_FALSE(rep0.empty() || own0.empty() || own1.empty()) << r.out;
