@@ -43,24 +43,6 @@ std::string way_of_exit(const Child& c, const std::string& why) {
   return way_of_exit(c) + ": " + failure_words(why);
 }
 
-}  // namespace
-
-std::string failure_words(const std::string& why) {
-  std::string out;
-  out.reserve(why.size());
-  for (std::size_t i = 0; i < why.size();) {
-    if (std::isdigit(static_cast<unsigned char>(why[i]))) {
-      out += '#';
-      while (i < why.size() && std::isdigit(static_cast<unsigned char>(why[i]))) ++i;
-    } else {
-      out += why[i++];
-    }
-  }
-  return out;
-}
-
-namespace {
-
 // ---- lockstep's own ranks and programs: the board -------------------------------------------
 
 class BoardSource final : public ProgressSource {
