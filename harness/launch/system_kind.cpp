@@ -1,9 +1,9 @@
-#include "harness/launch/system_run.h"
-
+// A system under test's ranks (rank_kind.h); the contract is scenarios/README.md, "Systems under test".
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +13,7 @@
 #include "harness/launch/cancel.h"
 #include "harness/launch/processes.h"
 #include "harness/launch/python.h"
+#include "harness/launch/rank_kind.h"
 #include "harness/launch/watch.h"
 #include "harness/launch/watchdog.h"
 #include "harness/rank/status.h"
@@ -26,68 +27,31 @@ namespace {
 namespace fs = std::filesystem;
 
 
-// Starts the system's command once per rank (run `run`), watches the ranks and returns the
-// diagnosis of a crash, an exit without outputs or a hang, or nullopt when every rank finished.
-// Throws Cancelled when the run is cancelled.
-std::optional<Diagnosis> launch_once(const scenario::Scenario& s, const std::vector<std::string>& argv, const std::string& dir,
-                                     const std::string& outputs, int run, double& run_s) {
-  const auto& sys = *s.system;
-  const int ws = s.world_size;
-  const std::string log_suffix = run ? ".run" + std::to_string(run) : "";
-  const std::string inputs = dir + "/sut/inputs";
-  // A free loopback port for MASTER_PORT: rank 0 of a torch.distributed system hosts the store
-  // there, as under torchrun --standalone (hosting it here would tie every system to the
-  // TCPStore protocol of lockstep's own LibTorch).
-  const int port = loopback_port();
-  RankProcesses procs;
-  const auto t0 = Clock::now();
-  for (int r = 0; r < ws; ++r) {
-    const std::string rank_out = outputs + "/rank" + std::to_string(r);
-    fs::create_directories(rank_out);
-    std::vector<std::string> env = system_base_env();
-    for (auto& kv : torchrun_env(r, ws, s.ranks_per_node, port)) env.push_back(std::move(kv));
-    env.push_back(env::assign(env::kSutInputs, fs::absolute(inputs).string()));
-    env.push_back(env::assign(env::kSutOutputs, fs::absolute(rank_out).string()));
-    for (const auto& kv : sys.env) set_env(env, kv);  // [system] env overrides what lockstep set
-    procs.spawn(argv, env, rank::log_path(dir, r) + log_suffix);
-  }
-
-  Watchdog dog(ws, watchdog_limits(s), t0);
-  const auto source = file_source(ws, outputs, dir, log_suffix, sys.name, s.startup_timeout_s, s.deadline_s);
-  const WatchEnd end = watch(procs, *source, dog);
-  if (end.cancelled()) throw Cancelled();
-  run_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::optional<Diagnosis> d = judge(procs.children(), *source, dog, end, s.timeout_s, dir).diagnosis;
-  procs.kill_all();
-  if (d && run) d->message = "run " + std::to_string(run) + ": " + d->message;
-  return d;
-}
-
 // The first output that differs between two runs' rank folders, described; "" when none.
 std::string first_difference(const std::string& a, const std::string& b, int rank) {
-  nlohmann::json da, db;
+  sut::DoneRecord da, db;
   try {
-    da = sut::read_done_json(a);
-    db = sut::read_done_json(b);
+    da = sut::read_done(a, rank);
+    db = sut::read_done(b, rank);
   } catch (...) {
     return "";
   }
-  const auto rej_a = da.value("rejected", nlohmann::json::object()), rej_b = db.value("rejected", nlohmann::json::object());
   const auto clip = [](std::string t) { return t.size() > sut::kMaxText ? t.substr(0, sut::kMaxText) + "..." : t; };
-  if (rej_a != rej_b) return "rank " + std::to_string(rank) + ": the calls the system rejected differ: " + clip(rej_a.dump()) + " vs " + clip(rej_b.dump());
-  const auto arr_a = da.value("arrays", nlohmann::json::object());
-  for (auto it = arr_a.begin(); it != arr_a.end(); ++it) {
-    const std::string file = it.value().value("file", it.key() + ".npy");
+  if (da.rejected != db.rejected) {
+    return "rank " + std::to_string(rank) + ": the calls the system rejected differ: " + clip(nlohmann::json(da.rejected).dump()) +
+           " vs " + clip(nlohmann::json(db.rejected).dump());
+  }
+  for (const auto& [name, file] : da.arrays) {
     io::NpyArray x, y;
     try {
       x = sut::read_output_npy(a, file);
       y = sut::read_output_npy(b, file);
     } catch (const std::exception& e) {
-      return "rank " + std::to_string(rank) + ": output '" + it.key() + "' is missing in one run";
+      return "rank " + std::to_string(rank) + ": output '" + name + "' is missing in one run";
     }
     if (x.descr == y.descr && x.shape == y.shape && x.data == y.data) continue;
     std::ostringstream os;
-    os << "rank " << rank << ": output '" << it.key() << "'";
+    os << "rank " << rank << ": output '" << name << "'";
     if (x.shape != y.shape || x.descr != y.descr) {
       os << " has shape/dtype " << nlohmann::json(x.shape).dump() << " " << x.descr << " in one run and " << nlohmann::json(y.shape).dump() << " " << y.descr
          << " in the other";
@@ -113,116 +77,164 @@ std::string first_difference(const std::string& a, const std::string& b, int ran
   return "";
 }
 
-}  // namespace
+// A system under test's ranks ([system]): its command once per rank, watched through the files it
+// writes (progress.json, done.json); its outputs judged by the capability's checks, then, with
+// runs > 1, the system run again in fresh processes while the outputs keep run 0's digest.
+class SystemRanks final : public RankKind {
+ public:
+  SystemRanks(const scenario::Scenario& s, const LaunchOptions& options)
+      : s_(s), options_(options), cap_(sut::find_capability(s.workload)) {
+    LOCKSTEP_CHECK(cap_, "no capability '", s.workload, "'");
+  }
+  std::string skip_reason() const override { return system_skip_reason(s_); }
+  int rank_count() const override { return s_.world_size; }
 
-SystemOutcome run_system(const scenario::Scenario& s, const LaunchOptions& options, const std::string& dir) {
-  SystemOutcome out;
-  const auto& sys = *s.system;
-  const sut::Capability* cap = sut::find_capability(s.workload);
-  LOCKSTEP_CHECK(cap, "no capability '", s.workload, "'");
-  const std::string inputs = dir + "/sut/inputs", outputs = dir + "/sut/outputs";
-  const int ws = s.world_size;
-  try {
-    sut::InputWriter writer(inputs, cap->name, s.id(), sys.name, ws, s.seed);
-    cap->write_inputs(s, writer);
+  void prepare(const std::string& dir) override {
+    dir_ = dir;
+    outputs_ = dir + "/sut/outputs";
+    sut::InputWriter writer(dir + "/sut/inputs", cap_->name, s_.id(), s_.system->name, s_.world_size, s_.seed);
+    cap_->write_inputs(s_, writer);
     writer.finish();
-  } catch (const InputError& e) {
-    out.error = e.what();
-    return out;
-  }
-  std::vector<std::string> argv;
-  try {
-    argv = command_argv(s, sys.command);
-  } catch (const InputError& e) {
-    out.error = sys.where + ": system.command: " + e.what();
-    return out;
-  }
-
-  double run_s = 0;
-  try {
-    out.diagnosis = launch_once(s, argv, dir, outputs, 0, run_s);
-  } catch (const Cancelled&) {
-    out.cancelled = true;
-    return out;
-  }
-
-  // Judge the outputs of run 0, then run the system again in fresh processes while their
-  // outputs keep the same digest (stopping at the first run that differs).
-  if (!out.diagnosis) {
     try {
-      const sut::SystemOutputs outs(outputs, ws);
-      for (const auto& [k, v] : outs.metrics()) out.metrics[k] = v;
-      out.notes = outs.notes();
+      argv_ = command_argv(s_, s_.system->command);
+    } catch (const InputError& e) {
+      throw InputError(s_.system->where + ": system.command: " + e.what());
+    }
+  }
+
+  RankStart start(int r) override {
+    // A free loopback port for MASTER_PORT, one per run: rank 0 of a torch.distributed system
+    // hosts the store there, as under torchrun --standalone (hosting it here would tie every
+    // system to the TCPStore protocol of lockstep's own LibTorch).
+    if (r == 0) port_ = loopback_port();
+    const std::string rank_out = run_outputs() + "/rank" + std::to_string(r);
+    fs::create_directories(rank_out);
+    RankStart rs;
+    rs.argv = argv_;
+    rs.env = system_base_env();
+    for (auto& kv : torchrun_env(r, s_.world_size, s_.ranks_per_node, port_)) rs.env.push_back(std::move(kv));
+    rs.env.push_back(env::assign(env::kSutInputs, fs::absolute(dir_ + "/sut/inputs").string()));
+    rs.env.push_back(env::assign(env::kSutOutputs, fs::absolute(rank_out).string()));
+    for (const auto& kv : s_.system->env) set_env(rs.env, kv);  // [system] env overrides what lockstep set
+    rs.log = rank::log_path(dir_, r) + log_suffix();
+    return rs;
+  }
+
+  std::unique_ptr<ProgressSource> progress() override {
+    return file_source(s_.world_size, run_outputs(), dir_, log_suffix(), s_.system->name, s_.startup_timeout_s, s_.deadline_s);
+  }
+
+  void collect(RanksEnd end, report::ScenarioResult& res) override {
+    res.system = s_.system->name;
+    std::optional<Diagnosis> d = end.judgement.diagnosis;
+    double run_s = end.wall_s;
+    if (!d) {
+      try {
+        d = check_runs(res, run_s);
+      } catch (const Cancelled&) {
+        res.cancelled = cancelled_reason();
+        return;
+      } catch (const std::exception& e) {
+        res.error = std::string("checking the outputs of system ") + s_.system->name + ": " + e.what();
+      }
+    }
+    // A digest stands for outputs that passed; a diagnosed run has none (as lockstep's own ranks).
+    if (d) res.digest.clear();
+    res.diagnosis = d;
+    res.metrics["system_run_s"] = run_s;
+    if (options_.dump) dump(res);
+  }
+
+ private:
+  std::string run_outputs() const { return run_ ? outputs_ + "/run" + std::to_string(run_) : outputs_; }
+  std::string log_suffix() const { return run_ ? ".run" + std::to_string(run_) : ""; }
+
+  // Judges run 0's outputs, then runs the system again while the outputs keep its digest
+  // (stopping at the first run that differs). The diagnosis, or nullopt when every run passed.
+  std::optional<Diagnosis> check_runs(report::ScenarioResult& res, double& run_s) {
+    const int ws = s_.world_size;
+    try {
+      const sut::SystemOutputs outs(outputs_, ws);
+      for (const auto& [k, v] : outs.metrics()) res.metrics[k] = v;
+      res.notes = outs.notes();
       std::string ident;
-      const auto system = outs.system();
-      for (const auto& [k, v] : system) ident += (ident.empty() ? "" : ", ") + k + " " + v;
-      out.system = ident;
+      for (const auto& [k, v] : outs.system()) ident += (ident.empty() ? "" : ", ") + k + " " + v;
+      if (!ident.empty()) res.system += " (" + ident + ")";
       // A cancel that arrives while the outputs are read is honoured between reads (each read is
       // bounded: harness/sut/io.h's limits).
       if (cancelled()) throw Cancelled();
-      sut::CheckResult res = cap->check(s, outs);
+      sut::CheckResult first = cap_->check(s_, outs);
       if (cancelled()) throw Cancelled();
-      out.digest = res.digest;
-      for (int run = 1; run < sys.runs; ++run) {
-        const std::string other_dir = outputs + "/run" + std::to_string(run);
-        double t = 0;
-        if (auto d = launch_once(s, argv, dir, other_dir, run, t)) throw DiagnosisError(*d);
-        run_s += t;
+      res.digest = first.digest;
+      for (run_ = 1; run_ < s_.system->runs; ++run_) {
+        const RanksEnd end = run_ranks(*this, s_, dir_);
+        run_s += end.wall_s;
+        if (auto d = end.judgement.diagnosis) {
+          d->message = "run " + std::to_string(run_) + ": " + d->message;
+          return d;
+        }
         sut::CheckResult other;
         try {
-          other = cap->check(s, sut::SystemOutputs(other_dir, ws));
+          other = cap_->check(s_, sut::SystemOutputs(run_outputs(), ws));
           if (cancelled()) throw Cancelled();
         } catch (DiagnosisError& e) {
           Diagnosis d = e.diagnosis();
-          d.message = "run " + std::to_string(run) + " (a fresh process): " + d.message;
-          throw DiagnosisError(d);
+          d.message = "run " + std::to_string(run_) + " (a fresh process): " + d.message;
+          return d;
         }
-        if (other.digest == res.digest) continue;
+        if (other.digest == first.digest) continue;
         std::string where;
         for (int r = 0; r < ws && where.empty(); ++r) {
-          where = first_difference(outputs + "/rank" + std::to_string(r), other_dir + "/rank" + std::to_string(r), r);
+          where = first_difference(outputs_ + "/rank" + std::to_string(r), run_outputs() + "/rank" + std::to_string(r), r);
         }
         int blamed = -1;
         if (where.rfind("rank ", 0) == 0) blamed = std::stoi(where.substr(5));
-        throw DiagnosisError(Diagnosis{DiagnosisKind::kNondeterminism,
-                                       "system " + sys.name + ": run 0 and run " + std::to_string(run) +
-                                           " (fresh processes, the same inputs and seed) gave different outputs (digest " + res.digest +
-                                           " vs " + other.digest + ")" + (where.empty() ? "" : ": " + where),
-                                       blamed, -1});
+        return Diagnosis{DiagnosisKind::kNondeterminism,
+                         "system " + s_.system->name + ": run 0 and run " + std::to_string(run_) +
+                             " (fresh processes, the same inputs and seed) gave different outputs (digest " + first.digest +
+                             " vs " + other.digest + ")" + (where.empty() ? "" : ": " + where),
+                         blamed, -1};
       }
-      for (const auto& [k, v] : res.metrics) out.metrics[k] = v;
-      out.notes.insert(out.notes.begin(), res.notes.begin(), res.notes.end());
-    } catch (const Cancelled&) {
-      out.cancelled = true;
-      return out;
+      for (const auto& [k, v] : first.metrics) res.metrics[k] = v;
+      res.notes.insert(res.notes.begin(), first.notes.begin(), first.notes.end());
+      return std::nullopt;
     } catch (const DiagnosisError& e) {
-      out.diagnosis = e.diagnosis();
-    } catch (const std::exception& e) {
-      out.error = std::string("checking the outputs of system ") + sys.name + ": " + e.what();
+      return e.diagnosis();
     }
   }
-  // A digest stands for outputs that passed; a diagnosed run has none (as lockstep's own ranks).
-  if (out.diagnosis) out.digest.clear();
-  out.metrics["system_run_s"] = run_s;
-  if (options.dump) {
-    const fs::path dump = fs::path(options.report_dir) / "dump" / s.slug();
+
+  // --dump: the system's inputs and outputs, and what lockstep expected of them.
+  void dump(report::ScenarioResult& res) const {
+    const fs::path dump = fs::path(options_.report_dir) / "dump" / s_.slug();
     std::error_code ec;
     fs::remove_all(dump, ec);
     fs::create_directories(dump, ec);
-    fs::copy(dir + "/sut", dump, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);  // a symlink is copied as one, never followed
-    if (ec) out.notes.push_back("--dump: could not copy the inputs and outputs: " + ec.message());
-    if (cap->write_expected) {
-      try {
-        sut::InputWriter w((dump / "expected").string(), cap->name, s.id(), sys.name, ws, s.seed);
-        w.schema("lockstep.sut.expected");
-        cap->write_expected(s, w);
-        w.finish();
-      } catch (const std::exception& e) {
-        out.notes.push_back(std::string("--dump: could not write the expected outputs: ") + e.what());
-      }
+    fs::copy(dir_ + "/sut", dump, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);  // a symlink is copied as one, never followed
+    if (ec) res.notes.push_back("--dump: could not copy the inputs and outputs: " + ec.message());
+    if (!cap_->write_expected) return;
+    try {
+      sut::InputWriter w((dump / "expected").string(), cap_->name, s_.id(), s_.system->name, s_.world_size, s_.seed);
+      w.schema("lockstep.sut.expected");
+      cap_->write_expected(s_, w);
+      w.finish();
+    } catch (const std::exception& e) {
+      res.notes.push_back(std::string("--dump: could not write the expected outputs: ") + e.what());
     }
   }
-  return out;
+
+  const scenario::Scenario& s_;
+  const LaunchOptions& options_;
+  const sut::Capability* cap_;
+  std::string dir_, outputs_;
+  std::vector<std::string> argv_;
+  int run_ = 0;
+  int port_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<RankKind> system_ranks(const scenario::Scenario& s, const LaunchOptions& options) {
+  return std::make_unique<SystemRanks>(s, options);
 }
 
 }  // namespace lockstep::launch
