@@ -1,11 +1,11 @@
-// Tests of the partition books (reference/partition/book.h). Expected values are worked out
-// by hand in the comments, or come from a naive oracle in this file (a linear scan of the
-// offsets), never from the books themselves.
+// Tests of the range partition book (reference/partition/book.h): lookups over both id types,
+// construction, and the int32 boundary. Expected values are worked out by hand in the comments,
+// or come from a naive oracle in this file (a linear scan of the offsets), never from the book
+// itself.
 #include "reference/partition/book.h"
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/config.h"
+#include "tests/book_test_util.h"
 #include "tests/test_util.h"
 
 namespace lockstep::ref {
@@ -21,8 +21,9 @@ namespace {
 
 using Ids = std::vector<std::int64_t>;
 
-const Device kCpu{};
-
+using book_test::kCpu;
+using book_test::random_ids;
+using book_test::random_offsets;
 using test::message_of;
 
 // The part of `id` by a linear scan of the offsets: the last p with offsets[p] <= id among
@@ -32,37 +33,6 @@ int oracle_part(const Ids& offsets, std::int64_t id) {
     if (offsets[p] <= id && id < offsets[p + 1]) return static_cast<int>(p);
   }
   return -1;
-}
-
-// Offsets of `parts` parts over `nodes` nodes with random sizes; every third part is empty.
-Ids random_offsets(int parts, std::int64_t nodes, std::mt19937_64& rng) {
-  Ids cuts;
-  for (int p = 1; p < parts; ++p) {
-    cuts.push_back(p % 3 == 1 && p > 1 ? -1 : static_cast<std::int64_t>(rng() % (nodes + 1)));
-  }
-  for (std::size_t i = 0; i < cuts.size(); ++i) {
-    if (cuts[i] < 0) cuts[i] = i > 0 ? cuts[i - 1] : 0;  // repeat the previous cut: empty part
-  }
-  std::sort(cuts.begin(), cuts.end());
-  Ids offsets{0};
-  offsets.insert(offsets.end(), cuts.begin(), cuts.end());
-  offsets.push_back(nodes);
-  return offsets;
-}
-
-Ids random_ids(std::int64_t count, std::int64_t nodes, std::mt19937_64& rng) {
-  Ids ids(static_cast<std::size_t>(count));
-  for (auto& id : ids) id = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(nodes));
-  return ids;
-}
-
-std::vector<std::int32_t> part_of_ranges(const Ids& offsets) {
-  std::vector<std::int32_t> part_of;
-  for (std::size_t p = 0; p + 1 < offsets.size(); ++p) {
-    part_of.insert(part_of.end(), static_cast<std::size_t>(offsets[p + 1] - offsets[p]),
-                   static_cast<std::int32_t>(p));
-  }
-  return part_of;
 }
 
 // ---- Range book, over both id types ---------------------------------------------------------
@@ -376,297 +346,6 @@ INSTANTIATE_TEST_SUITE_P(CountedAndSearched, RangeBookInt32BoundaryTest, ::testi
                          [](const ::testing::TestParamInfo<int>& info) {
                            return info.param == 0 ? std::string("FewParts") : std::string("ManyParts");
                          });
-
-// ---- Map book -------------------------------------------------------------------------------
-
-class MapBookTest : public ::testing::TestWithParam<IdType> {
- protected:
-  IdArray ids(const Ids& v) const { return IdArray::from_host(v, GetParam(), kCpu); }
-  // part_of {2, 0, 2, 1, 0, 2} with a 4th, empty part: part 0 = {1, 4}, part 1 = {3},
-  // part 2 = {0, 2, 5}, part 3 = {}. Local ids: 0->0, 1->0, 2->1, 3->0, 4->1, 5->2.
-  MapPartitionBook book_{{2, 0, 2, 1, 0, 2}, /*num_parts=*/4};
-};
-
-TEST_P(MapBookTest, PartAndLocalIds) {
-  EXPECT_EQ(book_.num_parts(), 4);
-  EXPECT_EQ(book_.num_nodes(), 6);
-  EXPECT_EQ(book_.part_size(0), 2);
-  EXPECT_EQ(book_.part_size(3), 0);
-  const IdArray in = ids({5, 4, 3, 2, 1, 0, 2});
-  const IdArray parts = book_.nid2partid(in.span());
-  EXPECT_EQ(parts.type(), IdType::kI32);
-  EXPECT_EQ(parts.to_host(), (Ids{2, 0, 1, 2, 0, 2, 2}));
-  const IdArray local = book_.nid2localnid(in.span());
-  EXPECT_EQ(local.type(), GetParam());
-  EXPECT_EQ(local.to_host(), (Ids{2, 1, 0, 1, 0, 0, 1}));
-}
-
-TEST_P(MapBookTest, PartNodesAndRoundTrips) {
-  EXPECT_EQ(book_.partid2nids(0, kCpu, GetParam()).to_host(), (Ids{1, 4}));
-  EXPECT_EQ(book_.partid2nids(1, kCpu, GetParam()).to_host(), (Ids{3}));
-  EXPECT_EQ(book_.partid2nids(2, kCpu, GetParam()).to_host(), (Ids{0, 2, 5}));
-  EXPECT_EQ(book_.partid2nids(3, kCpu, GetParam()).to_host(), Ids{});
-  EXPECT_EQ(book_.local2global(2, ids({2, 0, 1}).span()).to_host(), (Ids{5, 0, 2}));
-  EXPECT_EQ(book_.global2local(2, ids({5, 0, 2}).span()).to_host(), (Ids{2, 0, 1}));
-  EXPECT_EQ(book_.local2global(2, ids({2}).span()).type(), GetParam());
-}
-
-TEST_P(MapBookTest, ErrorsNameTheFirstBadValueAndPosition) {
-  EXPECT_EQ(message_of<std::out_of_range>([&] {
-              book_.nid2partid(ids({0, 5, 6, -1}).span());
-            }),
-            "node id 6 at position 2 is out of range [0, 6)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] {
-              book_.nid2localnid(ids({-4, 6}).span());
-            }),
-            "node id -4 at position 0 is out of range [0, 6)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] {
-              book_.global2local(0, ids({4, 1, 0}).span());
-            }),
-            "node id 0 at position 2 is not owned by part 0 (its part is 2)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.global2local(3, ids({3}).span()); }),
-            "node id 3 at position 0 is not owned by part 3 (its part is 1)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] {
-              book_.global2local(2, ids({5, 60}).span());
-            }),
-            "node id 60 at position 1 is out of range [0, 6)");
-  EXPECT_EQ(message_of<std::out_of_range>([&] {
-              book_.local2global(0, ids({1, 2}).span());
-            }),
-            "local id 2 at position 1 is out of range [0, 2) of part 0");
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.local2global(3, ids({0}).span()); }),
-            "local id 0 at position 0 is out of range [0, 0) of part 3");
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book_.partid2nids(4, kCpu); }),
-            "part 4 is out of range [0, 4)");
-}
-
-TEST_P(MapBookTest, EmptyInputsGiveEmptyOutputs) {
-  const IdArray none = ids({});
-  EXPECT_EQ(book_.nid2partid(none.span()).size(), 0);
-  EXPECT_EQ(book_.nid2localnid(none.span()).size(), 0);
-  EXPECT_EQ(book_.local2global(3, none.span()).size(), 0);
-  EXPECT_EQ(book_.global2local(3, none.span()).size(), 0);
-}
-
-TEST_P(MapBookTest, AgreesWithTheRangeBookOnTheSameAssignment) {
-  std::mt19937_64 rng(3);
-  for (int parts : {1, 3, 8, 16, 17, 300}) {
-    const std::int64_t nodes = 20000;
-    const Ids offsets = random_offsets(parts, nodes, rng);
-    RangePartitionBook range(offsets);
-    MapPartitionBook map(part_of_ranges(offsets), parts);
-    ASSERT_EQ(map.num_nodes(), range.num_nodes());
-    const IdArray in = ids(random_ids(50000, nodes, rng));
-    EXPECT_EQ(map.nid2partid(in.span()).to_host(), range.nid2partid(in.span()).to_host());
-    EXPECT_EQ(map.nid2localnid(in.span()).to_host(), range.nid2localnid(in.span()).to_host());
-    for (int p = 0; p < parts; ++p) {
-      ASSERT_EQ(map.part_size(p), range.part_size(p));
-      const IdArray owned = map.partid2nids(p, kCpu, GetParam());
-      EXPECT_EQ(owned.to_host(), range.partid2nids(p, kCpu, GetParam()).to_host());
-      const IdArray local = map.global2local(p, owned.span());
-      EXPECT_EQ(local.to_host(), range.global2local(p, owned.span()).to_host());
-      EXPECT_EQ(map.local2global(p, local.span()).to_host(), owned.to_host());
-    }
-  }
-}
-
-TEST_P(MapBookTest, ScatteredAssignmentResultsDoNotDependOnThreads) {
-  std::mt19937_64 rng(5);
-  const std::int64_t nodes = 1 << 20;
-  for (int parts : {8, 1000}) {  // a byte-sized table and an int32 one
-    std::vector<std::int32_t> part_of(static_cast<std::size_t>(nodes));
-    for (auto& p : part_of)
-      p = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(parts));
-    MapPartitionBook book(part_of, parts);
-    const Ids in = random_ids(std::int64_t{1} << 19, nodes, rng);
-    const Ids got = book.nid2partid(ids(in).span()).to_host();
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      ASSERT_EQ(got[i], part_of[static_cast<std::size_t>(in[i])]);
-    }
-    const Ids local = book.nid2localnid(ids(in).span()).to_host();
-    for (int threads : {2, 3, 5}) {
-      book.set_threads(threads);
-      EXPECT_EQ(book.nid2partid(ids(in).span()).to_host(), got) << "threads " << threads;
-      EXPECT_EQ(book.nid2localnid(ids(in).span()).to_host(), local) << "threads " << threads;
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(MapBookIds, MapBookTest, ::testing::Values(IdType::kI32, IdType::kI64),
-                         [](const auto& info) { return to_string(info.param); });
-
-TEST(MapBookBuildTest, InfersThePartCountAndRejectsBadMaps) {
-  MapPartitionBook inferred({1, 1, 0});
-  EXPECT_EQ(inferred.num_parts(), 2);
-  EXPECT_EQ(
-      message_of<std::invalid_argument>([] { MapPartitionBook(std::vector<std::int32_t>{}); }),
-      "cannot infer the part count from an empty part_of; pass num_parts");
-  EXPECT_EQ(message_of<std::invalid_argument>([] {
-              MapPartitionBook({0, -2, 1});
-            }),
-            "part_of[1] = -2 is negative");
-  EXPECT_EQ(message_of<std::invalid_argument>([] {
-              MapPartitionBook({0, 1, 2, 1}, 2);
-            }),
-            "part_of[2] = 2 is out of range [0, 2)");
-  EXPECT_EQ(message_of<std::invalid_argument>([] { MapPartitionBook({}, 0); }),
-            "num_parts must be >= 1, got 0");
-  // No nodes at all: every part is empty and every id is out of range.
-  MapPartitionBook none({}, 2);
-  EXPECT_EQ(none.nid2partid(IdArray::from_host({}, IdType::kI64, kCpu).span()).size(), 0);
-  for (IdType type : {IdType::kI32, IdType::kI64}) {
-    const IdArray zero = IdArray::from_host({0}, type, kCpu);
-    EXPECT_EQ(message_of<std::out_of_range>([&] { none.nid2partid(zero.span()); }),
-              "node id 0 at position 0 is out of range [0, 0)");
-    EXPECT_EQ(message_of<std::out_of_range>([&] { none.nid2localnid(zero.span()); }),
-              "node id 0 at position 0 is out of range [0, 0)");
-    EXPECT_EQ(message_of<std::out_of_range>([&] { none.global2local(1, zero.span()); }),
-              "node id 0 at position 0 is out of range [0, 0)");
-    EXPECT_EQ(message_of<std::out_of_range>([&] { none.local2global(1, zero.span()); }),
-              "local id 0 at position 0 is out of range [0, 0) of part 1");
-  }
-}
-
-// ---- Device policy ----------------------------------------------------------------------------
-
-TEST(BookDeviceTest, CudaIdsWithoutTheirDeviceThrowNamingIt) {
-  // A CUDA device index that is not visible: the lookup fails before reading the ids.
-  const int missing = cuda_device_count();
-  const Device device{DeviceKind::kCuda, missing};
-  const std::int64_t host[2] = {0, 1};
-  const IdSpan span{host, 2, IdType::kI64, device};
-  RangePartitionBook range({0, 3, 3, 7});
-  MapPartitionBook map({0, 1, 1});
-  const std::string seen = missing == 0
-                               ? "no CUDA device is visible"
-                               : "only " + std::to_string(missing) + " CUDA device(s) are visible";
-  const std::string where = to_string(device);
-  EXPECT_EQ(message_of<std::runtime_error>([&] { range.nid2partid(span); }),
-            "nid2partid: ids are on " + where + " but " + seen +
-                (LOCKSTEP_HAVE_CUDA_KERNELS
-                     ? " (the reference looks CUDA ids up on their device)"
-                     : " (the reference copies CUDA ids to the host and back)"));
-  for (const PartitionBook* book :
-       {static_cast<const PartitionBook*>(&range), static_cast<const PartitionBook*>(&map)}) {
-    EXPECT_NE(message_of<std::runtime_error>([&] { book->nid2localnid(span); }).find(where),
-              std::string::npos);
-    EXPECT_NE(message_of<std::runtime_error>([&] { book->global2local(0, span); }).find(where),
-              std::string::npos);
-    EXPECT_NE(message_of<std::runtime_error>([&] { book->local2global(0, span); }).find(where),
-              std::string::npos);
-    EXPECT_NE(message_of<std::runtime_error>([&] { book->partid2nids(0, device); }).find(where),
-              std::string::npos);
-  }
-}
-
-class BookCudaTest : public ::testing::TestWithParam<IdType> {
- protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "requires CUDA: no CUDA device is visible";
-  }
-  static constexpr Device kGpu{DeviceKind::kCuda, 0};
-};
-
-TEST_P(BookCudaTest, LookupsOnCudaIdsReturnOnTheDevice) {
-  RangePartitionBook range({0, 3, 3, 7});
-  MapPartitionBook map({0, 0, 0, 2, 2, 2, 2}, 3);  // the same assignment
-  const IdArray in = IdArray::from_host({6, 0, 3, 2, 5}, GetParam(), kGpu);
-  for (const PartitionBook* book :
-       {static_cast<const PartitionBook*>(&range), static_cast<const PartitionBook*>(&map)}) {
-    const IdArray parts = book->nid2partid(in.span());
-    EXPECT_EQ(parts.device(), kGpu);
-    EXPECT_EQ(parts.type(), IdType::kI32);
-    EXPECT_EQ(parts.to_host(), (Ids{2, 0, 2, 0, 2}));
-    const IdArray local = book->nid2localnid(in.span());
-    EXPECT_EQ(local.device(), kGpu);
-    EXPECT_EQ(local.type(), GetParam());
-    EXPECT_EQ(local.to_host(), (Ids{3, 0, 0, 2, 2}));
-    const IdArray owned = book->partid2nids(2, kGpu, GetParam());
-    EXPECT_EQ(owned.device(), kGpu);
-    EXPECT_EQ(owned.to_host(), (Ids{3, 4, 5, 6}));
-    const IdArray back = book->global2local(2, owned.span());
-    EXPECT_EQ(back.device(), kGpu);
-    EXPECT_EQ(back.to_host(), (Ids{0, 1, 2, 3}));
-    const IdArray global = book->local2global(2, back.span());
-    EXPECT_EQ(global.device(), kGpu);
-    EXPECT_EQ(global.to_host(), (Ids{3, 4, 5, 6}));
-    EXPECT_EQ(book->nid2partid(IdArray::from_host({}, GetParam(), kGpu).span()).device(), kGpu);
-  }
-}
-
-TEST_P(BookCudaTest, BadCudaIdsThrowLikeHostIds) {
-  RangePartitionBook book({0, 3, 3, 7});
-  const IdArray in = IdArray::from_host({1, 7, -1}, GetParam(), kGpu);
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book.nid2partid(in.span()); }),
-            "node id 7 at position 1 is out of range [0, 7)");
-  const IdArray foreign = IdArray::from_host({0, 4}, GetParam(), kGpu);
-  EXPECT_EQ(message_of<std::out_of_range>([&] { book.global2local(0, foreign.span()); }),
-            "node id 4 at position 1 is not owned by part 0 (its part is 2)");
-}
-
-// Many ids, every operation: the device's results are the CPU's, bit for bit (with nvcc, the
-// CUDA kernels over lookup_one.h; without, the host round trip).
-TEST_P(BookCudaTest, ManyIdsGiveTheCpuResultsOnEveryOperation) {
-  std::mt19937_64 rng(3);
-  const std::int64_t nodes = 1 << 20;
-  Ids off{0};
-  for (int p = 0; p < 40; ++p) off.push_back(p == 39 ? nodes : (p % 5 == 2 ? off.back() : off.back() + static_cast<std::int64_t>(rng() % (nodes / 40))));
-  std::vector<std::int32_t> part_of(static_cast<std::size_t>(nodes));
-  for (auto& p : part_of) p = static_cast<std::int32_t>(rng() % 300);
-  const RangePartitionBook few({0, nodes / 3, nodes / 3, nodes});
-  const RangePartitionBook many(off);
-  const MapPartitionBook map(part_of, 300);
-  Ids ids(3 << 20);
-  for (auto& v : ids) v = static_cast<std::int64_t>(rng() % nodes);
-  const IdArray host = IdArray::from_host(ids, GetParam(), kCpu);
-  const IdArray gpu = IdArray::from_host(ids, GetParam(), kGpu);
-  for (const PartitionBook* book : {static_cast<const PartitionBook*>(&few),
-                                    static_cast<const PartitionBook*>(&many),
-                                    static_cast<const PartitionBook*>(&map)}) {
-    EXPECT_EQ(book->nid2partid(gpu.span()).to_host(), book->nid2partid(host.span()).to_host());
-    const IdArray local_host = book->nid2localnid(host.span());
-    const IdArray local_gpu = book->nid2localnid(gpu.span());
-    EXPECT_EQ(local_gpu.to_host(), local_host.to_host());
-    const int part = book->num_parts() - 1;
-    const IdArray owned = book->partid2nids(part, kGpu, GetParam());
-    const IdArray back = book->global2local(part, owned.span());
-    EXPECT_EQ(back.to_host(), book->global2local(part, book->partid2nids(part, kCpu, GetParam()).span()).to_host());
-    EXPECT_EQ(book->local2global(part, back.span()).to_host(), owned.to_host());
-  }
-}
-
-// The first invalid id is named, however many ids follow it and whichever thread meets it.
-TEST_P(BookCudaTest, TheFirstOfManyBadIdsIsNamed) {
-  const RangePartitionBook range({0, 1000, 1000, 4000});
-  std::vector<std::int32_t> part_of(4000);
-  for (std::size_t v = 0; v < part_of.size(); ++v) part_of[v] = static_cast<std::int32_t>(v % 7);
-  const MapPartitionBook map(part_of);
-  Ids ids(1 << 20, 5);
-  ids[700001] = 4000;
-  ids[900000] = -3;
-  const IdArray in = IdArray::from_host(ids, GetParam(), kGpu);
-  for (const PartitionBook* book :
-       {static_cast<const PartitionBook*>(&range), static_cast<const PartitionBook*>(&map)}) {
-    EXPECT_EQ(message_of<std::out_of_range>([&] { book->nid2localnid(in.span()); }),
-              "node id 4000 at position 700001 is out of range [0, 4000)");
-  }
-}
-
-// int32 ids whose global ids pass INT32_MAX (part 1 of {0, 2147483600, 2147483700}: local 60 is
-// global 2147483660).
-TEST_P(BookCudaTest, Int32GlobalIdsPastInt32MaxThrow) {
-  const RangePartitionBook book({0, 2147483600, 2147483700});
-  const IdArray in = IdArray::from_host({10, 60}, GetParam(), kGpu);
-  if (GetParam() == IdType::kI32) {
-    EXPECT_EQ(message_of<std::out_of_range>([&] { book.local2global(1, in.span()); }),
-              "global id 2147483660 of local id 60 at position 1 does not fit int32");
-  } else {
-    EXPECT_EQ(book.local2global(1, in.span()).to_host(), (Ids{2147483610, 2147483660}));
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(BookCudaIds, BookCudaTest, ::testing::Values(IdType::kI32, IdType::kI64),
-                         [](const auto& info) { return to_string(info.param); });
 
 }  // namespace
 }  // namespace lockstep::ref

@@ -95,6 +95,16 @@ TEST(HostileOutputsTest, FifoInPlaceOfDoneJsonIsRefusedWithoutBlocking) {
   expect_refused(r, "done.json", "is a FIFO");
 }
 
+// A done.json is read once into its typed form, and its "rank" must be the folder's: rank 1
+// handing in rank 0's outputs (a copy, or a system that mixes up LOCAL_RANK) is refused.
+TEST(HostileOutputsTest, DoneJsonOfAnotherRankIsRefused) {
+  TempDir dir("hostile");
+  const HostileRun r = run_adapter(dir, adapter("    p = os.path.join(D, 'done.json')\n"
+                                                "    d = json.load(open(p))\n    d['rank'] = 0\n"
+                                                "    json.dump(d, open(p + '.tmp', 'w'))\n    os.replace(p + '.tmp', p)"));
+  expect_refused(r, "done.json", "is rank 0's, in rank 1's folder");
+}
+
 TEST(HostileOutputsTest, FifoInPlaceOfProgressJsonIsRefused) {
   TempDir dir("hostile");
   const HostileRun r = run_adapter(dir, adapter("    p = os.path.join(D, 'progress.json')\n    os.remove(p)\n    os.mkfifo(p)"));

@@ -10,6 +10,7 @@
 #include "harness/core/env.h"
 #include "harness/launch/verdict.h"
 #include "harness/launch/watch.h"
+#include "harness/rank/plan.h"
 #include "harness/rank/status.h"
 #include "test_util.h"
 
@@ -68,6 +69,80 @@ TEST(RankStatusTest, MissingOrForeignFilesAreNoStatus) {
   EXPECT_FALSE(rank::read_status(dir.write("c.json", "{\"rank\": 0")));
 }
 
+// A lockstep rank's cost, in the form scenarios/README.md documents, read into its typed form
+// and written back the same.
+TEST(RankStatusTest, PerfIsTypedAndKeepsItsDocumentedForm) {
+  const auto j = nlohmann::json::parse(R"({"rank": 1, "scenario": "s", "outcome": "ok", "metrics": {}, "digest": "d",
+    "perf": {"availability": "instructions", "counters": ["instructions"], "slowdown_fired": true,
+             "phases": {"train": {"iterations": 3, "wall_s": 1.5, "cpu_s": 1.25, "main_cpu_s": 1.0, "user_s": 1.125,
+                                  "sys_s": 0.125, "cpu_samples": [0.5, 0.25], "main_cpu_samples": [0.375],
+                                  "instructions": 9000.0, "instructions_samples": [4000.0, 5000.0]}}}})");
+  const auto st = rank::status_from_json(j);
+  ASSERT_TRUE(st.perf);
+  EXPECT_EQ(st.perf->availability, "instructions");
+  EXPECT_TRUE(st.perf->slowdown_fired);
+  ASSERT_EQ(st.perf->phases.count("train"), 1u);
+  const perf::PhaseReport& p = st.perf->phases.at("train");
+  EXPECT_EQ(p.iterations, 3);
+  EXPECT_EQ(p.main_cpu_s, 1.0);
+  EXPECT_EQ(p.sys_s, 0.125);
+  EXPECT_EQ(p.main_cpu_samples, std::vector<double>{0.375});
+  EXPECT_EQ(p.counters.at("instructions"), 9000.0);
+  EXPECT_EQ(p.counter_samples.at("instructions"), (std::vector<double>{4000.0, 5000.0}));
+  EXPECT_EQ(rank::to_json(st), j);
+  // Programs report no cost: no perf key at all.
+  rank::RankStatus program;
+  program.program = true;
+  program.outcome = rank::Outcome::kOk;
+  EXPECT_FALSE(rank::to_json(program).contains("perf"));
+}
+
+// The rank plan: the launcher's one message to each rank it starts, read by `lockstep rank` and
+// the program runtime alike.
+TEST(RankPlanTest, ReadsAHandWrittenPlan) {
+  test::TempDir dir;
+  const std::string path = dir.write("rank1.plan.json", R"({"schema_version": 1, "rank": 1, "world_size": 2,
+    "scenario": "comm.x", "verify": "record", "status": "/r/rank1.status.json", "trace": "/r/rank1.trace.jsonl",
+    "board": "/r/board.bin", "timeout_s": 12.5, "engine_timeout_s": 80, "slowdown": "10:train", "slowdown_off": true})");
+  const rank::RankPlan p = rank::read_plan(path);
+  EXPECT_EQ(p.rank, 1);
+  EXPECT_EQ(p.world_size, 2);
+  EXPECT_EQ(p.scenario, "comm.x");
+  EXPECT_EQ(p.mode, VerifyMode::kRecord);
+  EXPECT_EQ(p.status_path, "/r/rank1.status.json");
+  EXPECT_EQ(p.trace_path, "/r/rank1.trace.jsonl");
+  EXPECT_EQ(p.board_path, "/r/board.bin");
+  EXPECT_EQ(p.timeout_s, 12.5);
+  EXPECT_EQ(p.engine_timeout_s, 80);
+  EXPECT_EQ(p.slowdown, "10:train");
+  EXPECT_TRUE(p.slowdown_off);
+  // Written back, it reads the same.
+  rank::write_plan(dir / "again.json", p);
+  EXPECT_EQ(rank::to_json(rank::read_plan(dir / "again.json")), rank::to_json(p));
+}
+
+TEST(RankPlanTest, RefusesAPlanOfAnotherBuildOrWithABadKey) {
+  test::TempDir dir;
+  nlohmann::json good = rank::to_json(rank::RankPlan{});
+  auto refused = [&](nlohmann::json j) {
+    const std::string path = dir.write("p.json", j.dump());
+    return test::message_of<InputError>([&] { rank::read_plan(path); });
+  };
+  auto j = good;
+  j["schema_version"] = 2;
+  EXPECT_CONTAINS(refused(j), "schema_version 2, this lockstep reads 1");
+  j = good;
+  j.erase("board");
+  EXPECT_CONTAINS(refused(j), "'board' is missing or of the wrong type");
+  j = good;
+  j["verify"] = "check";
+  EXPECT_CONTAINS(refused(j), "verify must be off, record or verify, got 'check'");
+  j = good;
+  j["rank"] = 2;
+  EXPECT_CONTAINS(refused(j), "rank 2 is not in [0, world_size 1)");
+  EXPECT_CONTAINS(test::message_of<InputError>([&] { rank::read_plan(dir / "none.json"); }), "cannot read the rank plan");
+}
+
 TEST(EnvTest, ReadersNameTheVariable) {
   ::setenv("LOCKSTEP_TEST_INT", "12x", 1);
   EXPECT_EQ(test::message_of<InputError>([] { env::integer("LOCKSTEP_TEST_INT", 0); }),
@@ -84,7 +159,7 @@ TEST(EnvTest, ReadersNameTheVariable) {
   EXPECT_TRUE(env::is_loopback("127.0.1.1"));
   EXPECT_TRUE(env::is_loopback("localhost"));
   EXPECT_FALSE(env::is_loopback("10.0.0.1"));
-  EXPECT_EQ(env::assign(env::kBoard, "/x"), "LOCKSTEP_BOARD=/x");
+  EXPECT_EQ(env::assign(env::kPlan, "/x"), "LOCKSTEP_PLAN=/x");
 }
 
 // A source that answers with its rule's name, so that the test sees which rule the judge chose.

@@ -1,6 +1,6 @@
 #pragma once
 // The fixture and helpers of the scenario schema's tests (scenario_test.cpp, the file's schema;
-// scenario_expect_test.cpp, its [expect] tables).
+// scenario_errors_test.cpp, its errors; scenario_expect_test.cpp, its [expect] tables).
 #include <gtest/gtest.h>
 
 #include <filesystem>

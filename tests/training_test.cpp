@@ -1,59 +1,31 @@
 // reference/train: the hand-written backward against central finite differences (double),
 // world-size invariance at the reference level (a batch split over ranks gives the same logits
-// and, summed, the same gradient), label learnability, bf16 rounding in collate, the optimizer
-// in closed form; and the suite's tolerance-based comparison of per-step series.
+// and, summed, the same gradient), mean aggregation in closed form, the node data, and label
+// learnability. bf16 and the optimizer are tested in training_precision_test.cpp, the suite's
+// comparison of per-step series and the workload's keys in training_suite_test.cpp.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <limits>
-#include <map>
 #include <stdexcept>
-#include <string>
 #include <tuple>
 #include <vector>
 
-#include "tests/test_util.h"
-#include "harness/comm/dtype.h"
-#include "harness/core/error.h"
-#include "harness/launch/launcher.h"
-#include "harness/launch/suite.h"
-#include "harness/scenario/scenario.h"
-#include "harness/validate/validate.h"
 #include "reference/common/philox.h"
 #include "reference/graph/graph.h"
 #include "reference/sampling/neighbor.h"
 #include "reference/split/split.h"
 #include "reference/train/sage.h"
+#include "tests/training_test_util.h"
 
 namespace lockstep::ref::train {
 namespace {
 
 using Ids = std::vector<std::int64_t>;
 
-struct Fixture {
-  CsrGraph rows;
-  std::vector<std::int32_t> labels;
-  Ids train, eval;
-};
-
-Fixture make_fixture(std::int64_t nodes, std::int64_t edges, std::int64_t dim, int classes, std::uint64_t seed) {
-  Fixture f;
-  f.rows = sampling_graph(erdos_renyi(nodes, edges, seed), /*in_edges=*/true);
-  f.labels = node_labels(f.rows, seed, dim, classes);
-  train_eval_split(nodes, seed, nodes / 2, nodes / 4, f.train, f.eval);
-  return f;
-}
-
-SampledBlocks sample(const Fixture& f, const Ids& seeds, const Ids& fanouts, std::int64_t batch) {
-  SampleOptions so;
-  so.fanouts = fanouts;
-  so.num_threads = 1;
-  return sample_neighbors(f.rows, seeds, so, SampleKey{7, 0, batch, 0});
-}
+using train_test::Fixture;
+using train_test::make_fixture;
+using train_test::sample;
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
@@ -452,230 +424,5 @@ TEST(TrainLearnabilityTest, AccuracyRisesWellAboveChance) {
   EXPECT_GT(after, 0.25 + 0.35) << "chance is 0.25; before training " << before;
 }
 
-// ---- precision and collate -------------------------------------------------------------------
-
-TEST(Bf16RoundingTest, ClosedFormCases) {
-  EXPECT_EQ(round_bf16(1.0f), 1.0f);
-  EXPECT_EQ(round_bf16(1.0f + 0x1.0p-8f), 1.0f);                            // tie, even stays
-  EXPECT_EQ(round_bf16(1.0f + 0x1.0p-7f + 0x1.0p-8f), 1.0f + 0x1.0p-6f);     // tie, odd rounds up
-  EXPECT_EQ(round_bf16(1.0f + 0x1.0p-8f + 0x1.0p-20f), 1.0f + 0x1.0p-7f);   // above the tie
-  EXPECT_EQ(round_bf16(-(1.0f + 0x1.0p-8f + 0x1.0p-20f)), -(1.0f + 0x1.0p-7f));
-  EXPECT_EQ(round_bf16(0.0f), 0.0f);
-  EXPECT_TRUE(std::signbit(round_bf16(-0.0f)));
-  EXPECT_EQ(round_bf16(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
-  EXPECT_EQ(round_bf16(std::numeric_limits<float>::max()), std::numeric_limits<float>::infinity());
-  EXPECT_TRUE(std::isnan(round_bf16(std::numeric_limits<float>::quiet_NaN())));
-}
-
-TEST(Bf16RoundingTest, AgreesWithTheHarnessConversion) {
-  for (std::uint64_t i = 0; i < 20000; ++i) {
-    const float v = static_cast<float>((uniform01(philox_u64(1, i, 0)) - 0.5) * std::ldexp(1.0, static_cast<int>(i % 40) - 20));
-    EXPECT_EQ(round_bf16(v), comm::to_float(comm::to_bfloat16(v))) << v;
-  }
-}
-
-TEST(CollateTest, OnlyTheBf16ModesRoundAndTheyDecideTheGradientDtype) {
-  const Fixture f = make_fixture(200, 800, 4, 3, 2);
-  const Ids seeds(f.train.begin(), f.train.begin() + 5);
-  const auto blocks = sample(f, seeds, {3, 3}, 0);
-  std::vector<float> x;
-  node_features(2, 4, blocks.blocks.back().src_nodes, x);
-  const std::vector<std::int32_t> y(seeds.size(), 1);
-  const Batch f32 = collate(blocks, x, 4, y, Precision::kF32);
-  EXPECT_EQ(f32.inputs, x);
-  EXPECT_EQ(f32.compute, BatchDType::kF32);
-  EXPECT_EQ(f32.grad_sync, BatchDType::kF32);
-  int changed = 0;
-  for (Precision p : {Precision::kBF16, Precision::kBF16Reduce}) {
-    const Batch b = collate(blocks, x, 4, y, p);
-    ASSERT_EQ(b.inputs.size(), x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      EXPECT_EQ(b.inputs[i], comm::to_float(comm::to_bfloat16(x[i])));
-      changed += b.inputs[i] != x[i];
-    }
-    EXPECT_EQ(b.compute, BatchDType::kBF16);
-    EXPECT_EQ(b.grad_sync, p == Precision::kBF16Reduce ? BatchDType::kBF16 : BatchDType::kF32);
-  }
-  EXPECT_GT(changed, 0);
-  EXPECT_THROW(collate(blocks, std::vector<float>(3), 4, y, Precision::kF32), std::invalid_argument);
-  EXPECT_EQ(precision_from_string("bf16_reduce"), Precision::kBF16Reduce);
-  EXPECT_EQ(to_string(Precision::kBF16), "bf16");
-  EXPECT_THROW(precision_from_string("fp16"), std::invalid_argument);
-}
-
-// ---- parameters and optimizer -----------------------------------------------------------------
-
-TEST(ParamsTest, InitIsSeedFixedGlorotAndChecksummed) {
-  SageConfig c;
-  EXPECT_EQ(num_params(c), 2 * 16 * 32 + 32 + 2 * 32 * 4 + 4);
-  const auto a = init_params(c, 1), b = init_params(c, 1), d = init_params(c, 2);
-  EXPECT_EQ(a, b);
-  EXPECT_NE(a, d);
-  EXPECT_EQ(param_checksum(a), param_checksum(b));
-  EXPECT_NE(param_checksum(a), param_checksum(d));
-  const double limit0 = std::sqrt(6.0 / (16 + 32));
-  for (std::size_t i = 0; i < 2 * 16 * 32; ++i) EXPECT_LE(std::fabs(a[i]), limit0);
-  for (std::size_t i = 2 * 16 * 32; i < 2 * 16 * 32 + 32; ++i) EXPECT_EQ(a[i], 0.0f);  // bias
-}
-
-TEST(OptimizerTest, SgdMomentumAndAdamInClosedForm) {
-  Optimizer sgd;
-  sgd.lr = 0.5f;
-  sgd.momentum = 0.5f;
-  std::vector<float> p{1.0f, -2.0f};
-  sgd.step(p, {0.25f, 1.0f});  // v = g
-  EXPECT_EQ(p, (std::vector<float>{0.875f, -2.5f}));
-  sgd.step(p, {0.25f, 1.0f});  // v = 0.5 g + g = 1.5 g
-  EXPECT_EQ(p, (std::vector<float>{0.6875f, -3.25f}));
-  Optimizer adam;
-  adam.kind = Optimizer::Kind::kAdam;
-  adam.lr = 0.01f;
-  std::vector<float> q{1.0f, 1.0f};
-  adam.step(q, {4.0f, -0.001f});  // first bias-corrected step: lr * g / (|g| + eps)
-  EXPECT_NEAR(q[0], 1.0f - 0.01f, 1e-6f);
-  EXPECT_NEAR(q[1], 1.0f + 0.01f, 1e-5f);
-  EXPECT_THROW(adam.step(q, {1.0f}), std::invalid_argument);
-}
-
 }  // namespace
 }  // namespace lockstep::ref::train
-
-// ---- suite: per-step series compared within a tolerance --------------------------------------
-namespace lockstep::launch {
-namespace {
-
-scenario::Scenario curve_variant(const std::string& v) {
-  scenario::Scenario s;
-  s.name = "t.curve";
-  s.file = "t.toml";
-  s.variant = v;
-  s.matrix_invariant = true;
-  return s;
-}
-
-report::ScenarioResult with_curve(std::vector<double> values, double rtol) {
-  report::ScenarioResult r;
-  r.status = report::Status::kPass;
-  r.series["loss_curve"] = report::Series{std::move(values), rtol};
-  return r;
-}
-
-TEST(SuiteSeriesTest, WithinToleranceStaysPassing) {
-  std::vector<scenario::Scenario> s = {curve_variant("world_size=1"), curve_variant("world_size=2")};
-  std::vector<report::ScenarioResult> r = {with_curve({1.0, 0.5}, 1e-5), with_curve({1.000009, 0.500004}, 1e-5)};
-  check_invariance(s, r);
-  EXPECT_EQ(r[1].status, report::Status::kPass);
-  EXPECT_FALSE(r[1].diagnosis.has_value());
-}
-
-TEST(SuiteSeriesTest, BeyondToleranceNamesTheFirstStepAndBothVariants) {
-  std::vector<scenario::Scenario> s = {curve_variant("world_size=1"), curve_variant("world_size=2"), curve_variant("world_size=4")};
-  std::vector<report::ScenarioResult> r = {with_curve({1.0, 0.5, 0.25, 0.2}, 1e-5), with_curve({1.0, 0.5, 0.25, 0.2}, 1e-5),
-                                           with_curve({1.0, 0.5, 0.2501, 0.3}, 1e-5)};
-  check_invariance(s, r);
-  EXPECT_EQ(r[1].status, report::Status::kPass);
-  ASSERT_EQ(r[2].status, report::Status::kFail);
-  ASSERT_TRUE(r[2].diagnosis.has_value());
-  EXPECT_EQ(r[2].diagnosis->kind, DiagnosisKind::kNondeterminism);
-  const std::string& m = r[2].diagnosis->message;
-  EXPECT_NE(m.find("loss_curve"), std::string::npos) << m;
-  EXPECT_NE(m.find("step 2:"), std::string::npos) << m;
-  EXPECT_NE(m.find("world_size=4"), std::string::npos) << m;
-  EXPECT_NE(m.find("world_size=1"), std::string::npos) << m;
-}
-
-TEST(SuiteSeriesTest, TheLargerToleranceAppliesAndLengthsMustMatch) {
-  std::vector<scenario::Scenario> s = {curve_variant("a=1"), curve_variant("a=2"), curve_variant("a=3")};
-  std::vector<report::ScenarioResult> r = {with_curve({1.0, 1.0}, 1e-5), with_curve({1.0, 1.001}, 1e-2), with_curve({1.0}, 1e-5)};
-  check_invariance(s, r);
-  EXPECT_EQ(r[1].status, report::Status::kPass);
-  ASSERT_EQ(r[2].status, report::Status::kFail);
-  EXPECT_NE(r[2].diagnosis->message.find("1 vs 2 steps"), std::string::npos) << r[2].diagnosis->message;
-}
-
-}  // namespace
-}  // namespace lockstep::launch
-
-// ---- the training workload's keys: errors name file:line and the key -------------------------
-namespace lockstep::workloads {
-namespace {
-
-class TrainingConfigTest : public ::testing::Test {
- protected:
-
-  // Writes a training scenario whose [workload] gets `extra` appended (line 7 on) and whose
-  // file ends with `tail`; returns its path.
-  std::string write(const std::string& extra, const std::string& tail = "") {
-    const std::string path = dir_ + "/t.toml";
-    std::ofstream(path) << "name = \"t.training\"\n[run]\nworld_size = 2\n[workload]\nkind = \"training\"\ngraph = \"erdos_renyi\"\n"
-                        << extra << "[expect]\noutcome = \"pass\"\n" << tail;
-    return path;
-  }
-
-  static std::string error_of(const std::string& path) {
-    try {
-      (void)lockstep::validate::load_file(path);
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "expected an InputError for " << path;
-    return "";
-  }
-
-  test::TempDir tmp_{"lockstep-training-test"};
-  const std::string dir_ = tmp_.path();
-};
-
-TEST_F(TrainingConfigTest, EmbeddingDimIsCheckedNamingTheKey) {
-  const std::string path = write("embedding_dim = 2000\n");
-  const std::string m = error_of(path);
-  EXPECT_NE(m.find(path + ":7: workload.embedding_dim"), std::string::npos) << m;
-  EXPECT_NE(m.find("0..1024"), std::string::npos) << m;
-}
-
-TEST_F(TrainingConfigTest, BadValuesNameTheKey) {
-  EXPECT_NE(error_of(write("fanouts = [5, 5, 5]\n")).find("workload.fanouts: needs one fanout per layer (2), got 3"), std::string::npos);
-  EXPECT_NE(error_of(write("precision = \"fp16\"\n")).find("unknown precision 'fp16'"), std::string::npos);
-  EXPECT_NE(error_of(write("feature_device = \"cuda\"\n")).find("needs [requires] cuda = true"), std::string::npos);
-  EXPECT_NE(error_of(write("nodes = 100\nnum_train = 90\nnum_eval = 20\n")).find("exceed the graph's 100 nodes"), std::string::npos);
-  EXPECT_NE(error_of(write("bucket_bytes = 2\n")).find("workload.bucket_bytes"), std::string::npos);
-}
-
-TEST_F(TrainingConfigTest, CastInjectionNeedsARankOutsideCollateAndNoneInCollate) {
-  EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\n")).find("rank"), std::string::npos);
-  EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nwhere = \"collate\"\nrank = 1\n")).find("casts on every rank"), std::string::npos);
-  EXPECT_NE(error_of(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nrank = 2\n")).find("must be in [0, world_size)"), std::string::npos);
-  EXPECT_NO_THROW(lockstep::validate::load_file(write("", "[[inject]]\nkind = \"cast_bf16_at_step\"\nrank = 1\nstep = 3\n")));
-}
-
-// The training workload learns in every precision, whatever carries the gradients: at 2 ranks
-// (so the gradient all-reduce runs), fp32, bf16 and bf16_reduce (gradients summed in bf16) all
-// reach well above chance (4 classes: 0.25; scenarios/README.md says about 0.85 after 40 steps),
-// and bf16_reduce ends within 2% of fp32's final loss (measured: 0.02%).
-TEST(TrainingScenariosTest, EveryPrecisionLearnsAtTwoRanks) {
-  test::TempDir dir("lockstep-train-learn");
-  std::map<std::string, report::ScenarioResult> got;
-  for (const char* precision : {"fp32", "bf16", "bf16_reduce"}) {
-    const std::string file = dir.write(std::string(precision) + ".toml",
-                                       std::string("name = \"t.learn_") + precision + "\"\n[run]\nworld_size = 2\n"
-                                       "[workload]\nkind = \"training\"\ngraph = \"erdos_renyi\"\nnodes = 2000\nedges = 16000\n"
-                                       "num_train = 1024\nnum_eval = 500\nbatch_size = 64\nsteps = 40\nprecision = \"" + precision +
-                                       "\"\n[expect]\noutcome = \"pass\"\n");
-    auto r = launch::run_scenario(lockstep::validate::load_file(file).at(0), test::launch_options(dir));
-    ASSERT_EQ(r.status, report::Status::kPass) << precision << ": " << test::describe(r);
-    EXPECT_GE(r.metrics.at("accuracy"), 0.5) << precision;
-    EXPECT_GT(r.metrics.at("accuracy"), r.metrics.at("accuracy_initial") + 0.2) << precision;
-    got.emplace(precision, std::move(r));
-  }
-  const double fp32 = got.at("fp32").metrics.at("final_loss"), bf16 = got.at("bf16_reduce").metrics.at("final_loss");
-  EXPECT_LT(std::fabs(bf16 - fp32), 0.02 * fp32) << "final loss fp32 " << fp32 << ", bf16_reduce " << bf16;
-}
-
-TEST(TrainingScenariosTest, ShippedScenariosLoad) {
-  const auto all = lockstep::validate::load_paths({std::string(LOCKSTEP_SOURCE_DIR) + "/scenarios/training"});
-  EXPECT_GE(all.size(), 20u);
-  for (const auto& s : all) EXPECT_EQ(s.workload, "training") << s.id();
-}
-
-}  // namespace
-}  // namespace lockstep::workloads

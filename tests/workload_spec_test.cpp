@@ -187,7 +187,14 @@ INSTANTIATE_TEST_SUITE_P(
                       SharedKey{"embedding", "pooling = \"mean\"", ":6: workload.pooling: needs bag_sizes"},
                       SharedKey{"embedding", "per_sample_weights = true", ":6: workload.per_sample_weights: needs bag_sizes"},
                       SharedKey{"embedding", "bag_sizes = [2]\npooling = \"mean\"\nper_sample_weights = true",
-                                ":8: workload.per_sample_weights: needs pooling = \"sum\""}),
+                                ":8: workload.per_sample_weights: needs pooling = \"sum\""},
+                      SharedKey{"embedding", "id_dtype = \"int32\"", ""},
+                      SharedKey{"embedding", "id_dtype = \"int16\"", "unknown value \"int16\"; allowed: int64, int32"},
+                      SharedKey{"split", "num_ids = 16777216", ""},
+                      SharedKey{"split", "num_ids = 16777217", ":6: workload.num_ids: must be in [0, 16777216], got 16777217"},
+                      SharedKey{"split", "batch_size = 16777216", ""},
+                      SharedKey{"split", "batch_size = 16777217", ":6: workload.batch_size: must be in [1, 16777216], got 16777217"},
+                      SharedKey{"split", "batch_size = 0", ":6: workload.batch_size: must be in [1, 16777216], got 0"}),
     [](const ::testing::TestParamInfo<SharedKey>& info) { return info.param.kind + "_" + std::to_string(info.index); });
 
 // What a capability cannot check is refused naming the key; lockstep's workload runs it.

@@ -22,22 +22,15 @@ inline constexpr const char* kLogCapMb = "LOCKSTEP_LOG_CAP_MB";
 inline constexpr const char* kStoreHosted = "LOCKSTEP_STORE_HOSTED";  // 1: the launcher hosts the store, rank 0 does not
 inline constexpr const char* kStoreToken = "LOCKSTEP_STORE_TOKEN";    // the secret prefix of the run's store keys
 inline constexpr const char* kStoreFile = "LOCKSTEP_STORE_FILE";      // a FileStore path instead of a TCPStore
-inline constexpr const char* kSlowdown = "LOCKSTEP_SLOWDOWN";         // `run --slowdown PERCENT[:PHASE[:RANK]]`
-inline constexpr const char* kSlowdownOff = "LOCKSTEP_SLOWDOWN_OFF";  // 1: leave the scenario's slowdowns out
 
-// Set for every rank the launcher watches: lockstep's own, and programs' (the board), and read by
-// the rank runtime (harness/rank/runtime.h).
-inline constexpr const char* kBoard = "LOCKSTEP_BOARD";  // the run's shared board (harness/comm/board.h)
+// Set for every rank the launcher watches, lockstep's own and programs': the rank's plan
+// (harness/rank/plan.h: its verify mode, status, trace, board, timeouts, slowdowns), read once.
+inline constexpr const char* kPlan = "LOCKSTEP_PLAN";
 
 // Set for a program's ranks (kind = "program"), read by the program runtime (harness/pytorch/).
 inline constexpr const char* kC10d = "LOCKSTEP_C10D";                         // 1: wrap the program's default process group
 inline constexpr const char* kC10dWrap = "LOCKSTEP_C10D_WRAP";                // gloo: wrap the default group (any backend), none: only report steps
 inline constexpr const char* kProgramLib = "LOCKSTEP_PROGRAM_LIB";           // liblockstep_program.so, for the lockstep_torch package
-inline constexpr const char* kStatus = "LOCKSTEP_STATUS";                     // where the rank writes its status
-inline constexpr const char* kTrace = "LOCKSTEP_TRACE";                       // where the rank writes its trace
-inline constexpr const char* kVerify = "LOCKSTEP_VERIFY";                     // verify | record | off
-inline constexpr const char* kTimeoutS = "LOCKSTEP_TIMEOUT_S";                // run.timeout_s
-inline constexpr const char* kEngineTimeoutS = "LOCKSTEP_ENGINE_TIMEOUT_S";   // the engines' own timeout
 inline constexpr const char* kNcclTraceDir = "LOCKSTEP_NCCL_TRACE_DIR";       // the NCCL profiler plugin's traces
 
 // Set for a system under test's ranks ([system]), read by lockstep_sut.py.

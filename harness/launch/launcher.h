@@ -17,7 +17,7 @@ struct LaunchOptions {
   std::string report_dir;  // artifacts go to report_dir/<scenario slug>/
   bool dump = false;
   int max_ranks = 16;      // scenarios that need more ranks are skipped
-  // `--no-skip`: run_suite turns every skipped scenario into a failure, its reason kept.
+  // `--no-skip`: decide() (verdict.h) makes every skipped scenario a failure, its reason kept.
   bool no_skip = false;
   bool progress = false;   // run_suite: redraw a progress line on a terminal (isatty)
   // Programs: echo each rank's output lines live on stdout after "[rankN]:", as torchrun does

@@ -322,7 +322,7 @@ std::vector<std::string> command_argv(const scenario::Scenario& s, const std::ve
   return argv;
 }
 
-std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board,
+std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& plan,
                                      const std::string& addr) {
   std::vector<std::string> env = inherited_env({"PYTHONPATH"});
   for (auto& kv : torchrun_env(rank, s.world_size, s.ranks_per_node, port, addr)) env.push_back(std::move(kv));
@@ -331,15 +331,7 @@ std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int 
   env.push_back(env::assign(env::kC10d, "1"));
   env.push_back(env::assign(env::kProgramLib, program_library()));
   env.push_back(env::assign(env::kC10dWrap, s.program->wrap));
-  env.push_back(env::assign(env::kBoard, fs::absolute(board).string()));
-  env.push_back(env::assign(env::kStatus, fs::absolute(rank::status_path(dir, rank)).string()));
-  env.push_back(env::assign(env::kTrace, fs::absolute(rank::trace_path(dir, rank)).string()));
-  env.push_back(env::assign(env::kVerify, std::string(scenario::to_string(s.verify))));
-  std::ostringstream t, e;
-  t << s.timeout_s;
-  e << rank::engine_timeout_s(s.startup_timeout_s, s.timeout_s);
-  env.push_back(env::assign(env::kTimeoutS, t.str()));
-  env.push_back(env::assign(env::kEngineTimeoutS, e.str()));
+  env.push_back(env::assign(env::kPlan, fs::absolute(plan).string()));
   // A program on NCCL (a GPU program) is seen by lockstep's NCCL profiler plugin, built beside
   // this binary: its traces go to <artifacts>/nccl/comm-<hash>/ (harness/nccl_profiler/README.md).
   const fs::path plugin = fs::path(backend_module_dir()).parent_path() / "lib" / "libnccl-profiler-lockstep.so";

@@ -33,9 +33,9 @@ std::string program_skip_reason(const scenario::Scenario& s);
 // `command` with {python} and {dir} substituted and argv[0] found on PATH (InputError if not).
 std::vector<std::string> command_argv(const scenario::Scenario& s, const std::vector<std::string>& command);
 // The environment of rank `rank` of a program: torchrun's variables (the program's rank 0 hosts
-// its own store on `addr`:`port`), lockstep's backend on PYTHONPATH, and where to publish its
-// progress (`board`), status and trace (under `dir`).
-std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& board,
+// its own store on `addr`:`port`), lockstep's backend on PYTHONPATH, and its rank plan (`plan`,
+// harness/rank/plan.h: its board, status, trace, verify mode and timeouts); NCCL's traces go under `dir`.
+std::vector<std::string> program_env(const scenario::Scenario& s, int rank, int port, const std::string& dir, const std::string& plan,
                                      const std::string& addr = "127.0.0.1");
 // The environment every system-under-test rank starts from: this process's, less the per-rank
 // variables, with lockstep_sut on PYTHONPATH.

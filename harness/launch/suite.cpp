@@ -128,9 +128,9 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
       r.tags = scenarios[i].tags;
       r.expected = scenarios[i].expect.expected_label();
       r.world_size = scenarios[i].world_size;
-      r.status = report::Status::kCancelled;
-      r.reason = stopped_at.empty() ? "not run: the run was cancelled by " + cancel_signal_name()
-                                    : "not run: -x/--exitfirst stopped the run after " + stopped_at + " failed";
+      r.cancelled = stopped_at.empty() ? "not run: the run was cancelled by " + cancel_signal_name()
+                                       : "not run: -x/--exitfirst stopped the run after " + stopped_at + " failed";
+      decide(scenarios[i].expect, r);
       run.results.push_back(std::move(r));
       continue;
     }
@@ -146,10 +146,6 @@ report::RunSummary run_suite(const std::vector<scenario::Scenario>& scenarios,
       out << "  " << scenarios[i].id() << std::flush;
     }
     auto r = run_scenario(scenarios[i], options);
-    if (options.no_skip && r.status == report::Status::kSkip) {
-      r.status = report::Status::kFail;
-      r.reason = "skipped, and --no-skip makes a skip a failure: " + r.reason;
-    }
     if (options.progress) out << "\r\033[K";
     out << '[' << std::setw(3) << i + 1 << '/' << n << "] " << label(r) << ' ' << r.id << "  ("
         << std::fixed << std::setprecision(2) << r.duration_s << " s)";

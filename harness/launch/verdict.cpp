@@ -43,8 +43,17 @@ const scenario::Expectation& expectation_for(const scenario::Scenario& s, const 
 }
 
 void decide(const scenario::Expectation& e, report::ScenarioResult& r) {
-  if (r.status == report::Status::kSkip || r.status == report::Status::kCancelled) return;
   r.expected = e.expected_label();
+  if (!r.cancelled.empty()) {
+    r.status = report::Status::kCancelled;
+    r.reason = r.cancelled;
+    return;
+  }
+  if (!r.skip.empty()) {
+    r.status = r.skip_fails ? report::Status::kFail : report::Status::kSkip;
+    r.reason = r.skip_fails ? "skipped, and --no-skip makes a skip a failure: " + r.skip : r.skip;
+    return;
+  }
   if (!r.error.empty()) {
     r.status = report::Status::kError;
     r.reason = r.error;

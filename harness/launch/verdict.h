@@ -13,8 +13,9 @@
 
 namespace lockstep::launch {
 
-// Sets r.status and r.reason: skip and cancelled stay; an error (r.error) is status error;
-// else pass when r.diagnosis meets `e` (kind, rank, seq, step, message parts), fail when it does not.
+// Sets r.status and r.reason, in this order: cancelled (r.cancelled); skip (r.skip), or fail when
+// r.skip_fails (--no-skip); error (r.error); else pass when r.diagnosis meets `e` (kind, rank,
+// seq, step, message parts), fail when it does not. No other code sets a status.
 void decide(const scenario::Expectation& e, report::ScenarioResult& r);
 
 // The expectation that applies to `r`: for a program, the scenario's [expect.torch."<prefix>"]

@@ -230,24 +230,27 @@ std::vector<double> rounded(std::vector<double> v) {
 }
 }  // namespace
 
-nlohmann::json to_json(const std::map<std::string, PhaseCost>& phases, const Counters& counters) {
-  nlohmann::json j;
-  j["availability"] = counters.availability();
-  j["counters"] = counters.names();
-  j["phases"] = nlohmann::json::object();
+RankCost report(const std::map<std::string, PhaseCost>& phases, const Counters& counters, bool slowdown_fired) {
+  RankCost out;
+  out.availability = counters.availability();
+  out.counters = counters.names();
+  out.slowdown_fired = slowdown_fired;
   for (const auto& [name, p] : phases) {
-    nlohmann::json x = {{"iterations", p.iterations},     {"wall_s", p.wall_s},
-                        {"cpu_s", p.cpu_s},               {"main_cpu_s", p.main_cpu_s},
-                        {"user_s", p.user_s},             {"sys_s", p.sys_s},
-                        {"cpu_samples", rounded(p.cpu_samples)},
-                        {"main_cpu_samples", rounded(p.main_cpu_samples)}};
+    PhaseReport& x = out.phases[name];
+    x.iterations = p.iterations;
+    x.wall_s = p.wall_s;
+    x.cpu_s = p.cpu_s;
+    x.main_cpu_s = p.main_cpu_s;
+    x.user_s = p.user_s;
+    x.sys_s = p.sys_s;
+    x.cpu_samples = rounded(p.cpu_samples);
+    x.main_cpu_samples = rounded(p.main_cpu_samples);
     for (std::size_t i = 0; i < counters.names().size() && i < p.counters.size(); ++i) {
-      x[counters.names()[i]] = p.counters[i];
-      x[counters.names()[i] + "_samples"] = rounded(p.counter_samples[i]);
+      x.counters[counters.names()[i]] = p.counters[i];
+      x.counter_samples[counters.names()[i]] = rounded(p.counter_samples[i]);
     }
-    j["phases"][name] = std::move(x);
   }
-  return j;
+  return out;
 }
 
 }  // namespace lockstep::perf

@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 namespace lockstep::perf {
 
 // Hardware counters of this process and the threads it starts after open() (inherit).
@@ -120,7 +118,21 @@ class PhaseClock {
   bool fired_ = false;
 };
 
-// {"counters": [...], "availability": "...", "phases": {name: {...}}}: what a rank reports.
-nlohmann::json to_json(const std::map<std::string, PhaseCost>& phases, const Counters& counters);
+// One phase's cost on one rank as the rank reports it (its status's perf.phases.<phase>).
+struct PhaseReport {
+  std::int64_t iterations = 0;
+  double wall_s = 0, cpu_s = 0, main_cpu_s = 0, user_s = 0, sys_s = 0;
+  std::vector<double> cpu_samples, main_cpu_samples;                 // 6 significant digits
+  std::map<std::string, double> counters;                            // by Counters::names()
+  std::map<std::string, std::vector<double>> counter_samples;        // by Counters::names()
+};
+// What a rank reports of its cost (its status's perf; harness/rank/status.h reads and writes it).
+struct RankCost {
+  std::string availability;            // Counters::availability()
+  std::vector<std::string> counters;   // Counters::names()
+  std::map<std::string, PhaseReport> phases;
+  bool slowdown_fired = false;         // an injected slowdown burned time on this rank
+};
+RankCost report(const std::map<std::string, PhaseCost>& phases, const Counters& counters, bool slowdown_fired);
 
 }  // namespace lockstep::perf

@@ -27,6 +27,7 @@
 #include "harness/comm/verifier.h"
 #include "harness/core/env.h"
 #include "harness/core/error.h"
+#include "harness/rank/plan.h"
 #include "harness/rank/runtime.h"
 
 namespace lockstep::pytorch {
@@ -42,7 +43,7 @@ std::mutex issue_mu;  // one collective at a time: the call site (phase, step, i
 thread_local std::int64_t current_token = 0;
 bool finished = false;
 bool begin_end = false;  // ls_begin may carry the program's calls (ls_open decides)
-rank::VerifyMode verify_mode = rank::VerifyMode::kVerify;
+VerifyMode verify_mode = VerifyMode::kVerify;
 
 // The program's other process groups (new_group), by id (1, 2, ...; 0 is the default group): the
 // group's ranks and its chain (Runtime::add_group). Its engine is callback group 2 * id, its
@@ -247,14 +248,17 @@ int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_
     rank::RankStatus initial;
     initial.program = true;
     initial.system = system ? system : "";
-    rt = new rank::Runtime(rank, world_size, env::str(env::kStatus), std::move(initial), env::seconds(env::kTimeoutS, 60));
-    const std::string mode = env::str(env::kVerify, "verify");
-    if (mode != "verify" && mode != "record" && mode != "off") {
-      throw InputError(std::string(env::kVerify) + " must be verify, record or off, got '" + mode + "'");
+    // The launcher's plan for this rank (rank/plan.h); a program started by another launcher has
+    // none: verified, with no board, status or trace.
+    rank::RankPlan plan = rank::plan_from_env().value_or(rank::RankPlan{});
+    if (!env::str(env::kPlan).empty() && (plan.rank != rank || plan.world_size != world_size)) {
+      throw InputError("the rank plan " + env::str(env::kPlan) + " is for rank " + std::to_string(plan.rank) + " of " +
+                       std::to_string(plan.world_size) + ", but the program's default group makes this rank " +
+                       std::to_string(rank) + " of " + std::to_string(world_size));
     }
-    const std::string board = env::str(env::kBoard);
-    if (!rt->attach_board(board)) {
-      throw InputError("the board " + board + " is not for " + std::to_string(world_size) + " ranks, the program's group");
+    rt = new rank::Runtime(rank, world_size, plan.status_path, std::move(initial), plan.timeout_s);
+    if (!rt->attach_board(plan.board_path)) {
+      throw InputError("the board " + plan.board_path + " is not for " + std::to_string(world_size) + " ranks, the program's group");
     }
     comm::set_activity("running the program");
     // The program's engine fails in its own transport thread when a peer sends more than a receive
@@ -264,10 +268,10 @@ int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_
     rank::ChainSpec spec;
     spec.engine = std::make_unique<ProgramEngine>(rank, world_size, 0);
     spec.control = [=] { return std::make_unique<ProgramEngine>(rank, world_size, 1); };
-    spec.mode = mode == "verify" ? rank::VerifyMode::kVerify : mode == "record" ? rank::VerifyMode::kRecord : rank::VerifyMode::kOff;
-    spec.trace_path = env::str(env::kTrace);
+    spec.mode = plan.mode;
+    spec.trace_path = plan.trace_path;
     verify_mode = spec.mode;
-    const bool verify = spec.mode == rank::VerifyMode::kVerify;
+    const bool verify = spec.mode == VerifyMode::kVerify;
     rt->build(std::move(spec));
     // The control group verifies a call before the program's engine may start it (StartAtWait):
     // only ls_carry does that. On the board the engine starts at once either way.
@@ -431,7 +435,14 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
   if (!rt) {
     // A program on its own backend (wrap = "none") only reports its steps. A wrapped program that
     // never created its default group had nothing verified: that is not a pass.
-    const std::string path = env::str(env::kStatus);
+    rank::RankPlan plan;
+    try {
+      plan = rank::plan_from_env().value_or(rank::RankPlan{});
+    } catch (const std::exception& e) {
+      std::cerr << "lockstep: " << e.what() << std::endl;
+      return rank::kExitInput;
+    }
+    const std::string& path = plan.status_path;
     if (!path.empty() && fail.empty()) {
       rank::RankStatus st;
       st.program = true;
@@ -442,8 +453,8 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
         st.message = "the program never called init_process_group: lockstep verified none of its collectives";
       }
       const bool nothing_checked = st.outcome == rank::Outcome::kInputError;
-      rank::Runtime once(env::integer("RANK", 0), env::integer("WORLD_SIZE", 1), path, std::move(st), 60);
-      once.attach_board(env::str(env::kBoard));
+      rank::Runtime once(plan.rank, plan.world_size, path, std::move(st), plan.timeout_s);
+      once.attach_board(plan.board_path);
       once.settle();
       if (nothing_checked) return rank::kExitInput;
     }

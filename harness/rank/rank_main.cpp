@@ -14,6 +14,7 @@
 #include "harness/core/env.h"
 #include "harness/core/error.h"
 #include "harness/perf/cost.h"
+#include "harness/rank/plan.h"
 #include "harness/rank/runtime.h"
 #include "harness/report/dump.h"
 #include "harness/validate/validate.h"
@@ -60,10 +61,15 @@ int rank_main(const RankOptions& options) {
 
   const std::string dir = artifacts_dir(options.report_dir, s.slug());
   std::filesystem::create_directories(dir);
+  // The launcher's plan for this rank; under another launcher (torchrun), the scenario's own.
+  const RankPlan plan = plan_from_env().value_or(plan_for(s, rank, dir));
+  LOCKSTEP_INPUT_CHECK(plan.rank == rank && plan.world_size == world_size && plan.scenario == s.id(), "the rank plan ",
+                       env::str(env::kPlan), " is for rank ", plan.rank, " of ", plan.world_size, " of scenario ", plan.scenario,
+                       ", but this is rank ", rank, " of ", world_size, " of scenario ", s.id());
   RankStatus initial;
   initial.scenario = s.id();
-  Runtime rt(rank, world_size, status_path(dir, rank), std::move(initial), s.timeout_s);
-  rt.attach_board(env::str(env::kBoard));
+  Runtime rt(rank, world_size, plan.status_path, std::move(initial), plan.timeout_s);
+  rt.attach_board(plan.board_path);
   std::vector<std::string> kinds;
   for (const auto& inj : s.injections) kinds.push_back(inj.kind);
   comm::set_injection_kinds(std::move(kinds));
@@ -76,11 +82,10 @@ int rank_main(const RankOptions& options) {
     std::vector<perf::Slowdown> slowdowns;
     for (const auto& inj : s.injections) {
       if (inj.fault) faults.push_back(*inj.fault);
-      if (inj.slowdown && env::str(env::kSlowdownOff) != "1") slowdowns.push_back(*inj.slowdown);
+      if (inj.slowdown && !plan.slowdown_off) slowdowns.push_back(*inj.slowdown);
     }
     // `lockstep run --slowdown`: the same fault on every scenario of a run.
-    if (const std::string flag = env::str(env::kSlowdown); !flag.empty())
-      slowdowns.push_back(perf::parse_slowdown_flag(flag, env::kSlowdown));
+    if (!plan.slowdown.empty()) slowdowns.push_back(perf::parse_slowdown_flag(plan.slowdown, "--slowdown"));
     clock = std::make_unique<perf::PhaseClock>(&counters, std::move(slowdowns), rank);
     comm::fire_startup_faults(faults, rank);
     comm::StoreOptions so;
@@ -88,13 +93,13 @@ int rank_main(const RankOptions& options) {
     so.port = port;
     so.is_server = rank == 0 && !store_hosted;
     so.world_size = world_size;
-    so.timeout_s = engine_timeout_s(s.startup_timeout_s, s.timeout_s);
+    so.timeout_s = plan.engine_timeout_s;
     so.file = env::str(env::kStoreFile);
     so.token = env::str(env::kStoreToken);
     comm::set_activity("connecting to the store");
     auto store = comm::connect_store(so);
     const std::string gloo_host = env::is_loopback(master) ? "127.0.0.1" : "";
-    const double engine_timeout = engine_timeout_s(s.startup_timeout_s, s.timeout_s);  // the launcher's watchdog fires first
+    const double engine_timeout = plan.engine_timeout_s;  // the launcher's watchdog fires first
     comm::set_activity("creating process groups");
 
     ChainSpec spec;
@@ -111,10 +116,8 @@ int rank_main(const RankOptions& options) {
     // Collectives are verified through the shared board when the launcher provides one, else
     // (ranks on several hosts) through the control group.
     spec.control = [&] { return comm::make_gloo_backend(store, "control/", rank, world_size, engine_timeout, gloo_host); };
-    spec.mode = s.verify == scenario::VerifyMode::kVerify ? VerifyMode::kVerify
-                : s.verify == scenario::VerifyMode::kRecord ? VerifyMode::kRecord
-                                                            : VerifyMode::kOff;
-    spec.trace_path = trace_path(dir, rank);
+    spec.mode = plan.mode;
+    spec.trace_path = plan.trace_path;
     spec.faults = std::move(faults);
     comm::Communicator& communicator = rt.build(std::move(spec));
     communicator.set_site_observer([&clock, marked = false](const std::string& phase, std::int64_t step) mutable {
@@ -146,8 +149,7 @@ int rank_main(const RankOptions& options) {
     st.digest = ctx.digest;
     st.series = ctx.series;
     st.collectives = rt.collectives_issued();
-    st.perf = perf::to_json(clock->finish(), counters);
-    st.perf["slowdown_fired"] = clock->slowdown_fired();
+    st.perf = perf::report(clock->finish(), counters, clock->slowdown_fired());
     rt.finish(kExitClean);
   } catch (const DiagnosisError& e) {
     Diagnosis d = e.diagnosis();

@@ -15,6 +15,7 @@
 #include "harness/comm/communicator.h"
 #include "harness/comm/faults.h"
 #include "harness/comm/monitor.h"
+#include "harness/core/verify_mode.h"
 #include "harness/rank/status.h"
 
 namespace lockstep::rank {
@@ -23,8 +24,7 @@ namespace lockstep::rank {
 // watchdog (run.startup_timeout_s, run.timeout_s), so that the watchdog always names a hang first.
 inline double engine_timeout_s(double startup_timeout_s, double timeout_s) { return startup_timeout_s + timeout_s + 30; }
 
-// verify: check every call across ranks; record: trace only; off: neither.
-enum class VerifyMode { kVerify, kRecord, kOff };
+using lockstep::VerifyMode;  // harness/core/verify_mode.h
 
 struct ChainSpec {
   std::unique_ptr<comm::Backend> engine;                     // carries the data (Gloo, NCCL)

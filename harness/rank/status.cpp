@@ -20,6 +20,43 @@ Outcome outcome_from(const std::string& s) {
   return Outcome::kNone;
 }
 
+nlohmann::json perf_json(const perf::RankCost& c) {
+  nlohmann::json j = {{"availability", c.availability}, {"counters", c.counters}, {"phases", nlohmann::json::object()},
+                      {"slowdown_fired", c.slowdown_fired}};
+  for (const auto& [name, p] : c.phases) {
+    nlohmann::json x = {{"iterations", p.iterations}, {"wall_s", p.wall_s},   {"cpu_s", p.cpu_s},
+                        {"main_cpu_s", p.main_cpu_s}, {"user_s", p.user_s},   {"sys_s", p.sys_s},
+                        {"cpu_samples", p.cpu_samples}, {"main_cpu_samples", p.main_cpu_samples}};
+    for (const auto& [counter, v] : p.counters) x[counter] = v;
+    for (const auto& [counter, v] : p.counter_samples) x[counter + "_samples"] = v;
+    j["phases"][name] = std::move(x);
+  }
+  return j;
+}
+
+perf::RankCost perf_from_json(const nlohmann::json& j) {
+  perf::RankCost c;
+  c.availability = j.value("availability", "");
+  c.counters = j.value("counters", std::vector<std::string>{});
+  c.slowdown_fired = j.value("slowdown_fired", false);
+  for (const auto& [name, x] : j.at("phases").items()) {
+    perf::PhaseReport& p = c.phases[name];
+    p.iterations = x.value("iterations", std::int64_t{0});
+    p.wall_s = x.value("wall_s", 0.0);
+    p.cpu_s = x.value("cpu_s", 0.0);
+    p.main_cpu_s = x.value("main_cpu_s", 0.0);
+    p.user_s = x.value("user_s", 0.0);
+    p.sys_s = x.value("sys_s", 0.0);
+    p.cpu_samples = x.value("cpu_samples", std::vector<double>{});
+    p.main_cpu_samples = x.value("main_cpu_samples", std::vector<double>{});
+    for (const auto& counter : c.counters) {
+      p.counters[counter] = x.value(counter, 0.0);
+      p.counter_samples[counter] = x.value(counter + "_samples", std::vector<double>{});
+    }
+  }
+  return c;
+}
+
 }  // namespace
 
 std::string_view to_string(Outcome o) {
@@ -47,7 +84,7 @@ nlohmann::json to_json(const RankStatus& s) {
     if (!s.program || !s.digest.empty()) j["digest"] = s.digest;
     for (const auto& [name, curve] : s.series) j["series"][name] = {{"values", curve.values}, {"rtol", curve.rtol}};
     if (s.collectives) j["collectives"] = *s.collectives;
-    if (!s.perf.is_null()) j["perf"] = s.perf;
+    if (s.perf) j["perf"] = perf_json(*s.perf);
   }
   return j;
 }
@@ -78,7 +115,7 @@ RankStatus status_from_json(const nlohmann::json& j) {
       }
     }
     if (j.contains("collectives")) s.collectives = j.at("collectives").get<std::int64_t>();
-    if (j.contains("perf")) s.perf = j.at("perf");
+    if (j.contains("perf") && !j.at("perf").is_null()) s.perf = perf_from_json(j.at("perf"));
     if (j.contains("unverified_calls")) s.unverified = j.at("unverified_calls").get<std::map<std::string, std::int64_t>>();
     return s;
   } catch (const nlohmann::json::exception& e) {

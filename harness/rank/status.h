@@ -2,7 +2,8 @@
 // The rank contract: what every rank the launcher watches (lockstep's own, and a program's under
 // the program runtime) reports when it ends, and how. A rank writes DIR/<scenario>/rank<r>.status.json
 // once, atomically, and exits with one of the codes below; the launcher reads it back
-// (harness/launch/judge.cpp). The JSON form is documented in scenarios/README.md ("The rank
+// (harness/launch/watch.cpp judges how it ended; launcher.cpp collects what it reported). Its way
+// in is the rank plan (plan.h). The JSON form is documented in scenarios/README.md ("The rank
 // status"); this file is its one reader and writer.
 #include <cstdint>
 #include <map>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/diagnosis.h"
+#include "harness/perf/cost.h"
 #include "harness/report/results.h"
 
 namespace lockstep::rank {
@@ -42,7 +44,7 @@ struct RankStatus {
   std::string digest;
   std::map<std::string, report::Series> series;
   std::optional<std::int64_t> collectives;
-  nlohmann::json perf;  // harness/perf/cost.h's to_json, with "slowdown_fired"; null when none
+  std::optional<perf::RankCost> perf;  // lockstep's own ranks: what each phase cost (harness/perf/cost.h)
   // A program's rank: the calls it made that lockstep did not verify, by name ("allreduce_coalesced"),
   // with how many; named in the scenario's notes, never silent. Any outcome.
   std::map<std::string, std::int64_t> unverified;

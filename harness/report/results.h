@@ -44,6 +44,11 @@ struct ScenarioResult {
   // Evidence for the verdict (harness/launch/verdict.h): a problem of the harness or of the
   // input that makes the status error ("" none). The report carries it as the reason.
   std::string error;
+  // Evidence too: why the scenario was not run ("" it ran), and whether that is a failure
+  // (--no-skip); why the run was cancelled ("" it was not).
+  std::string skip;
+  bool skip_fails = false;
+  std::string cancelled;
   double duration_s = 0;
   double startup_s = -1;  // the slowest rank's start-up (spawn to first collective); -1 unknown
   int world_size = 1;

@@ -462,18 +462,6 @@ std::string_view to_string(Backend backend) {
   return "unknown";
 }
 
-std::string_view to_string(VerifyMode mode) {
-  switch (mode) {
-    case VerifyMode::kOff:
-      return "off";
-    case VerifyMode::kRecord:
-      return "record";
-    case VerifyMode::kVerify:
-      return "verify";
-  }
-  return "unknown";
-}
-
 std::string_view to_string(Device device) {
   switch (device) {
     case Device::kCpu:

@@ -12,17 +12,18 @@
 
 #include "harness/comm/faults.h"
 #include "harness/core/diagnosis.h"
+#include "harness/core/verify_mode.h"
 #include "harness/perf/cost.h"
 #include "harness/scenario/config.h"
 
 namespace lockstep::scenario {
 
 enum class Backend { kGloo, kNccl };
-enum class VerifyMode { kOff, kRecord, kVerify };
+using lockstep::VerifyMode;  // harness/core/verify_mode.h
 enum class Device { kCpu, kCuda };
 
 std::string_view to_string(Backend backend);
-std::string_view to_string(VerifyMode mode);
+using lockstep::to_string;
 std::string_view to_string(Device device);
 
 // One `[[inject]]` entry. `kind` says what to inject; the rest of its keys are read by

@@ -46,7 +46,6 @@ struct Semantics {
 struct Options : workloads::EmbeddingSpec {
   Semantics declared;          // [system.profile]
   double tolerance_ulps = 0;   // per step
-  bool int32_ids = false;      // id_dtype = "int32"
   bool rowwise = false;        // optimizer = "rowwise_adagrad": Adagrad with one state value per row
   std::vector<std::string> bad_groups;  // bad_id_groups, fed to rank 0 after the steps
 };

@@ -41,8 +41,6 @@ Options read_options(const scenario::Scenario& s) {
   const std::string optimizer = scenario::read_choice(c, "optimizer", "adagrad", {"sgd", "adagrad", "rowwise_adagrad", "adam"});
   o.rowwise = optimizer == "rowwise_adagrad";
   o.optimizer.kind = ref::optimizer_from_string(o.rowwise ? "adagrad" : optimizer);
-  o.int32_ids = scenario::read_choice(c, "id_dtype", "int64", {"int64", "int32"}) == "int32";
-  if (o.int32_ids && o.rows > 2147483647) c.fail("id_dtype", "int32 ids need num_embeddings <= 2147483647");
   o.bad_groups = c.get_string_list("bad_id_groups", {});
   for (const auto& g : o.bad_groups) {
     if (std::find(kBadIdGroups.begin(), kBadIdGroups.end(), g) == kBadIdGroups.end()) {

@@ -98,8 +98,47 @@ nlohmann::json parse_untrusted_json(const std::string& text) {
   }
 }
 
-nlohmann::json read_done_json(const std::string& dir) {
-  return parse_untrusted_json(read_regular(dir, "done.json", kMaxJsonBytes));
+DoneRecord read_done(const std::string& dir, int rank) {
+  nlohmann::json done;
+  try {
+    done = parse_untrusted_json(read_regular(dir, "done.json", kMaxJsonBytes));
+  } catch (const std::exception& e) {
+    contract_violation(rank, "done.json", e.what());
+  }
+  auto refuse = [&](const std::string& what) { contract_violation(rank, "done.json", what); };
+  if (!done.is_object() || !done.contains("schema_version") || !done["schema_version"].is_number_integer() ||
+      done["schema_version"].get<int>() != kSutSchemaVersion) {
+    refuse("schema_version must be " + std::to_string(kSutSchemaVersion));
+  }
+  if (!done.contains("rank") || !done["rank"].is_number_integer()) refuse("lacks the integer 'rank'");
+  DoneRecord out;
+  out.rank = done["rank"].get<int>();
+  if (out.rank != rank) refuse("is rank " + std::to_string(out.rank) + "'s, in rank " + std::to_string(rank) + "'s folder");
+  for (const char* key : {"arrays", "rejected"}) {
+    if (!done.contains(key) || !done[key].is_object()) refuse(std::string("lacks the object '") + key + "'");
+  }
+  for (const char* key : {"metrics", "system"}) {
+    if (done.contains(key) && !done[key].is_object()) refuse(std::string("'") + key + "' must be an object");
+  }
+  if (done.contains("notes") && !done["notes"].is_array()) refuse("'notes' must be a list");
+  for (auto it = done["arrays"].begin(); it != done["arrays"].end(); ++it) {
+    if (!it.value().is_object() || (it.value().contains("file") && !it.value()["file"].is_string())) {
+      refuse("arrays." + clip(it.key()) + " must be an object whose 'file' is a string");
+    }
+    out.arrays[it.key()] = it.value().value("file", it.key() + ".npy");
+  }
+  const auto text = [](const nlohmann::json& v) { return clip(v.is_string() ? v.get<std::string>() : v.dump()); };
+  for (auto it = done["rejected"].begin(); it != done["rejected"].end(); ++it) out.rejected[it.key()] = text(it.value());
+  for (const auto& n : done.value("notes", nlohmann::json::array())) out.notes.push_back(text(n));
+  const auto metrics = done.value("metrics", nlohmann::json::object());
+  for (auto it = metrics.begin(); it != metrics.end() && out.metrics.size() < kMaxEntries; ++it) {
+    if (it.value().is_number()) out.metrics[clip(it.key())] = it.value().get<double>();
+  }
+  const auto system = done.value("system", nlohmann::json::object());
+  for (auto it = system.begin(); it != system.end() && out.system.size() < kMaxEntries; ++it) {
+    out.system.emplace(clip(it.key()), text(it.value()));
+  }
+  return out;
 }
 
 io::NpyArray read_output_npy(const std::string& dir, const std::string& file) {
@@ -136,40 +175,20 @@ SystemOutputs::SystemOutputs(std::string dir, int world_size) {
     } catch (const std::exception& e) {
       contract_violation(r, "progress.json", e.what());
     }
-    try {
-      ro.done = read_done_json(ro.dir);
-    } catch (const std::exception& e) {
-      contract_violation(r, "done.json", e.what());
-    }
-    if (!ro.done.is_object() || !ro.done.contains("schema_version") || !ro.done["schema_version"].is_number_integer() ||
-        ro.done["schema_version"].get<int>() != kSutSchemaVersion) {
-      contract_violation(r, "done.json", "schema_version must be " + std::to_string(kSutSchemaVersion));
-    }
-    for (const char* key : {"arrays", "rejected"}) {
-      if (!ro.done.contains(key) || !ro.done[key].is_object()) contract_violation(r, "done.json", std::string("lacks the object '") + key + "'");
-    }
-    // Everything read later has the type it is read as (the outputs come from another program).
-    for (auto it = ro.done["arrays"].begin(); it != ro.done["arrays"].end(); ++it) {
-      if (!it.value().is_object() || (it.value().contains("file") && !it.value()["file"].is_string())) {
-        contract_violation(r, "done.json", "arrays." + it.key() + " must be an object whose 'file' is a string");
-      }
-    }
-    for (const char* key : {"metrics", "system"}) {
-      if (ro.done.contains(key) && !ro.done[key].is_object()) contract_violation(r, "done.json", std::string("'") + key + "' must be an object");
-    }
-    if (ro.done.contains("notes") && !ro.done["notes"].is_array()) contract_violation(r, "done.json", "'notes' must be a list");
+    ro.done = read_done(ro.dir, r);
     ranks_.push_back(std::move(ro));
   }
 }
 
 bool SystemOutputs::has(int rank, const std::string& name) const {
-  return ranks_.at(static_cast<std::size_t>(rank)).done["arrays"].contains(name);
+  return ranks_.at(static_cast<std::size_t>(rank)).done.arrays.count(name) > 0;
 }
 
 std::optional<std::string> SystemOutputs::rejected(int rank, const std::string& name) const {
-  const auto& rej = ranks_.at(static_cast<std::size_t>(rank)).done["rejected"];
-  if (!rej.contains(name)) return std::nullopt;
-  return clip(rej[name].is_string() ? rej[name].get<std::string>() : rej[name].dump());
+  const auto& rej = ranks_.at(static_cast<std::size_t>(rank)).done.rejected;
+  const auto it = rej.find(name);
+  if (it == rej.end()) return std::nullopt;
+  return it->second;
 }
 
 std::string dtype_name(const std::string& descr) {
@@ -218,7 +237,7 @@ io::NpyArray SystemOutputs::array(int rank, const std::string& name, Declared de
     if (auto why = rejected(rank, name)) contract_violation(rank, name, "the system raised " + *why);
     contract_violation(rank, name, "missing (neither written nor rejected)");
   }
-  const std::string file = ro.done["arrays"][name].value("file", name + ".npy");
+  const std::string& file = ro.done.arrays.at(name);
   if (file.find('/') != std::string::npos) contract_violation(rank, name, "file name '" + clip(file) + "' has a '/'");
   io::NpyArray a;
   try {
@@ -295,13 +314,11 @@ std::vector<std::string> SystemOutputs::notes() const {
   std::unordered_set<std::string> seen;
   std::size_t dropped = 0;
   for (const auto& ro : ranks_) {
-    if (!ro.done.contains("notes") || !ro.done["notes"].is_array()) continue;
-    for (const auto& n : ro.done["notes"]) {
-      std::string s = clip(n.is_string() ? n.get<std::string>() : n.dump());
+    for (const auto& s : ro.done.notes) {
       if (seen.count(s)) continue;
       if (out.size() < kMaxNotes) {
         seen.insert(s);
-        out.push_back(std::move(s));
+        out.push_back(s);
       } else {
         ++dropped;
       }
@@ -312,21 +329,15 @@ std::vector<std::string> SystemOutputs::notes() const {
 }
 
 std::map<std::string, double> SystemOutputs::metrics() const {
-  std::map<std::string, double> out;
-  if (ranks_.empty()) return out;
-  const auto& m = ranks_[0].done.value("metrics", nlohmann::json::object());
-  for (auto it = m.begin(); it != m.end() && out.size() < kMaxEntries; ++it) {
-    if (it.value().is_number()) out[clip(it.key())] = it.value().get<double>();
-  }
-  return out;
+  return ranks_.empty() ? std::map<std::string, double>{} : ranks_[0].done.metrics;
 }
 
 std::map<std::string, std::string> SystemOutputs::system() const {
   std::map<std::string, std::string> out;
   for (const auto& ro : ranks_) {
-    const auto& m = ro.done.value("system", nlohmann::json::object());
-    for (auto it = m.begin(); it != m.end() && out.size() < kMaxEntries; ++it) {
-      if (!out.count(it.key())) out[clip(it.key())] = clip(it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+    for (const auto& [k, v] : ro.done.system) {
+      if (out.size() >= kMaxEntries) break;
+      out.emplace(k, v);
     }
   }
   return out;

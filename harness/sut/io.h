@@ -70,8 +70,22 @@ inline constexpr std::size_t kMaxText = 2000;                 // characters kept
 // deeper than kMaxJsonDepth or holds more than kMaxJsonValues values.
 nlohmann::json parse_untrusted_json(const std::string& text);
 
-// Reads and parses DIR/done.json (regular, at most kMaxJsonBytes). Throws std::runtime_error.
-nlohmann::json read_done_json(const std::string& dir);
+// One rank's done.json (scenarios/README.md, "Systems under test"), read once into this form:
+// every value has the type it is used as, texts cut at kMaxText, at most kMaxEntries metrics and
+// system entries.
+struct DoneRecord {
+  int rank = 0;
+  std::map<std::string, std::string> arrays;    // output name -> its file in the rank's folder
+  std::map<std::string, std::string> rejected;  // output name -> the exception the system raised
+  std::vector<std::string> notes;
+  std::map<std::string, double> metrics;        // the numeric ones
+  std::map<std::string, std::string> system;    // package -> version
+};
+// Reads DIR/done.json (regular, at most kMaxJsonBytes, bounded parse) of rank `rank`. Throws
+// DiagnosisError (invariant_violation blaming `rank`, "rank R: output 'done.json': ...") when it
+// breaks the contract: unreadable, another schema_version, a missing or mistyped key, or the
+// done.json of another rank (its "rank").
+DoneRecord read_done(const std::string& dir, int rank);
 
 // Reads DIR/FILE, a .npy output (regular, at most kMaxArrayBytes of data, its size matching
 // its header's shape, checked before the data is read). Throws std::runtime_error.
@@ -80,7 +94,7 @@ io::NpyArray read_output_npy(const std::string& dir, const std::string& file);
 // One rank's done.json and arrays, read back.
 struct RankOutputs {
   int rank = 0;
-  nlohmann::json done;  // the parsed done.json
+  DoneRecord done;
   std::string dir;
 };
 

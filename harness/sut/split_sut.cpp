@@ -13,22 +13,18 @@
 #include "harness/workloads/digest.h"
 #include "harness/workloads/preflight.h"
 #include "harness/workloads/split_check.h"
+#include "harness/workloads/split_spec.h"
 
 namespace lockstep::sut {
 namespace {
 
 using I64 = std::vector<std::int64_t>;
 
-struct Options {
-  std::int64_t num_ids = 1000;
-  std::int64_t batch_size = 32;
-};
+using Options = workloads::SplitSpec;
 
 Options read_options(const scenario::Scenario& s) {
   const auto& c = s.workload_config;
-  Options o;
-  o.num_ids = read_int(c, "num_ids", o.num_ids, 0, std::int64_t{1} << 24);
-  o.batch_size = read_int(c, "batch_size", o.batch_size, 1, std::int64_t{1} << 24);
+  const Options o = Options::read(c);
   c.finish();
   s.system->profile.finish();
   return o;

@@ -474,9 +474,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   if (o.sharding != "even" && o.sharding != "mod" && o.sharding != "first_empty") {
     c.fail("sharding", "must be 'even', 'mod' or 'first_empty', got '" + o.sharding + "'");
   }
-  const std::string dtype = c.get_string("id_dtype", "int64");
-  if (dtype != "int32" && dtype != "int64") c.fail("id_dtype", "must be 'int32' or 'int64', got '" + dtype + "'");
-  o.id_type = dtype == "int32" ? ref::IdType::kI32 : ref::IdType::kI64;
+  o.id_type = o.int32_ids ? ref::IdType::kI32 : ref::IdType::kI64;
   const std::string dev = c.get_string("ids_device", "cpu");
   if (dev != "cpu" && dev != "cuda") c.fail("ids_device", "must be 'cpu' or 'cuda', got '" + dev + "'");
   o.ids_on_cuda = dev == "cuda";

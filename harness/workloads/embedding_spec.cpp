@@ -27,6 +27,7 @@ EmbeddingSpec EmbeddingSpec::read(const scenario::Config& c) {
   for (auto k : t.bag_sizes) {
     if (k < 0 || k > 1024) c.fail("bag_sizes", "each bag size must be in 0..1024, got " + std::to_string(k));
   }
+  t.int32_ids = scenario::read_choice(c, "id_dtype", "int64", {"int64", "int32"}) == "int32";
   const std::string pooling = scenario::read_choice(c, "pooling", "sum", {"sum", "mean"});
   t.pooling = ref::bag_pooling_from_string(pooling);
   t.per_sample_weights = c.get_bool("per_sample_weights", false);

@@ -29,6 +29,7 @@ struct EmbeddingSpec {
   ref::BagPooling pooling = ref::BagPooling::kSum;    // "sum", "mean"; needs bag_sizes
   bool per_sample_weights = false;                    // needs bag_sizes and sum pooling (as torch)
   bool bags() const { return !bag_sizes.empty(); }
+  bool int32_ids = false;                             // id_dtype: "int64" (default) or "int32"
 
   // Reads and checks the shared keys of `c`. Throws InputError naming file:line and the key.
   // Does not call finish().

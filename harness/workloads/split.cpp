@@ -12,6 +12,7 @@
 #include "harness/workloads/digest.h"
 #include "harness/workloads/preflight.h"
 #include "harness/workloads/split_check.h"
+#include "harness/workloads/split_spec.h"
 #include "harness/workloads/workload.h"
 #include "reference/common/philox.h"
 #include "reference/split/split.h"
@@ -19,9 +20,8 @@
 namespace lockstep::workloads {
 namespace {
 
-struct Options {
-  std::int64_t num_ids = 1000;
-  std::int64_t batch_size = 32;
+// The shared keys (SplitSpec), then lockstep's own.
+struct Options : SplitSpec {
   ref::StepPolicy policy = ref::StepPolicy::kEven;
   bool preflight = true;
   bool floor_bug = false;            // [[inject]] floor_division_split
@@ -143,10 +143,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   const scenario::Config& c = s.workload_config;
   Options o;
   (void)c.get_string("kind");
-  o.num_ids = c.get_int("num_ids", o.num_ids);
-  if (o.num_ids < 0 || o.num_ids > (std::int64_t{1} << 26)) c.fail("num_ids", "must be in [0, 67108864], got " + std::to_string(o.num_ids));
-  o.batch_size = c.get_int("batch_size", o.batch_size);
-  if (o.batch_size < 1) c.fail("batch_size", "must be >= 1, got " + std::to_string(o.batch_size));
+  static_cast<SplitSpec&>(o) = SplitSpec::read(c);
   const std::string policy = c.get_string("policy", "even");
   try {
     o.policy = ref::step_policy_from_string(policy);
