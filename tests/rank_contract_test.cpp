@@ -327,11 +327,42 @@ TEST(VerdictTest, DecideIsAFunctionOfTheEvidence) {
   launch::decide(expect_mismatch, r);
   EXPECT_EQ(r.status, report::Status::kError);
   EXPECT_EQ(r.reason, "injection #0 never fired");
+  // A skip, --no-skip and a cancel are evidence too, and outrank an error (the run that would
+  // have had it never happened); a status set by hand is not evidence.
   r.status = report::Status::kSkip;
-  r.reason = "requires cuda";
+  launch::decide(expect_mismatch, r);
+  EXPECT_EQ(r.status, report::Status::kError);
+  r.skip = "requires cuda";
   launch::decide(expect_mismatch, r);
   EXPECT_EQ(r.status, report::Status::kSkip);
   EXPECT_EQ(r.reason, "requires cuda");
+  r.skip_fails = true;
+  launch::decide(expect_mismatch, r);
+  EXPECT_EQ(r.status, report::Status::kFail);
+  EXPECT_EQ(r.reason, "skipped, and --no-skip makes a skip a failure: requires cuda");
+  r.cancelled = "not run: the run was cancelled by SIGINT";
+  launch::decide(expect_mismatch, r);
+  EXPECT_EQ(r.status, report::Status::kCancelled);
+  EXPECT_EQ(r.reason, "not run: the run was cancelled by SIGINT");
+}
+
+// `lockstep rank` reads the plan LOCKSTEP_PLAN names, and refuses one written for another rank
+// (exit 2, naming the plan) before it joins any group.
+TEST(RankPlanTest, LockstepRankRefusesAPlanForAnotherRank) {
+  test::TempDir dir;
+  const std::string scenario = dir.write("s.toml", "name = \"t.plan\"\n[run]\nworld_size = 1\n[workload]\nkind = \"collectives\"\n"
+                                                   "[expect]\noutcome = \"pass\"\n");
+  rank::RankPlan plan;
+  plan.rank = 1;
+  plan.world_size = 2;
+  plan.scenario = "t.plan";
+  const std::string path = dir / "rank1.plan.json";
+  rank::write_plan(path, plan);
+  const auto r = test::run_cli("env", "RANK=0 WORLD_SIZE=1 LOCKSTEP_PLAN=" + test::quote(path) + " " + test::quote(LOCKSTEP_BINARY) +
+                                          " rank " + test::quote(scenario) + " --report-dir " + test::quote(dir / "report"),
+                               dir.path());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_CONTAINS(r.err, "the rank plan " + path + " is for rank 1 of 2 of scenario t.plan, but this is rank 0 of 1 of scenario t.plan");
 }
 
 }  // namespace
