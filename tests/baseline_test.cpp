@@ -223,7 +223,7 @@ TEST_F(BaselineTest, MigratesAVersionOneDatabaseKeepingItsData) {
   exec_raw(file, kV1);
   {
     Store store(file, Access::kWrite);
-    EXPECT_EQ(store.schema_version(), 3);
+    EXPECT_EQ(store.schema_version(), 4);
     EXPECT_TRUE(store.integrity_problems().empty());
     const auto runs = store.runs();
     ASSERT_EQ(runs.size(), 1u);
@@ -246,7 +246,7 @@ TEST_F(BaselineTest, MigratesAVersionOneDatabaseKeepingItsData) {
   // The CLI agrees.
   const auto r = lockstep("baseline check --baseline " + quote(file));
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_CONTAINS(r.out, "schema version 3");
+  EXPECT_CONTAINS(r.out, "schema version 4");
 }
 
 TEST_F(BaselineTest, NewerSchemaIsRefusedWithExitTwo) {

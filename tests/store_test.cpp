@@ -121,7 +121,7 @@ TEST_F(StoreTest, NewerSchemaIsRefusedWithoutAWrite) {
     const FileState before = state_of(file);
     const std::string msg = input_error_of([&] { Store store(file, access); });
     expect_plain(msg, file);
-    EXPECT_CONTAINS(msg, "schema version 99 is newer than this lockstep supports (3)");
+    EXPECT_CONTAINS(msg, "schema version 99 is newer than this lockstep supports (4)");
     EXPECT_UNCHANGED(before, file);
   }
 }

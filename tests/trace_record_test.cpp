@@ -441,6 +441,27 @@ TEST(TraceMonitorTest, RecordOfAFlightRecorderEntry) {
 // ---------------------------------------------------------------------------------------------
 // The readers take a versioned line and the same call's unversioned line alike.
 
+// A program's call on one of its own groups is another call than the same call on the default
+// group: a baseline sequence keeps the group, and a run that moved the call to another group
+// diverges from the recorded one, naming both.
+TEST(TraceReadersTest, ABaselineSequenceKeepsTheGroupOfACall) {
+  TempDir dir("lockstep_trace_record");
+  std::string on_pair = kAllReduceLine;
+  on_pair.insert(on_pair.find(R"("phase")"), R"("group":[2,3],)");
+  dir.write("pair/rank0.trace.jsonl", on_pair);
+  dir.write("world/rank0.trace.jsonl", kAllReduceLine);
+  const auto pair = baseline::read_sequence(dir / "pair", 1);
+  const auto world = baseline::read_sequence(dir / "world", 1);
+  ASSERT_TRUE(pair && world);
+  EXPECT_EQ((*pair)[0][0].group, "[2,3]");
+  EXPECT_EQ((*pair)[0][0].describe(), "#7 all_reduce f32[256] sum on group [2,3] (train step 3 call 2)");
+  const auto d = baseline::first_divergence(*pair, *world);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->recorded, "#7 all_reduce f32[256] sum on group [2,3] (train step 3 call 2)");
+  EXPECT_EQ(d->observed, "#7 all_reduce f32[256] sum (train step 3 call 2)");
+  EXPECT_NE(baseline::sequence_hash(*pair), baseline::sequence_hash(*world));
+}
+
 TEST(TraceReadersTest, VersionedAndUnversionedLinesReadAlike) {
   TempDir dir("lockstep_trace_record");
   std::string unversioned = kAllReduceLine;

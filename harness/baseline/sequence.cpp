@@ -22,7 +22,7 @@ std::string counts_text(const std::vector<std::int64_t>& counts) {
 bool CallRecord::same_call(const CallRecord& o) const {
   return seq == o.seq && kind == o.kind && op == o.op && dtype == o.dtype && count == o.count &&
          device == o.device && reduce == o.reduce && root == o.root && peer == o.peer && tag == o.tag &&
-         send_counts == o.send_counts && recv_counts == o.recv_counts && phase == o.phase && step == o.step &&
+         send_counts == o.send_counts && recv_counts == o.recv_counts && group == o.group && phase == o.phase && step == o.step &&
          index == o.index;
 }
 
@@ -34,6 +34,7 @@ std::string CallRecord::describe() const {
   if (root >= 0) s += " root " + std::to_string(root);
   if (peer >= 0) s += " peer " + std::to_string(peer) + " tag " + std::to_string(tag);
   if (!send_counts.empty()) s += " send " + send_counts + " recv " + recv_counts;
+  if (!group.empty()) s += " on group " + group;
   s += " (" + (phase.empty() ? std::string("-") : phase) + " step " + std::to_string(step) + " call " +
        std::to_string(index) + ")";
   return s;
@@ -67,6 +68,7 @@ std::optional<Sequence> read_sequence(const std::string& dir, int world_size) {
       c.tag = rec->tag.value_or(0);
       if (rec->send_counts) c.send_counts = counts_text(*rec->send_counts);
       if (rec->recv_counts) c.recv_counts = counts_text(*rec->recv_counts);
+      if (rec->group) c.group = counts_text(*rec->group);
       c.phase = rec->phase.value_or("");
       c.step = rec->step.value_or(-1);
       c.index = rec->index.value_or(0);
@@ -97,7 +99,9 @@ std::string sequence_hash(const Sequence& sequence) {
       feed(std::to_string(c.seq) + "|" + c.kind + "|" + c.op + "|" + c.dtype + "|" + std::to_string(c.count) + "|" +
            c.device + "|" + c.reduce + "|" + std::to_string(c.root) + "|" + std::to_string(c.peer) + "|" +
            std::to_string(c.tag) + "|" + c.send_counts + "|" + c.recv_counts + "|" + c.phase + "|" +
-           std::to_string(c.step) + "|" + std::to_string(c.index) + "|" + c.wire);
+           std::to_string(c.step) + "|" + std::to_string(c.index) + "|" + c.wire +
+           // The group only where there is one: a sequence on the default group keeps its hash.
+           (c.group.empty() ? "" : "|group" + c.group));
     }
   }
   char buf[40];

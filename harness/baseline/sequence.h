@@ -1,6 +1,7 @@
 #pragma once
 // Golden collective sequences: the calls each rank issued, in order, with the fingerprint
-// fields (op, dtype, count, device, reduce, root, peer/tag, all_to_all splits, call site).
+// fields (op, dtype, count, device, reduce, root, peer/tag, all_to_all splits, the process
+// group, call site).
 // Read from the per-rank JSON Lines traces the recorder writes; timings are not part of a
 // sequence (they go to the timeline), and neither is `wire` (how an engine carried a call).
 #include <cstdint>
@@ -22,6 +23,7 @@ struct CallRecord {
   int peer = -1, tag = 0;   // send/recv only
   std::string send_counts;  // all_to_all: JSON array text, "" otherwise
   std::string recv_counts;
+  std::string group;        // a program's group other than the default: its ranks, "[2,3]"; "" the default
   std::string phase;
   std::int64_t step = -1;
   std::int64_t index = 0;

@@ -188,15 +188,15 @@ std::int64_t Store::put_sequence(const std::string& hash, const Sequence& s) {
   const std::int64_t id = db_.last_insert_id();
   Statement call(db_,
                  "INSERT INTO sequence_calls(sequence_id, rank, pos, seq, kind, op, dtype, count, device, reduce, root,"
-                 " peer, tag, send_counts, recv_counts, phase, step, call_index, wire)"
-                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                 " peer, tag, send_counts, recv_counts, phase, step, call_index, wire, grp)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   for (std::size_t r = 0; r < s.size(); ++r) {
     for (std::size_t i = 0; i < s[r].size(); ++i) {
       const auto& c = s[r][i];
       call.bind(1, id).bind(2, static_cast<std::int64_t>(r)).bind(3, static_cast<std::int64_t>(i)).bind(4, c.seq);
       call.bind(5, c.kind).bind(6, c.op).bind(7, c.dtype).bind(8, c.count).bind(9, c.device).bind(10, c.reduce);
       call.bind(11, c.root).bind(12, c.peer).bind(13, c.tag).bind(14, c.send_counts).bind(15, c.recv_counts);
-      call.bind(16, c.phase).bind(17, c.step).bind(18, c.index).bind(19, c.wire);
+      call.bind(16, c.phase).bind(17, c.step).bind(18, c.index).bind(19, c.wire).bind(20, c.group);
       call.run();
     }
   }
@@ -206,7 +206,7 @@ std::int64_t Store::put_sequence(const std::string& hash, const Sequence& s) {
 Sequence Store::sequence(const std::string& hash) {
   Statement st(db_,
                "SELECT s.ranks, c.rank, c.seq, c.kind, c.op, c.dtype, c.count, c.device, c.reduce, c.root, c.peer,"
-               " c.tag, c.send_counts, c.recv_counts, c.phase, c.step, c.call_index, c.wire"
+               " c.tag, c.send_counts, c.recv_counts, c.phase, c.step, c.call_index, c.wire, c.grp"
                " FROM sequences s LEFT JOIN sequence_calls c ON c.sequence_id = s.id WHERE s.hash = ?"
                " ORDER BY c.rank, c.pos");
   st.bind(1, hash);
@@ -233,6 +233,7 @@ Sequence Store::sequence(const std::string& hash) {
     c.step = st.int64(15);
     c.index = st.int64(16);
     c.wire = st.text(17);
+    c.group = st.text(18);
     const auto r = static_cast<std::size_t>(st.int64(1));
     LOCKSTEP_CHECK(r < out.size(), "sequence ", hash, ": call on rank ", r, " of ", out.size());
     out[r].push_back(std::move(c));

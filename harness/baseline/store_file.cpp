@@ -66,6 +66,11 @@ ALTER TABLE results ADD COLUMN verdict_detail TEXT NOT NULL DEFAULT '';
 ALTER TABLE environments ADD COLUMN counters TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 4: the process group of a program's call on a group other than the default one.
+constexpr const char* kMigrateV4 = R"sql(
+ALTER TABLE sequence_calls ADD COLUMN grp TEXT NOT NULL DEFAULT '';
+)sql";
+
 std::int64_t pragma_int(const Db& db, const char* pragma) {
   Statement st(db, std::string("PRAGMA ") + pragma);
   st.step();
@@ -321,6 +326,10 @@ void upgrade(Db& db, int version) {
   if (version == 2) {
     db.exec(kMigrateV3);
     version = 3;
+  }
+  if (version == 3) {
+    db.exec(kMigrateV4);
+    version = 4;
   }
   db.exec("PRAGMA user_version = " + std::to_string(version));
   db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));

@@ -29,6 +29,7 @@ Json call_json(const CallRecord& c) {
   if (c.tag != 0) j["tag"] = c.tag;
   if (!c.send_counts.empty()) j["send_counts"] = c.send_counts;
   if (!c.recv_counts.empty()) j["recv_counts"] = c.recv_counts;
+  if (!c.group.empty()) j["group"] = c.group;
   j["phase"] = c.phase;
   j["step"] = c.step;
   j["index"] = c.index;
@@ -50,6 +51,7 @@ CallRecord call_from_json(const Json& j) {
   c.tag = j.value("tag", 0);
   c.send_counts = j.value("send_counts", "");
   c.recv_counts = j.value("recv_counts", "");
+  c.group = j.value("group", "");
   c.phase = j.value("phase", "");
   c.step = j.value("step", std::int64_t{-1});
   c.index = j.value("index", std::int64_t{0});
