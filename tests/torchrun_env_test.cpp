@@ -45,7 +45,7 @@ pid_t start_rank(int rank, int world_size, int port, const std::string& file, co
     setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-    unsetenv("LOCKSTEP_BOARD");
+    unsetenv("LOCKSTEP_PLAN");
     unsetenv("LOCKSTEP_STORE_HOSTED");
     if (!extra_env.empty()) putenv(const_cast<char*>(extra_env.c_str()));
     const std::string log = report + "/stdout" + std::to_string(rank) + ".log";
