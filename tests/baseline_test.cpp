@@ -342,6 +342,25 @@ TEST_F(BaselineTest, EnvironmentNameIsBoundToOneStack) {
   EXPECT_NO_THROW(store.put_environment(other));
 }
 
+// An environment is named by what ran: a program recorded on torch 1.13.0 under environment "e"
+// cannot be recorded there again on torch 2.15.0 (the run whose interpreter was another), and
+// the refused run leaves the store as it was.
+TEST_F(BaselineTest, ARunOnAnotherTorchIsNotFiledUnderTheSameEnvironment) {
+  Store store(path("b.db"), Access::kCreate);
+  auto run = summary(2, 1.0);
+  run.results[0].system = "torch 1.13.0";
+  store.record(test_env("e"), run, dir_, 0);
+  EXPECT_NO_THROW(store.record(test_env("e"), run, dir_, 1));  // the same torch again
+  run.results[0].system = "torch 2.15.0";
+  EXPECT_EQ(test::message_of<InputError>([&] { store.record(test_env("e"), run, dir_, 2); }),
+            "environment 'e' recorded t.s0 running on torch 1.13.0, this run ran it on torch 2.15.0: record it under an "
+            "environment of its own (--env NAME); nothing of this run was recorded");
+  EXPECT_EQ(store.runs("e").size(), 2u);
+  EXPECT_EQ(store.runs("e").at(0).results.at(0).system, "torch 1.13.0");
+  EXPECT_EQ(store.runs("e").at(0).results.at(1).system, "") << "lockstep's own workloads report none";
+  EXPECT_NO_THROW(store.record(test_env("e2"), run, dir_, 0));  // under a name of its own
+}
+
 TEST_F(BaselineTest, ExportImportRoundTripsByteForByte) {
   write_trace(path("r/a"));
   const std::string a = path("a.db");

@@ -79,6 +79,7 @@ StoredResult stored_result(const report::ScenarioResult& r) {
   s.world_size = r.world_size;
   s.metrics = r.metrics;
   s.samples = r.samples;
+  s.system = r.system;
   return s;
 }
 
@@ -251,8 +252,8 @@ void Store::insert_run(const StoredRun& run) {
   const std::int64_t run_id = db_.last_insert_id();
   Statement res(db_,
                 "INSERT INTO results(run_id, scenario, name, file, variant, status, expected, diagnosis, digest,"
-                " duration_s, world_size, sequence_id, verdict, verdict_detail)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,(SELECT id FROM sequences WHERE hash = ?),?,?)");
+                " duration_s, world_size, sequence_id, verdict, verdict_detail, system)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,(SELECT id FROM sequences WHERE hash = ?),?,?,?)");
   Statement ser(db_, "INSERT INTO sample_series(result_id, name, vals) VALUES(?,?,?)");
   Statement met(db_, "INSERT INTO metric_samples(result_id, name, value) VALUES(?,?,?)");
   Statement tl(db_, "INSERT INTO timelines(result_id, spans) VALUES(?,?)");
@@ -261,7 +262,7 @@ void Store::insert_run(const StoredRun& run) {
     res.bind(7, r.expected).bind(8, r.diagnosis).bind(9, r.digest).bind(10, r.duration_s).bind(11, r.world_size);
     if (r.sequence.empty()) res.bind_null(12);
     else res.bind(12, r.sequence);
-    res.bind(13, r.verdict).bind(14, r.verdict_detail);
+    res.bind(13, r.verdict).bind(14, r.verdict_detail).bind(15, r.system);
     res.run();
     const std::int64_t result_id = db_.last_insert_id();
     for (const auto& [k, v] : r.metrics) {
@@ -303,10 +304,27 @@ std::string Store::record(const Environment& env, const report::RunSummary& summ
   }
   Transaction tx(db_);
   add_environment(env);
+  refuse_other_system(env.name, run);
   for (const auto& [hash, seq] : sequences) put_sequence(hash, seq);
   insert_run(run);
   tx.commit();
   return run.uid;
+}
+
+void Store::refuse_other_system(const std::string& environment, const StoredRun& run) {
+  Statement st(db_,
+               "SELECT x.system FROM results x JOIN runs r ON r.id = x.run_id JOIN environments e ON e.id = r.env_id"
+               " WHERE e.name = ? AND r.kind = 'record' AND x.scenario = ? AND x.system != ''"
+               " ORDER BY r.started_at DESC, r.repeat DESC LIMIT 1");
+  for (const auto& r : run.results) {
+    if (r.system.empty()) continue;
+    st.reset();
+    st.bind(1, environment).bind(2, r.scenario);
+    if (!st.step() || st.text(0) == r.system) continue;
+    throw InputError("environment '" + environment + "' recorded " + r.scenario + " running on " + st.text(0) +
+                     ", this run ran it on " + r.system + ": record it under an environment of its own (--env NAME); " +
+                     "nothing of this run was recorded");
+  }
 }
 
 std::string Store::record_check(const Environment& env, const report::RunSummary& summary,
@@ -349,7 +367,7 @@ std::vector<StoredRun> Store::runs(const std::string& environment) {
   {
     Statement st(db_,
                  "SELECT x.id, x.run_id, x.scenario, x.name, x.file, x.variant, x.status, x.expected, x.diagnosis,"
-                 " x.digest, x.duration_s, x.world_size, s.hash, t.spans, x.verdict, x.verdict_detail FROM results x"
+                 " x.digest, x.duration_s, x.world_size, s.hash, t.spans, x.verdict, x.verdict_detail, x.system FROM results x"
                  " LEFT JOIN sequences s ON s.id = x.sequence_id LEFT JOIN timelines t ON t.result_id = x.id"
                  " ORDER BY x.run_id, x.scenario");
     while (st.step()) {
@@ -370,6 +388,7 @@ std::vector<StoredRun> Store::runs(const std::string& environment) {
       r.timeline = st.text(13);
       r.verdict = st.text(14);
       r.verdict_detail = st.text(15);
+      r.system = st.text(16);
       auto& results = out[it->second].results;
       result_at[st.int64(0)] = {it->second, results.size()};
       results.push_back(std::move(r));

@@ -45,6 +45,10 @@ struct StoredResult {
   // "sequence_changed", "throughput_regression", "not checked") and why; "" for records.
   std::string verdict, verdict_detail;
   std::string timeline;   // compact JSON {"t0_us":..,"ranks":[[[op,start,end],..],..]}, "" when none
+  // What ran, as the ranks reported it: a program's "torch 2.15.0" (its interpreter's torch), a
+  // system's "numpy (numpy 1.26.4)"; "" for lockstep's own workloads (their stack is the
+  // environment's LibTorch).
+  std::string system;
 };
 
 struct StoredRun {
@@ -127,6 +131,9 @@ class Store {
  private:
   void migrate();
   void add_environment(const Environment& env);  // put_environment inside the caller's transaction
+  // Throws InputError when a result of `run` ran on another system (a program's torch, a system's
+  // packages) than the last record of its scenario under `environment`.
+  void refuse_other_system(const std::string& environment, const StoredRun& run);
   std::int64_t env_id(const std::string& name);
   std::int64_t put_sequence(const std::string& hash, const Sequence& sequence);
   void insert_run(const StoredRun& run);

@@ -66,9 +66,11 @@ ALTER TABLE results ADD COLUMN verdict_detail TEXT NOT NULL DEFAULT '';
 ALTER TABLE environments ADD COLUMN counters TEXT NOT NULL DEFAULT '';
 )sql";
 
-// Version 4: the process group of a program's call on a group other than the default one.
+// Version 4: the process group of a program's call on a group other than the default one; what
+// each result ran on (a program's torch, a system's packages).
 constexpr const char* kMigrateV4 = R"sql(
 ALTER TABLE sequence_calls ADD COLUMN grp TEXT NOT NULL DEFAULT '';
+ALTER TABLE results ADD COLUMN system TEXT NOT NULL DEFAULT '';
 )sql";
 
 std::int64_t pragma_int(const Db& db, const char* pragma) {

@@ -120,6 +120,7 @@ std::string Store::export_text(const std::string& environment) {
                {"world_size", x.world_size}, {"sequence", x.sequence}, {"metrics", x.metrics}};
         if (!x.samples.empty()) j["samples"] = x.samples;
         if (!x.verdict.empty()) j["verdict"] = {x.verdict, x.verdict_detail};
+        if (!x.system.empty()) j["system"] = x.system;
         j["timeline"] = x.timeline.empty() ? Json(nullptr) : Json::parse(x.timeline);
         os << (i ? ",\n " : "\n ") << j.dump();
       }
@@ -189,6 +190,7 @@ Export parse_export(const std::string& text, const std::string& source) {
           s.verdict_detail = x["verdict"].at(1).get<std::string>();
         }
         if (x.contains("timeline") && !x["timeline"].is_null()) s.timeline = x["timeline"].dump();
+        s.system = x.value("system", "");
         if (!scenarios.insert(s.scenario).second)
           throw InputError(source + ": run " + run.uid + " has scenario " + s.scenario + " twice");
         run.results.push_back(std::move(s));
