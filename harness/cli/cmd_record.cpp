@@ -38,7 +38,8 @@ void add_record(CLI::App& app, int& exit_code) {
   cmd->add_option("--baseline", a->baseline, "the SQLite baseline database (created when missing)")->required();
   cmd->add_option("--env", a->env,
                   "environment name (default: torch-<major>.<minor> of this build); a name is bound to one\n"
-                  "engine stack and machine");
+                  "engine stack and machine, and each scenario under it to what it ran on (a program's torch):\n"
+                  "a run on another torch is refused, exit 2");
   cmd->add_option("--repeat", a->repeat, "record the suite this many times (samples for the throughput rule)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
