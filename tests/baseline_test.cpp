@@ -256,7 +256,7 @@ TEST_F(BaselineTest, NewerSchemaIsRefusedWithExitTwo) {
   for (const std::string& cmd : std::vector<std::string>{"baseline check", "report --out " + quote(path("rep")), "baseline export"}) {
     const auto r = lockstep(cmd + " --baseline " + quote(file));
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.err;
-    EXPECT_CONTAINS(r.err, "schema version 99 is newer than this lockstep supports (3)");
+    EXPECT_CONTAINS(r.err, "schema version 99 is newer than this lockstep supports (4)");
   }
 }
 

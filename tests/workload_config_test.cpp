@@ -57,7 +57,7 @@ const std::vector<Range>& documented() {
       I("collectives", "steps", 1, 100000), I("collectives", "count", 1, kTwo26),
       F("collectives", "compute_ms", 0, false, std::nullopt, false),
       I("latency", "iterations", 1, std::nullopt), I("latency", "warmup", 0, std::nullopt), I("latency", "count", 1, std::nullopt),
-      I("split", "num_ids", 0, kTwo26), I("split", "batch_size", 1, std::nullopt),
+      I("split", "num_ids", 0, kTwo24), I("split", "batch_size", 1, kTwo24),
       I("graph_lookup", "num_parts", 1, 1024), I("graph_lookup", "queries", 0, kTwo24),
       I("sampling", "fanouts", 1, 1000, "[%s]"), I("sampling", "num_workers", 0, 64), I("sampling", "prefetch", 1, 64),
       I("sampling", "uniformity_draws", 0, 10'000'000), I("sampling", "num_seeds", 0, std::nullopt),
