@@ -88,10 +88,14 @@ TEST(CommTypesTest, OpTableFields) {
     c.in.count = 8;
     c.reduce = ReduceOp::kMax;
     c.root = 1;
+    c.peer = 1;
     c.tag = 3;
     const Fingerprint fp = fingerprint_of(c);
     EXPECT_EQ(fp.reduce, w.reduces ? ReduceOp::kMax : ReduceOp::kSum) << w.name;
-    EXPECT_EQ(fp.root, w.rooted ? 1 : -1) << w.name;
+    // The table's rows, in its order: root, peer, tag.
+    EXPECT_EQ(fp.fields[0], w.rooted ? 1 : -1) << w.name;
+    EXPECT_EQ(fp.fields[1], w.p2p ? 1 : -1) << w.name;
+    EXPECT_EQ(fp.fields[2], w.p2p ? 3 : 0) << w.name;
     const std::string text = describe(c);
     EXPECT_EQ(text.find(" max") != std::string::npos, w.reduces) << text;
     EXPECT_EQ(text.find("root=1") != std::string::npos, w.rooted) << text;

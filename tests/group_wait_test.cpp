@@ -196,7 +196,7 @@ TEST(GroupWaitTest, MonitorKeepsPointToPointCallsInFlightWithGlobalPeers) {
   comm::Call s;
   s.op = comm::Op::kSend;
   s.in.count = 2;
-  s.root = 0;  // the group's rank 0: global rank 1
+  s.peer = 0;  // the group's rank 0: global rank 1
   s.group = {1, 3};
   auto p = m.start(s);
   const auto f = comm::read_p2p_flight(b.slot(3));

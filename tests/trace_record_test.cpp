@@ -338,7 +338,7 @@ TEST(TraceMonitorTest, RecordOfEachCallKind) {
   EXPECT_EQ(to_line(comm::trace_record(a2a, /*rank=*/0, 5, 9, &error)), kAllToAllLine);
 
   comm::Call send = call_of(comm::Op::kSend, comm::DType::kI64, 3, "ring", 0, 1);
-  send.root = 0;
+  send.peer = 0;
   send.tag = 5;
   send.seq = 0;
   EXPECT_EQ(to_line(comm::trace_record(send, /*rank=*/1, 10, 20, nullptr)), kSendLine);
@@ -372,7 +372,7 @@ TEST(TraceMonitorTest, TraceFileLinesParseToTheCallsRecords) {
     comm::Call ar = call_of(comm::Op::kAllReduce, comm::DType::kF32, 256, "train", 3, 2);
     monitor.start(ar)->wait();
     comm::Call send = call_of(comm::Op::kSend, comm::DType::kI64, 3, "ring", 0, 1);
-    send.root = 0;
+    send.peer = 0;
     send.tag = 5;
     monitor.start(send)->wait();
   }

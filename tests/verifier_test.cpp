@@ -377,7 +377,7 @@ TEST(CheckFingerprintsTest, AllToAllDtypeStillCompared) {
 
 Call p2p(Op op, int peer, DType dtype, std::int64_t count, int tag, std::int64_t seq = 4) {
   Call c = make_call(op, dtype, count, "mix", 1, 3, seq);
-  c.root = peer;
+  c.peer = peer;
   c.tag = tag;
   return c;
 }

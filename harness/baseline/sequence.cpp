@@ -1,9 +1,12 @@
 #include "harness/baseline/sequence.h"
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
+#include "harness/comm/types.h"
 #include "harness/core/error.h"
 #include "harness/trace/record.h"
 
@@ -19,9 +22,46 @@ std::string counts_text(const std::vector<std::int64_t>& counts) {
 
 }  // namespace
 
+std::string later_fields_text(const CallRecord& c) {
+  std::string s;
+  for (std::size_t i = trace::kCallFieldsStoredApart; i < std::size(kCallRecordFields); ++i) {
+    const auto& f = kCallRecordFields[i];
+    if (c.*f.member != f.none) s += (s.empty() ? "" : ";") + std::string(f.name) + "=" + std::to_string(c.*f.member);
+  }
+  return s;
+}
+
+void read_later_fields(const std::string& text, CallRecord* c) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find(';', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string pair = text.substr(at, end - at);
+    at = end + 1;
+    const std::size_t eq = pair.find('=');
+    if (eq == std::string::npos) continue;
+    for (const auto& f : kCallRecordFields) {
+      if (pair.compare(0, eq, f.name) == 0 && std::char_traits<char>::length(f.name) == eq) {
+        std::int64_t v = 0;
+        const char* end_v = pair.data() + pair.size();
+        const auto r = std::from_chars(pair.data() + eq + 1, end_v, v);
+        if (r.ec != std::errc() || r.ptr != end_v) throw InputError("sequence call field '" + pair + "': not name=integer");
+        c->*f.member = v;
+      }
+    }
+  }
+}
+
+bool CallRecord::same_fields(const CallRecord& o) const {
+  for (const auto& f : kCallRecordFields) {
+    if (this->*f.member != o.*f.member) return false;
+  }
+  return true;
+}
+
 bool CallRecord::same_call(const CallRecord& o) const {
   return seq == o.seq && kind == o.kind && op == o.op && dtype == o.dtype && count == o.count &&
-         device == o.device && reduce == o.reduce && root == o.root && peer == o.peer && tag == o.tag &&
+         device == o.device && reduce == o.reduce && same_fields(o) &&
          send_counts == o.send_counts && recv_counts == o.recv_counts && group == o.group && phase == o.phase && step == o.step &&
          index == o.index;
 }
@@ -31,8 +71,13 @@ std::string CallRecord::describe() const {
   if (!dtype.empty()) s += " " + dtype + "[" + std::to_string(count) + "]";
   if (device != "cpu" && !device.empty()) s += " on " + device;
   if (!reduce.empty()) s += " " + reduce;
-  if (root >= 0) s += " root " + std::to_string(root);
-  if (peer >= 0) s += " peer " + std::to_string(peer) + " tag " + std::to_string(tag);
+  // A field the op carries (any that is set, for an op this build does not know).
+  const auto known = comm::op_from_string(op);
+  for (std::size_t i = 0; i < std::size(kCallRecordFields); ++i) {
+    const auto& f = kCallRecordFields[i];
+    const bool carried = known ? comm::call_fields()[i].carried_by(*known) : this->*f.member != f.none;
+    if (carried) s += std::string(" ") + f.name + " " + std::to_string(this->*f.member);
+  }
   if (!send_counts.empty()) s += " send " + send_counts + " recv " + recv_counts;
   if (!group.empty()) s += " on group " + group;
   s += " (" + (phase.empty() ? std::string("-") : phase) + " step " + std::to_string(step) + " call " +
@@ -63,9 +108,9 @@ std::optional<Sequence> read_sequence(const std::string& dir, int world_size) {
       c.count = rec->count.value_or(0);
       c.device = rec->device.value_or("");
       c.reduce = rec->reduce.value_or("");
-      c.root = rec->root.value_or(-1);
-      c.peer = rec->peer.value_or(-1);
-      c.tag = rec->tag.value_or(0);
+      for (std::size_t i = 0; i < std::size(kCallRecordFields); ++i) {
+        c.*kCallRecordFields[i].member = (*rec.*trace::kCallFieldMembers[i]).value_or(kCallRecordFields[i].none);
+      }
       if (rec->send_counts) c.send_counts = counts_text(*rec->send_counts);
       if (rec->recv_counts) c.recv_counts = counts_text(*rec->recv_counts);
       if (rec->group) c.group = counts_text(*rec->group);
@@ -96,12 +141,22 @@ std::string sequence_hash(const Sequence& sequence) {
   for (std::size_t r = 0; r < sequence.size(); ++r) {
     feed("rank" + std::to_string(r));
     for (const auto& c : sequence[r]) {
+      // The table's first rows by position; later ones (and the group) only where set, so that
+      // a sequence without them keeps the hash it was recorded with.
+      std::string fields, later;
+      for (std::size_t i = 0; i < std::size(kCallRecordFields); ++i) {
+        const auto& f = kCallRecordFields[i];
+        const std::int64_t v = c.*f.member;
+        if (static_cast<int>(i) < trace::kCallFieldsHashedByPosition) {
+          fields += std::to_string(v) + "|";
+        } else if (v != f.none) {
+          later += std::string("|") + f.name + "=" + std::to_string(v);
+        }
+      }
       feed(std::to_string(c.seq) + "|" + c.kind + "|" + c.op + "|" + c.dtype + "|" + std::to_string(c.count) + "|" +
-           c.device + "|" + c.reduce + "|" + std::to_string(c.root) + "|" + std::to_string(c.peer) + "|" +
-           std::to_string(c.tag) + "|" + c.send_counts + "|" + c.recv_counts + "|" + c.phase + "|" +
+           c.device + "|" + c.reduce + "|" + fields + c.send_counts + "|" + c.recv_counts + "|" + c.phase + "|" +
            std::to_string(c.step) + "|" + std::to_string(c.index) + "|" + c.wire +
-           // The group only where there is one: a sequence on the default group keeps its hash.
-           (c.group.empty() ? "" : "|group" + c.group));
+           (c.group.empty() ? "" : "|group" + c.group) + later);
     }
   }
   char buf[40];

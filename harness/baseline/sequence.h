@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/trace/call_fields.h"
+
 namespace lockstep::baseline {
 
 struct CallRecord {
@@ -19,8 +21,11 @@ struct CallRecord {
   std::int64_t count = 0;
   std::string device;
   std::string reduce;       // all_reduce only
-  int root = -1;            // broadcast only
-  int peer = -1, tag = 0;   // send/recv only
+  // The call-field table's rows (harness/trace/call_fields.h): root, peer, tag, ...; `none`
+  // where the op does not carry them.
+#define LOCKSTEP_SEQUENCE_MEMBER(name, label, when, none, kind) std::int64_t name = none;
+  LOCKSTEP_CALL_FIELDS(LOCKSTEP_SEQUENCE_MEMBER)
+#undef LOCKSTEP_SEQUENCE_MEMBER
   std::string send_counts;  // all_to_all: JSON array text, "" otherwise
   std::string recv_counts;
   std::string group;        // a program's group other than the default: its ranks, "[2,3]"; "" the default
@@ -32,9 +37,29 @@ struct CallRecord {
 
   // Equal fingerprint fields (not wire, not timings).
   bool same_call(const CallRecord& other) const;
+  // Equal call-field table rows.
+  bool same_fields(const CallRecord& other) const;
   // "#12 all_reduce f32[256] sum (train step 3 call 0)".
   std::string describe() const;
 };
+
+// The table's rows as CallRecord members, their keys and `none` values, in the table's order.
+struct CallRecordField {
+  const char* name;
+  std::int64_t CallRecord::*member;
+  std::int64_t none;
+};
+inline constexpr CallRecordField kCallRecordFields[] = {
+#define LOCKSTEP_SEQUENCE_ROW(name, label, when, none, kind) {#name, &CallRecord::name, none},
+    LOCKSTEP_CALL_FIELDS(LOCKSTEP_SEQUENCE_ROW)
+#undef LOCKSTEP_SEQUENCE_ROW
+};
+
+// The table's rows after the first trace::kCallFieldsStoredApart, those set, as "name=value"
+// joined by ';' (the baseline store's `sequence_calls.fields`), and back. A name this build
+// does not know is kept nowhere: a newer lockstep's row.
+std::string later_fields_text(const CallRecord& c);
+void read_later_fields(const std::string& text, CallRecord* c);
 
 using Sequence = std::vector<std::vector<CallRecord>>;  // [rank][position]
 

@@ -189,15 +189,18 @@ std::int64_t Store::put_sequence(const std::string& hash, const Sequence& s) {
   const std::int64_t id = db_.last_insert_id();
   Statement call(db_,
                  "INSERT INTO sequence_calls(sequence_id, rank, pos, seq, kind, op, dtype, count, device, reduce, root,"
-                 " peer, tag, send_counts, recv_counts, phase, step, call_index, wire, grp)"
-                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                 " peer, tag, send_counts, recv_counts, phase, step, call_index, wire, grp, fields)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   for (std::size_t r = 0; r < s.size(); ++r) {
     for (std::size_t i = 0; i < s[r].size(); ++i) {
       const auto& c = s[r][i];
       call.bind(1, id).bind(2, static_cast<std::int64_t>(r)).bind(3, static_cast<std::int64_t>(i)).bind(4, c.seq);
       call.bind(5, c.kind).bind(6, c.op).bind(7, c.dtype).bind(8, c.count).bind(9, c.device).bind(10, c.reduce);
-      call.bind(11, c.root).bind(12, c.peer).bind(13, c.tag).bind(14, c.send_counts).bind(15, c.recv_counts);
+      // The table's first rows in their own columns (11-13), later ones in `fields`.
+      for (int k = 0; k < trace::kCallFieldsStoredApart; ++k) call.bind(11 + k, c.*kCallRecordFields[k].member);
+      call.bind(14, c.send_counts).bind(15, c.recv_counts);
       call.bind(16, c.phase).bind(17, c.step).bind(18, c.index).bind(19, c.wire).bind(20, c.group);
+      call.bind(21, later_fields_text(c));
       call.run();
     }
   }
@@ -207,7 +210,7 @@ std::int64_t Store::put_sequence(const std::string& hash, const Sequence& s) {
 Sequence Store::sequence(const std::string& hash) {
   Statement st(db_,
                "SELECT s.ranks, c.rank, c.seq, c.kind, c.op, c.dtype, c.count, c.device, c.reduce, c.root, c.peer,"
-               " c.tag, c.send_counts, c.recv_counts, c.phase, c.step, c.call_index, c.wire, c.grp"
+               " c.tag, c.send_counts, c.recv_counts, c.phase, c.step, c.call_index, c.wire, c.grp, c.fields"
                " FROM sequences s LEFT JOIN sequence_calls c ON c.sequence_id = s.id WHERE s.hash = ?"
                " ORDER BY c.rank, c.pos");
   st.bind(1, hash);
@@ -225,9 +228,7 @@ Sequence Store::sequence(const std::string& hash) {
     c.count = st.int64(6);
     c.device = st.text(7);
     c.reduce = st.text(8);
-    c.root = static_cast<int>(st.int64(9));
-    c.peer = static_cast<int>(st.int64(10));
-    c.tag = static_cast<int>(st.int64(11));
+    for (int k = 0; k < trace::kCallFieldsStoredApart; ++k) c.*kCallRecordFields[k].member = st.int64(9 + k);
     c.send_counts = st.text(12);
     c.recv_counts = st.text(13);
     c.phase = st.text(14);
@@ -235,6 +236,7 @@ Sequence Store::sequence(const std::string& hash) {
     c.index = st.int64(16);
     c.wire = st.text(17);
     c.group = st.text(18);
+    read_later_fields(st.text(19), &c);
     const auto r = static_cast<std::size_t>(st.int64(1));
     LOCKSTEP_CHECK(r < out.size(), "sequence ", hash, ": call on rank ", r, " of ", out.size());
     out[r].push_back(std::move(c));

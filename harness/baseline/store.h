@@ -21,7 +21,7 @@
 
 namespace lockstep::baseline {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 // PRAGMA application_id of files this lockstep creates or migrates ("LkSt"). Files made by
 // earlier versions have 0 and are recognised by their tables.
 inline constexpr std::int32_t kApplicationId = 0x4c6b5374;

@@ -73,6 +73,12 @@ ALTER TABLE sequence_calls ADD COLUMN grp TEXT NOT NULL DEFAULT '';
 ALTER TABLE results ADD COLUMN system TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 5: the call-field table's rows after root, peer and tag (harness/trace/call_fields.h),
+// "name=value" pairs joined by ';' for those set; a row added to the table needs no migration.
+constexpr const char* kMigrateV5 = R"sql(
+ALTER TABLE sequence_calls ADD COLUMN fields TEXT NOT NULL DEFAULT '';
+)sql";
+
 std::int64_t pragma_int(const Db& db, const char* pragma) {
   Statement st(db, std::string("PRAGMA ") + pragma);
   st.step();
@@ -332,6 +338,10 @@ void upgrade(Db& db, int version) {
   if (version == 3) {
     db.exec(kMigrateV4);
     version = 4;
+  }
+  if (version == 4) {
+    db.exec(kMigrateV5);
+    version = 5;
   }
   db.exec("PRAGMA user_version = " + std::to_string(version));
   db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));

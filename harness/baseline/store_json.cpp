@@ -24,9 +24,9 @@ Json call_json(const CallRecord& c) {
   if (c.count != 0) j["count"] = c.count;
   if (!c.device.empty()) j["device"] = c.device;
   if (!c.reduce.empty()) j["reduce"] = c.reduce;
-  if (c.root != -1) j["root"] = c.root;
-  if (c.peer != -1) j["peer"] = c.peer;
-  if (c.tag != 0) j["tag"] = c.tag;
+  for (const auto& f : kCallRecordFields) {
+    if (c.*f.member != f.none) j[f.name] = c.*f.member;
+  }
   if (!c.send_counts.empty()) j["send_counts"] = c.send_counts;
   if (!c.recv_counts.empty()) j["recv_counts"] = c.recv_counts;
   if (!c.group.empty()) j["group"] = c.group;
@@ -46,9 +46,7 @@ CallRecord call_from_json(const Json& j) {
   c.count = j.value("count", std::int64_t{0});
   c.device = j.value("device", "");
   c.reduce = j.value("reduce", "");
-  c.root = j.value("root", -1);
-  c.peer = j.value("peer", -1);
-  c.tag = j.value("tag", 0);
+  for (const auto& f : kCallRecordFields) c.*f.member = j.value(f.name, f.none);
   c.send_counts = j.value("send_counts", "");
   c.recv_counts = j.value("recv_counts", "");
   c.group = j.value("group", "");

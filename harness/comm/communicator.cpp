@@ -84,7 +84,7 @@ std::unique_ptr<Pending> Communicator::isend(View buf, int peer, int tag) {
   Call c;
   c.op = Op::kSend;
   c.in = buf;
-  c.root = peer;
+  c.peer = peer;
   c.tag = tag;
   return start(std::move(c));
 }
@@ -93,7 +93,7 @@ std::unique_ptr<Pending> Communicator::irecv(View buf, int peer, int tag) {
   Call c;
   c.op = Op::kRecv;
   c.in = c.out = buf;
-  c.root = peer;
+  c.peer = peer;
   c.tag = tag;
   return start(std::move(c));
 }

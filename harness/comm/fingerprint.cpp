@@ -14,11 +14,27 @@
 
 namespace lockstep::comm {
 namespace {
-// Record layout (int64 words).
-enum Word : std::size_t {
-  kOp, kDType, kReduce, kDevice, kCount, kRoot, kTag, kSeq, kStep, kIndex,
-  kPhase0, kPhase1, kPhase2, kHeader  // followed by send_counts[ws], recv_counts[ws]
-};
+// Record layout (int64 words): the op's words, one word per row of the call-field table
+// (call_fields(), harness/trace/call_fields.h), the call site, then send_counts[ws], recv_counts[ws].
+constexpr std::size_t kOp = 0, kDType = 1, kReduce = 2, kDevice = 3, kCount = 4, kField0 = 5;
+constexpr std::size_t kSeq = kField0 + kCallFieldCount, kStep = kSeq + 1, kIndex = kSeq + 2, kPhase0 = kSeq + 3,
+                      kHeader = kPhase0 + 3;
+constexpr std::size_t word_of(std::int64_t Call::*member) {
+  std::size_t i = 0;
+#define LOCKSTEP_WORD_OF(name, label, when, none, kind) \
+  if (member == &Call::name) return kField0 + i;        \
+  ++i;
+  LOCKSTEP_CALL_FIELDS(LOCKSTEP_WORD_OF)
+#undef LOCKSTEP_WORD_OF
+  return kHeader;
+}
+const std::size_t kPeer = word_of(&Call::peer);
+
+// A field's value as a message shows it: a rank of the group as the rank it is.
+std::int64_t shown(const CallField& f, std::int64_t v, const std::vector<int>* members) {
+  if (f.kind == CallFieldKind::kValue || !members || v < 0 || v >= static_cast<std::int64_t>(members->size())) return v;
+  return (*members)[static_cast<std::size_t>(v)];
+}
 
 std::string phase_of(const std::int64_t* rec) {
   char buf[25] = {};
@@ -42,8 +58,7 @@ std::string args_of(const std::int64_t* rec, int ws, const std::vector<int>* mem
   fp.reduce = static_cast<ReduceOp>(rec[kReduce]);
   fp.device = static_cast<DeviceType>(rec[kDevice]);
   fp.count = rec[kCount];
-  fp.root = static_cast<int>(rec[kRoot]);
-  if (members && fp.root >= 0 && fp.root < static_cast<int>(members->size())) fp.root = (*members)[static_cast<std::size_t>(fp.root)];
+  for (std::size_t i = 0; i < fp.fields.size(); ++i) fp.fields[i] = shown(call_fields()[i], rec[kField0 + i], members);
   std::string s = describe(fp);
   if (fp.op == Op::kAllToAll) {
     std::ostringstream os;
@@ -100,7 +115,9 @@ std::string differing_fields(const std::int64_t* a, const std::int64_t* b, int w
   if (a[kDType] != b[kDType]) fields.push_back("dtype");
   if (a[kCount] != b[kCount]) fields.push_back("count");
   if (a[kReduce] != b[kReduce]) fields.push_back("reduce op");
-  if (a[kRoot] != b[kRoot]) fields.push_back("root");
+  for (std::size_t i = 0; i < call_fields().size(); ++i) {
+    if (a[kField0 + i] != b[kField0 + i]) fields.emplace_back(call_fields()[i].label);
+  }
   if (a[kDevice] != b[kDevice]) fields.push_back("device");
   std::string s;
   for (std::size_t i = 0; i < fields.size(); ++i) s += (i ? ", " : "") + fields[i];
@@ -121,8 +138,7 @@ std::vector<std::int64_t> encode_fingerprint(const Call& call, int world_size) {
   rec[kReduce] = static_cast<std::int64_t>(fp.reduce);
   rec[kDevice] = static_cast<std::int64_t>(fp.device);
   rec[kCount] = fp.count;
-  rec[kRoot] = is_p2p(call.op) ? call.root : fp.root;
-  rec[kTag] = call.tag;
+  for (std::size_t i = 0; i < fp.fields.size(); ++i) rec[kField0 + i] = fp.fields[i];
   rec[kSeq] = call.seq;
   rec[kStep] = call.site.step;
   rec[kIndex] = call.site.index;
@@ -208,7 +224,7 @@ std::optional<Diagnosis> check_fingerprints(const std::vector<std::int64_t>& gat
 
   // 2. Arguments at the same call site.
   auto args = group_by(ws, present, [&](int r) {
-    return std::vector<std::int64_t>(rec(r) + kOp, rec(r) + kTag);
+    return std::vector<std::int64_t>(rec(r) + kOp, rec(r) + kSeq);
   });
   if (args.size() > 1) {
     const auto& bad = blamed(args);
@@ -314,21 +330,34 @@ std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, cons
                                                                                : static_cast<int>(r);
   };
   const int receiver_rank = G(group_receiver);
-  const int peer = G(receiver.root);
+  const int peer = G(receiver.peer);
   std::ostringstream os;
-  if (static_cast<Op>(s[kOp]) != Op::kSend || s[kRoot] != group_receiver) {
+  if (static_cast<Op>(s[kOp]) != Op::kSend || s[kPeer] != group_receiver) {
     os << "p2p #" << receiver.seq << ": rank " << receiver_rank << " receives from rank " << peer
        << " but rank " << peer << " issued " << to_string(static_cast<Op>(s[kOp])) << " to rank "
-       << G(s[kRoot]);
+       << G(s[kPeer]);
     return Diagnosis{DiagnosisKind::kMissingParticipant, os.str(), peer, receiver.seq, s[kStep]};
   }
-  const bool same = s[kDType] == static_cast<std::int64_t>(receiver.in.dtype) &&
-                    s[kCount] == receiver.in.count && s[kTag] == receiver.tag;
+  // Every field but the peers (each names the other side) must be the same on both sides.
+  bool same = s[kDType] == static_cast<std::int64_t>(receiver.in.dtype) && s[kCount] == receiver.in.count;
+  for (std::size_t i = 0; i < call_fields().size(); ++i) {
+    const CallField& f = call_fields()[i];
+    if (f.kind != CallFieldKind::kPeer) same = same && s[kField0 + i] == f.of(receiver);
+  }
   if (!same) {
+    auto fields = [&](auto value) {
+      std::ostringstream out;
+      for (std::size_t i = 0; i < call_fields().size(); ++i) {
+        const CallField& f = call_fields()[i];
+        if (f.kind != CallFieldKind::kPeer && f.carried_by(Op::kSend)) out << ' ' << f.name << '=' << value(i);
+      }
+      return out.str();
+    };
     os << "p2p #" << receiver.seq << " (" << site_of(s) << "): rank " << peer << " send "
-       << to_string(static_cast<DType>(s[kDType])) << '[' << s[kCount] << "] tag=" << s[kTag]
-       << ", rank " << receiver_rank << " recv " << to_string(receiver.in.dtype) << '['
-       << receiver.in.count << "] tag=" << receiver.tag;
+       << to_string(static_cast<DType>(s[kDType])) << '[' << s[kCount] << ']'
+       << fields([&](std::size_t i) { return shown(call_fields()[i], s[kField0 + i], members); }) << ", rank "
+       << receiver_rank << " recv " << to_string(receiver.in.dtype) << '[' << receiver.in.count << ']'
+       << fields([&](std::size_t i) { return shown(call_fields()[i], call_fields()[i].of(receiver), members); });
     return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), peer, receiver.seq, s[kStep]};
   }
   return std::nullopt;

@@ -164,11 +164,11 @@ class GlooBackend final : public Backend {
       case Op::kBarrier: return pending(pg_->barrier(), {});
       case Op::kSend: {
         std::vector<at::Tensor> t{wire_tensor(call.in, call)};
-        return pending(pg_->send(t, call.root, call.tag), {});
+        return pending(pg_->send(t, static_cast<int>(call.peer), static_cast<int>(call.tag)), {});
       }
       case Op::kRecv: {
         std::vector<at::Tensor> t{wire_tensor(call.in, call)};
-        return pending(pg_->recv(t, call.root, call.tag), {});
+        return pending(pg_->recv(t, static_cast<int>(call.peer), static_cast<int>(call.tag)), {});
       }
       default: break;  // a program's ops (reduce_scatter, ...): its own engine carries them
     }

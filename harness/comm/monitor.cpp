@@ -79,8 +79,8 @@ std::unique_ptr<Pending> Monitor::start(Call& call) {
   if (board_ && !p2p && !other_group) flight_issued(*board_, call.seq, call, t0);
   std::int64_t p2p_id = -1;
   if (board_ && p2p) {
-    const bool mapped = other_group && call.root >= 0 && static_cast<std::size_t>(call.root) < call.group.size();
-    p2p_id = p2p_issued(*board_, call, mapped ? call.group[static_cast<std::size_t>(call.root)] : call.root);
+    const bool mapped = other_group && call.peer >= 0 && static_cast<std::size_t>(call.peer) < call.group.size();
+    p2p_id = p2p_issued(*board_, call, mapped ? call.group[static_cast<std::size_t>(call.peer)] : static_cast<int>(call.peer));
   }
   auto inner = inner_->start(call);
   return std::make_unique<MonitoredPending>(this, call, std::move(inner), t0, p2p_id);
@@ -134,10 +134,8 @@ trace::Record trace_record(const Call& call, int rank, std::int64_t t_start_us, 
     r.bytes = 0;
   }
   if (t.reduces) r.reduce = to_string(call.reduce);
-  if (t.rooted) r.root = call.root;
-  if (t.p2p) {
-    r.peer = call.root;
-    r.tag = call.tag;
+  for (std::size_t i = 0; i < call_fields().size(); ++i) {
+    if (call_fields()[i].carried(t)) r.*trace::kCallFieldMembers[i] = call.*call_fields()[i].member;
   }
   if (t.splits) {
     r.send_counts = call.send_counts;

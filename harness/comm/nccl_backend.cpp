@@ -150,7 +150,7 @@ class NcclBackend final : public Backend {
       case Op::kBroadcast:
         require_device(call.in, "broadcast buffer");
         LOCKSTEP_NCCL_CHECK(ncclBroadcast(call.in.data, call.in.data, static_cast<size_t>(call.in.count),
-                                          nccl_dtype(call.in.dtype), call.root, comm_, stream_));
+                                          nccl_dtype(call.in.dtype), static_cast<int>(call.root), comm_, stream_));
         break;
       case Op::kBarrier: {
         if (!barrier_) barrier_ = std::make_unique<CudaScratch>();
@@ -160,12 +160,12 @@ class NcclBackend final : public Backend {
       case Op::kSend:
         require_device(call.in, "send buffer");
         LOCKSTEP_NCCL_CHECK(ncclSend(call.in.data, static_cast<size_t>(call.in.count),
-                                     nccl_dtype(call.in.dtype), call.root, comm_, stream_));
+                                     nccl_dtype(call.in.dtype), static_cast<int>(call.peer), comm_, stream_));
         break;
       case Op::kRecv:
         require_device(call.in, "recv buffer");
         LOCKSTEP_NCCL_CHECK(ncclRecv(call.in.data, static_cast<size_t>(call.in.count),
-                                     nccl_dtype(call.in.dtype), call.root, comm_, stream_));
+                                     nccl_dtype(call.in.dtype), static_cast<int>(call.peer), comm_, stream_));
         break;
       default:  // a program's ops (reduce_scatter, ...): its own engine carries them
         throw CommError("nccl: lockstep's own ranks do not issue " + std::string(to_string(call.op)));

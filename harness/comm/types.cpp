@@ -65,6 +65,16 @@ std::optional<Op> op_from_string(std::string_view name) {
 }
 std::size_t element_size(DType dtype) { return kDTypeSizes[static_cast<std::size_t>(dtype)]; }
 
+const std::array<CallField, kCallFieldCount>& call_fields() {
+  static const std::array<CallField, kCallFieldCount> rows = {{
+#define LOCKSTEP_CALL_ROW(name, label, when, none, kind) \
+  {#name, label, none, CallFieldKind::kind, [](const OpTraits& t) { return static_cast<bool>(when); }, &Call::name},
+      LOCKSTEP_CALL_FIELDS(LOCKSTEP_CALL_ROW)
+#undef LOCKSTEP_CALL_ROW
+  }};
+  return rows;
+}
+
 Fingerprint fingerprint_of(const Call& call) {
   Fingerprint fp;
   fp.op = call.op;
@@ -73,7 +83,7 @@ Fingerprint fingerprint_of(const Call& call) {
   fp.device = t.data ? call.in.device : DeviceType::kCpu;
   fp.reduce = t.reduces ? call.reduce : ReduceOp::kSum;
   fp.count = (!t.data || t.splits) ? 0 : call.in.count;
-  fp.root = t.rooted ? call.root : -1;
+  for (std::size_t i = 0; i < fp.fields.size(); ++i) fp.fields[i] = call_fields()[i].of(call);
   if (t.splits) {
     std::uint64_t h = 1469598103934665603ull;
     for (auto c : call.send_counts) h = (h ^ static_cast<std::uint64_t>(c)) * 1099511628211ull;
@@ -94,8 +104,9 @@ std::string describe(const Call& call) {
   os << ' ' << to_string(call.in.dtype) << '[' << call.in.count << ']';
   if (call.in.device != DeviceType::kCpu) os << '@' << to_string(call.in.device);
   if (t.reduces) os << ' ' << to_string(call.reduce);
-  if (t.rooted) os << " root=" << call.root;
-  if (t.p2p) os << " peer=" << call.root << " tag=" << call.tag;
+  for (const CallField& f : call_fields()) {
+    if (f.carried(t)) os << ' ' << f.name << '=' << call.*f.member;
+  }
   if (t.splits) {
     os << " send=[";
     for (std::size_t i = 0; i < call.send_counts.size(); ++i) os << (i ? "," : "") << call.send_counts[i];
@@ -115,7 +126,9 @@ std::string describe(const Fingerprint& fp) {
   if (!t.splits) os << '[' << fp.count << ']';
   if (fp.device != DeviceType::kCpu) os << '@' << to_string(fp.device);
   if (t.reduces) os << ' ' << to_string(fp.reduce);
-  if (t.rooted) os << " root=" << fp.root;
+  for (std::size_t i = 0; i < fp.fields.size(); ++i) {
+    if (call_fields()[i].carried(t)) os << ' ' << call_fields()[i].name << '=' << fp.fields[i];
+  }
   return os.str();
 }
 

@@ -1,11 +1,14 @@
 #pragma once
 // Torch-free descriptions of buffers and collective calls. Backends translate these into
 // c10d or NCCL calls; decorators (recorder, verifier, fault injector) read and rewrite them.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "harness/trace/call_fields.h"
 
 namespace lockstep::comm {
 
@@ -73,8 +76,11 @@ struct Call {
                            // what ranks compare), whichever side of the call holds it
   View out;                // all_gather, all_to_all, recv
   ReduceOp reduce = ReduceOp::kSum;
-  int root = -1;           // a rooted op's root (traits), or send/recv peer
-  int tag = 0;             // send/recv tag
+  // The table's fields (harness/trace/call_fields.h): root (a rooted op's), peer and tag
+  // (send/recv), ...; each `none` where the op does not carry it.
+#define LOCKSTEP_CALL_MEMBER(name, label, when, none, kind) std::int64_t name = none;
+  LOCKSTEP_CALL_FIELDS(LOCKSTEP_CALL_MEMBER)
+#undef LOCKSTEP_CALL_MEMBER
   std::vector<std::int64_t> send_counts;  // all_to_all: elements to each rank
   std::vector<std::int64_t> recv_counts;  // all_to_all: elements from each rank
   CallSite site;
@@ -89,6 +95,24 @@ struct Call {
 
 inline bool is_p2p(Op op) { return traits(op).p2p; }
 
+// One row of the call-field table, for code that walks the fields: comm's view of
+// harness/trace/call_fields.h.
+using trace::CallFieldKind;
+using trace::kCallFieldCount;
+struct CallField {
+  std::string_view name;   // the member and key: "root"
+  std::string_view label;  // in messages
+  std::int64_t none;       // its value on ops that do not carry it
+  CallFieldKind kind;
+  bool (*carried)(const OpTraits& t);
+  std::int64_t Call::*member;
+  bool carried_by(Op op) const { return carried(traits(op)); }
+  // The call's value, `none` where its op does not carry the field.
+  std::int64_t of(const Call& call) const { return carried_by(call.op) ? call.*member : none; }
+};
+// The rows, in the table's order.
+const std::array<CallField, kCallFieldCount>& call_fields();
+
 // The fields that every rank must agree on for one collective slot.
 struct Fingerprint {
   Op op = Op::kBarrier;
@@ -96,7 +120,7 @@ struct Fingerprint {
   ReduceOp reduce = ReduceOp::kSum;
   DeviceType device = DeviceType::kCpu;
   std::int64_t count = 0;  // elements per rank (all_gather: input count)
-  int root = -1;           // a rooted op's root; -1 for ops without one
+  std::array<std::int64_t, kCallFieldCount> fields{};  // call_fields(), each `none` where not carried
   std::uint64_t splits_hash = 0;  // all_to_all: hash of this rank's row of the split matrix
   std::int64_t seq = -1;
   std::int64_t step = -1;

@@ -475,7 +475,7 @@ std::unique_ptr<Pending> Verifier::start(Call& call) {
     Call c;
     c.op = Op::kSend;
     c.in = i64_view(rec);
-    c.root = call.root;
+    c.peer = call.peer;
     c.tag = kRecordTag;
     auto control = control_->start(c);
     auto data = inner_->start(call);
@@ -488,7 +488,7 @@ std::unique_ptr<Pending> Verifier::start(Call& call) {
     Call c;
     c.op = Op::kRecv;
     c.in = c.out = i64_view(pending->record());
-    c.root = call.root;
+    c.peer = call.peer;
     c.tag = kRecordTag;
     pending->set_control(control_->start(c), on_async_diagnosis_);
     return pending;

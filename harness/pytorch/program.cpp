@@ -11,8 +11,10 @@
 #include "harness/pytorch/program.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -88,13 +90,15 @@ void copy_error(const std::string& what, char* err, int len) {
   err[n] = '\0';
 }
 
-ls_call to_c(const comm::Call& c) {
+// `fields` holds the call's table rows for the ls_call returned, and must outlive it.
+ls_call to_c(const comm::Call& c, std::array<std::int64_t, comm::kCallFieldCount>& fields) {
   ls_call out{};
+  for (std::size_t i = 0; i < fields.size(); ++i) fields[i] = c.*comm::call_fields()[i].member;
+  out.nfields = comm::kCallFieldCount;
+  out.fields = fields.data();
   out.op = static_cast<std::int32_t>(c.op);
   out.dtype = static_cast<std::int32_t>(c.in.count || !c.out.count ? c.in.dtype : c.out.dtype);
   out.reduce = static_cast<std::int32_t>(c.reduce);
-  out.root = c.root;
-  out.tag = c.tag;
   out.in = c.in.data;
   out.in_count = c.in.count;
   out.out = c.out.data;
@@ -123,7 +127,8 @@ class CallbackPending final : public comm::Pending {
 
 // Starts and waits for one call through the callbacks.
 std::unique_ptr<comm::Pending> start_now(int group, std::int64_t token, const comm::Call& call) {
-  ls_call c = to_c(call);
+  std::array<std::int64_t, comm::kCallFieldCount> fields;
+  ls_call c = to_c(call, fields);
   char err[1024] = "";
   const std::int64_t handle = start_cb(group, token, &c, err, sizeof err);
   if (handle < 0) throw comm::CommError(err);
@@ -292,8 +297,13 @@ comm::Call call_of(const ls_call* c) {
   call.in = view_of(c->in, c->dtype, c->in_count, c->device);
   call.out = view_of(c->out, c->dtype, c->out_count, c->device);
   call.reduce = static_cast<comm::ReduceOp>(c->reduce);
-  call.root = c->root;
-  call.tag = c->tag;
+  if (c->nfields != comm::kCallFieldCount || (c->nfields > 0 && !c->fields)) {
+    // The wrapper builds its calls from ls_call_fields(): another count is a wrapper of another build.
+    std::cerr << "lockstep: ls_call carries " << c->nfields << " fields, this library's call-field table has "
+              << comm::kCallFieldCount << " (ls_call_fields): the wrapper and the library come from different builds\n";
+    std::exit(2);
+  }
+  for (std::size_t i = 0; i < comm::call_fields().size(); ++i) call.*comm::call_fields()[i].member = c->fields[i];
   if (c->nsplits > 0) {
     call.send_counts.assign(c->send_counts, c->send_counts + c->nsplits);
     call.recv_counts.assign(c->recv_counts, c->recv_counts + c->nsplits);
@@ -513,6 +523,18 @@ void ls_unverified(const char* name, std::int64_t count) {
   if (rt && name && count > 0) rt->status().unverified[name] += count;
 }
 
-const char* ls_version(void) { return "7"; }
+const char* ls_version(void) { return "8"; }
+
+const char* ls_call_fields(void) {
+  static const std::string text = [] {
+    std::string s;
+    for (const auto& f : comm::call_fields()) {
+      if (!s.empty()) s += ',';
+      s.append(f.name).append("=").append(std::to_string(f.none));
+    }
+    return s;
+  }();
+  return text.c_str();
+}
 
 }  // extern "C"

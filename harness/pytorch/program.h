@@ -13,8 +13,6 @@ struct ls_call {
   std::int32_t op;      // comm::Op
   std::int32_t dtype;   // comm::DType
   std::int32_t reduce;  // comm::ReduceOp
-  std::int32_t root;    // broadcast root, send/recv peer; -1 none
-  std::int32_t tag;     // send/recv tag
   std::int32_t device;  // 0 cpu, 1 cuda
   void* in;
   std::int64_t in_count;
@@ -23,6 +21,10 @@ struct ls_call {
   std::int64_t nsplits;                 // all_to_all: world_size, else 0
   const std::int64_t* send_counts;      // elements to each rank
   const std::int64_t* recv_counts;      // elements from each rank
+  // The call-field table's rows (harness/trace/call_fields.h: root, peer, tag, ...), in
+  // ls_call_fields()'s order; `nfields` must be its length.
+  std::int64_t nfields;
+  const std::int64_t* fields;
 };
 
 // Starts `call` on the program's backend (group 0; `token` > 0: the program's call the wrapper
@@ -101,10 +103,15 @@ LS_API int ls_finish(const char* failure, std::int64_t failure_step, std::int64_
 // (they ran unchanged on the program's group): written in the rank's status (unverified_calls),
 // whatever its outcome, and named in the scenario's notes.
 LS_API void ls_unverified(const char* name, std::int64_t count);
-// The version of this C interface: "7" (3: ls_finish takes the failure's step; 4:
+// The call-field table: "name=none" per row, joined by ',' ("root=-1,peer=-1,tag=0"), the order of
+// ls_call's `fields`. The Python side builds its calls from it and refuses, at load, a library
+// that lacks a field it sets.
+LS_API const char* ls_call_fields(void);
+// The version of this C interface: "8" (3: ls_finish takes the failure's step; 4:
 // ls_engine_timeout; 5: ls_finish takes the rank's digest of a program without DDP; 6: ls_unverified,
 // ops reduce_scatter, reduce, gather, scatter; ls_open_group, ls_carry's group, ls_p2p_begin and
-// ls_p2p_end; 7: ls_begin takes the group, several collectives in flight). The Python side refuses
+// ls_p2p_end; 7: ls_begin takes the group, several collectives in flight; 8: ls_call's fields come from the
+// call-field table, ls_call_fields). The Python side refuses
 // a library of another version at load.
 // The program gave its process group `seconds` as its timeout (init_process_group's `timeout`):
 // published on the board, where the launcher's watchdog reads it (harness/launch/watchdog.h).

@@ -109,9 +109,7 @@ void for_each_field(F&& f) {
   f(key::kDevice, &Record::device);
   f(key::kBytes, &Record::bytes);
   f(key::kReduce, &Record::reduce);
-  f(key::kRoot, &Record::root);
-  f(key::kPeer, &Record::peer);
-  f(key::kTag, &Record::tag);
+  for (int i = 0; i < kCallFieldCount; ++i) f(kCallFieldKeys[i], kCallFieldMembers[i]);
   f(key::kSendCounts, &Record::send_counts);
   f(key::kRecvCounts, &Record::recv_counts);
   f(key::kWire, &Record::wire);

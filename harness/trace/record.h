@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "harness/trace/call_fields.h"
+
 namespace lockstep::trace {
 
 // The format version written in `"v"`. Lines without it were written before versioning
@@ -28,9 +30,7 @@ inline constexpr std::string_view kCount = "count";
 inline constexpr std::string_view kDevice = "device";
 inline constexpr std::string_view kBytes = "bytes";
 inline constexpr std::string_view kReduce = "reduce";
-inline constexpr std::string_view kRoot = "root";
-inline constexpr std::string_view kPeer = "peer";
-inline constexpr std::string_view kTag = "tag";
+// then the call-field table's rows (call_fields.h), each keyed by its name
 inline constexpr std::string_view kSendCounts = "send_counts";
 inline constexpr std::string_view kRecvCounts = "recv_counts";
 inline constexpr std::string_view kWire = "wire";
@@ -69,8 +69,10 @@ struct Record {
   std::optional<std::string> device;
   std::optional<std::int64_t> bytes;
   std::optional<std::string> reduce;
-  std::optional<int> root;
-  std::optional<int> peer, tag;
+  // The call-field table's rows (call_fields.h): root, peer, tag, ...
+#define LOCKSTEP_RECORD_MEMBER(name, label, when, none, kind) std::optional<std::int64_t> name;
+  LOCKSTEP_CALL_FIELDS(LOCKSTEP_RECORD_MEMBER)
+#undef LOCKSTEP_RECORD_MEMBER
   std::optional<std::vector<std::int64_t>> send_counts, recv_counts;
   std::optional<std::string> wire;
   std::optional<std::vector<std::int64_t>> group;  // a program's group other than the default: its ranks
@@ -86,6 +88,18 @@ struct Record {
   std::vector<std::pair<std::string, std::string>> unknown;
 
   bool operator==(const Record&) const = default;
+};
+
+// The members of the call-field table's rows, in the table's order, and their keys.
+inline constexpr std::optional<std::int64_t> Record::*kCallFieldMembers[] = {
+#define LOCKSTEP_RECORD_ROW(name, label, when, none, kind) &Record::name,
+    LOCKSTEP_CALL_FIELDS(LOCKSTEP_RECORD_ROW)
+#undef LOCKSTEP_RECORD_ROW
+};
+inline constexpr std::string_view kCallFieldKeys[] = {
+#define LOCKSTEP_RECORD_KEY(name, label, when, none, kind) #name,
+    LOCKSTEP_CALL_FIELDS(LOCKSTEP_RECORD_KEY)
+#undef LOCKSTEP_RECORD_KEY
 };
 
 // Appends `record` as one line (a JSON object and '\n') to `out`. Keys in the order of Record's

@@ -3,20 +3,39 @@ callbacks through which lockstep runs the program's calls, and the library's loa
 library of another C interface version than this package speaks."""
 import ctypes
 import os
-from typing import Dict, Iterable
+from typing import Dict, Iterable, Tuple
 
-_ABI_VERSION = b"7"      # the C interface this file speaks (program.h's ls_version)
+_ABI_VERSION = b"8"      # the C interface this file speaks (program.h's ls_version)
+# The call fields this package sets (groups.py, runtime.py): the library's table must have them.
+_FIELDS_SET = ("root", "peer", "tag")
 
 
 class _Call(ctypes.Structure):
     _fields_ = [
-        ("op", ctypes.c_int32), ("dtype", ctypes.c_int32), ("reduce", ctypes.c_int32),
-        ("root", ctypes.c_int32), ("tag", ctypes.c_int32), ("device", ctypes.c_int32),
+        ("op", ctypes.c_int32), ("dtype", ctypes.c_int32), ("reduce", ctypes.c_int32), ("device", ctypes.c_int32),
         ("inp", ctypes.c_void_p), ("in_count", ctypes.c_int64),
         ("out", ctypes.c_void_p), ("out_count", ctypes.c_int64),
         ("nsplits", ctypes.c_int64),
         ("send_counts", ctypes.POINTER(ctypes.c_int64)), ("recv_counts", ctypes.POINTER(ctypes.c_int64)),
+        ("nfields", ctypes.c_int64), ("fields", ctypes.POINTER(ctypes.c_int64)),
     ]
+
+
+def call_fields(lib: ctypes.CDLL) -> Dict[str, Tuple[int, int]]:
+    """The library's call-field table (ls_call_fields): name -> (index in ls_call's fields, value
+    where the op does not carry it). Refuses a table without a field this package sets."""
+    lib.ls_call_fields.restype = ctypes.c_char_p
+    lib.ls_call_fields.argtypes = []
+    text = lib.ls_call_fields().decode()
+    table = {}
+    for i, row in enumerate(text.split(",") if text else []):
+        name, _, none = row.partition("=")
+        table[name] = (i, int(none))
+    missing = [n for n in _FIELDS_SET if n not in table]
+    if missing:
+        raise RuntimeError("lockstep: liblockstep_program.so's call fields %r lack %s, which this lockstep_torch package "
+                           "sets: the library and the Python side come from different builds" % (text, ", ".join(missing)))
+    return table
 
 
 _START = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.POINTER(_Call), ctypes.c_void_p, ctypes.c_int)

@@ -191,7 +191,7 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
             return self._carry(runtime.describe("barrier"), lambda: self._real.barrier(opts))
 
         def send(self, tensors: Tensors, dst: int, tag: int = 0) -> Work:
-            call = runtime.describe("send", one(tensors), root=dst, tag=tag)
+            call = runtime.describe("send", one(tensors), peer=dst, tag=tag)
             run = lambda: self._real.send(tensors, dst, tag)  # noqa: E731
             w = runtime.p2p(self._gid, call, run, CheckedWork)
             return w if w is not None else self._carry(call, run, list(tensors))
@@ -207,7 +207,7 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
                 if failure:
                     return
                 src = work._source_rank() if hasattr(work, "_source_rank") else work.source_rank()
-                w = runtime.p2p(gid, runtime.describe("recv", t, out=t, root=int(src), tag=tag), lambda: runtime.done([]), CheckedWork)
+                w = runtime.p2p(gid, runtime.describe("recv", t, out=t, peer=int(src), tag=tag), lambda: runtime.done([]), CheckedWork)
                 if w is not None:
                     w.wait()
                 else:
@@ -226,7 +226,7 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
 
         def recv(self, tensors: Tensors, src: int, tag: int = 0) -> Work:
             t = one(tensors)
-            call = runtime.describe("recv", t, out=t, root=src, tag=tag)
+            call = runtime.describe("recv", t, out=t, peer=src, tag=tag)
             run = lambda: self._real.recv(tensors, src, tag)  # noqa: E731
             w = runtime.p2p(self._gid, call, run, CheckedWork)
             return w if w is not None else self._carry(call, run, list(tensors))

@@ -8,7 +8,7 @@ import sys
 from typing import Any, Callable, List, Optional, Tuple
 
 from . import torch_private
-from .binding import _START, _WAIT, _Call, _codes, _error_into, _error_text, _load_library
+from .binding import _START, _WAIT, _Call, _codes, _error_into, _error_text, _load_library, call_fields
 from .sites import _failure_step, program_site
 from .steps import _parameter_digest, _Steps
 
@@ -35,6 +35,7 @@ class _Runtime:
 
         self.torch = torch
         self.lib = _load_library()
+        self.fields = call_fields(self.lib)
         self.ops = _codes(self.lib, "op", ["all_reduce", "all_gather", "all_to_all", "broadcast", "barrier", "send", "recv",
                                            "reduce_scatter", "reduce", "gather", "scatter"])
         self.reduces = _codes(self.lib, "reduce", ["sum", "max", "min", "avg", "product", "band", "bor", "bxor"])
@@ -111,9 +112,9 @@ class _Runtime:
             out = self._host_tensor(c.out, c.out_count, c.dtype)
             return pg.allgather([list(out.chunk(pg.size()))], [t_in])
         if c.op == self.ops["send"]:
-            return pg.send([t_in], c.root, c.tag)
+            return pg.send([t_in], self.field(c, "peer"), self.field(c, "tag"))
         if c.op == self.ops["recv"]:
-            return pg.recv([t_in], c.root, c.tag)
+            return pg.recv([t_in], self.field(c, "peer"), self.field(c, "tag"))
         if c.op == self.ops["all_reduce"]:
             return pg.allreduce([t_in])
         raise RuntimeError("lockstep: no raw path for op %d" % c.op)
@@ -133,13 +134,27 @@ class _Runtime:
         if self.lib.ls_open(self.rank, self.size, ("torch " + self.torch.__version__).encode(), self.start_cb, self.wait_cb, err, 1024) != 0:
             raise RuntimeError("lockstep: " + err.value.decode(errors="replace"))
 
-    def describe(self, op: str, tensor: Any = None, out: Any = None, reduce: Optional[str] = None, root: int = -1, tag: int = 0,
-                 send: Optional[List[int]] = None, recv: Optional[List[int]] = None) -> Described:
+    def field(self, c: _Call, name: str) -> int:
+        """The value of the call field `name` (ls_call_fields) in `c`."""
+        return int(c.fields[self.fields[name][0]])
+
+    def describe(self, op: str, tensor: Any = None, out: Any = None, reduce: Optional[str] = None,
+                 send: Optional[List[int]] = None, recv: Optional[List[int]] = None, **fields: int) -> Described:
+        """The ls_call of a call; `fields` are the call-field table's (root=, peer=, tag=, ...), the
+        others left at the table's `none`."""
         c = _Call()
         c.op = self.ops[op]
-        c.root, c.tag = root, tag
+        values = [0] * len(self.fields)
+        for name, (i, none) in self.fields.items():
+            values[i] = none
+        for name, v in fields.items():
+            if name not in self.fields:
+                raise TypeError("lockstep: no call field %r (liblockstep_program.so has %s)" % (name, ", ".join(self.fields)))
+            values[self.fields[name][0]] = int(v)
+        arr = (ctypes.c_int64 * len(values))(*values)
+        c.nfields, c.fields = len(values), arr
         c.reduce = self.reduces[reduce] if reduce else self.reduces["sum"]
-        keep = []
+        keep = [arr]
         for t, name in ((tensor, "inp"), (out, "out")):
             if t is None:
                 continue
