@@ -1,4 +1,4 @@
-// The embedding capability's model (harness/sut/embedding_model.cpp, embedding_bad_ids.cpp): the
+// The embedding capability's model (harness/kinds/embedding/model.cpp, embedding_bad_ids.cpp): the
 // tolerance unit, the worst deviation a run reports per check, and the extra steps on ids
 // outside the table. Expected values are worked by hand from the unit's
 // definition: 2^-23 * max(scale, 2^-6), scale = |want| unless given.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "harness/sut/capability.h"
-#include "harness/sut/embedding_model.h"
+#include "harness/kinds/embedding/model.h"
 
 namespace lockstep::sut::embedding {
 namespace {

@@ -1,4 +1,4 @@
-// The split contract's judgement (harness/workloads/split_check.h) and the step-count judgement
+// The split contract's judgement (harness/kinds/split/check.h) and the step-count judgement
 // (preflight.h), as lockstep's split workload and a system's split capability both use them:
 // hand-made shares and counts, each problem with the diagnosis and blamed rank it must give.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "harness/workloads/preflight.h"
-#include "harness/workloads/split_check.h"
+#include "harness/kinds/split/check.h"
 #include "tests/test_util.h"
 
 namespace lockstep::workloads {

@@ -2,7 +2,7 @@
 // documents ("Workloads" and "Workload `embedding`"): each bound is accepted, the value just
 // beyond it is refused with an InputError naming file:line and the key. The ranges below are
 // copied from that document, not from the code. Also the embedding workload's documented
-// layout (harness/workloads/embedding.h): table order and seeds, and the three shardings.
+// layout (harness/kinds/embedding/workload.h): table order and seeds, and the three shardings.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +16,7 @@
 #include "harness/core/error.h"
 #include "harness/scenario/scenario.h"
 #include "harness/validate/validate.h"
-#include "harness/workloads/embedding.h"
+#include "harness/kinds/embedding/workload.h"
 #include "tests/test_util.h"
 
 namespace lockstep::workloads {

@@ -1,5 +1,5 @@
 // Tests of the one schema per [workload] kind (scenarios/README.md, "One schema per kind"): the
-// shared readers of harness/workloads/<kind>_spec.h give the documented defaults, and a shared
+// shared readers of harness/kinds/<kind>/spec.h give the documented defaults, and a shared
 // key has the same range whether lockstep's workload or a system under test ([system]) reads it.
 // Also the public range-checked readers of harness/scenario/config.h they are built on.
 #include <gtest/gtest.h>
@@ -13,9 +13,9 @@
 #include "harness/scenario/config_internal.h"
 #include "harness/scenario/scenario.h"
 #include "harness/validate/validate.h"
-#include "harness/workloads/embedding_spec.h"
-#include "harness/workloads/sampling_spec.h"
-#include "harness/workloads/training_spec.h"
+#include "harness/kinds/embedding/spec.h"
+#include "harness/kinds/sampling/spec.h"
+#include "harness/kinds/training/spec.h"
 #include "tests/test_util.h"
 
 namespace lockstep {

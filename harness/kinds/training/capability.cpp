@@ -17,7 +17,7 @@
 #include "harness/sut/common.h"
 #include "harness/workloads/digest.h"
 #include "harness/workloads/graph_spec.h"
-#include "harness/workloads/training_spec.h"
+#include "harness/kinds/training/spec.h"
 #include "reference/sampling/neighbor.h"
 #include "reference/train/sage.h"
 

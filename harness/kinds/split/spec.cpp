@@ -1,4 +1,4 @@
-#include "harness/workloads/split_spec.h"
+#include "harness/kinds/split/spec.h"
 
 namespace lockstep::workloads {
 

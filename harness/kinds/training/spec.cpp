@@ -1,4 +1,4 @@
-#include "harness/workloads/training_spec.h"
+#include "harness/kinds/training/spec.h"
 
 #include <stdexcept>
 #include <string>

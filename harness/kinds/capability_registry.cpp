@@ -3,20 +3,22 @@
 #include <algorithm>
 
 #include "harness/core/error.h"
+#include "harness/kinds/kinds.h"
 
 namespace lockstep::sut {
 
-// One factory per capability file; add new capabilities here.
-Capability lookup_capability();
-Capability sampling_capability();
-Capability embedding_capability();
-Capability training_capability();
-Capability split_capability();
+// One factory per kind's capability (harness/kinds/<kind>/capability.cpp), from the one list.
+#define LOCKSTEP_NO_WORKLOAD(kind)
+#define LOCKSTEP_DECLARE_CAPABILITY(kind) Capability kind##_capability();
+LOCKSTEP_KINDS(LOCKSTEP_NO_WORKLOAD, LOCKSTEP_DECLARE_CAPABILITY)
+#undef LOCKSTEP_DECLARE_CAPABILITY
 
 const std::vector<Capability>& capabilities() {
   static const std::vector<Capability> all = [] {
-    std::vector<Capability> v = {embedding_capability(), lookup_capability(), sampling_capability(), split_capability(),
-                                  training_capability()};
+    std::vector<Capability> v;
+#define LOCKSTEP_ADD_CAPABILITY(kind) v.push_back(kind##_capability());
+    LOCKSTEP_KINDS(LOCKSTEP_NO_WORKLOAD, LOCKSTEP_ADD_CAPABILITY)
+#undef LOCKSTEP_ADD_CAPABILITY
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     return v;
   }();

@@ -27,7 +27,7 @@
 #include "harness/workloads/exchange.h"
 #include "harness/workloads/graph_spec.h"
 #include "harness/workloads/preflight.h"
-#include "harness/workloads/sampling_spec.h"
+#include "harness/kinds/sampling/spec.h"
 #include "harness/workloads/workload.h"
 #include "reference/common/philox.h"
 #include "reference/loader/loader.h"

@@ -1,4 +1,4 @@
-#include "harness/workloads/split_check.h"
+#include "harness/kinds/split/check.h"
 
 #include <algorithm>
 #include <string>

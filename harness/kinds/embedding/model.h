@@ -1,6 +1,6 @@
 #pragma once
-// The "embedding" capability's model, shared by its two checks (private to harness/sut/):
-// embedding_sut.cpp replays the steps and judges the system's outputs; embedding_bad_ids.cpp
+// The "embedding" capability's model, shared by its two checks: capability.cpp replays the
+// steps and judges the system's outputs; bad_ids.cpp
 // judges rank 0's extra steps on ids outside the table.
 #include <cstdint>
 #include <initializer_list>
@@ -10,7 +10,7 @@
 
 #include "harness/scenario/config.h"
 #include "harness/sut/capability.h"
-#include "harness/workloads/embedding_spec.h"
+#include "harness/kinds/embedding/spec.h"
 #include "reference/embedding/embedding.h"
 
 namespace lockstep::sut::embedding {

@@ -4,23 +4,23 @@
 #include "harness/perf/cost.h"
 #include "harness/core/error.h"
 #include "harness/scenario/config.h"
+#include "harness/kinds/kinds.h"
 #include "harness/workloads/workload.h"
 
 namespace lockstep::workloads {
 
-// One factory per workload file; add new workloads here.
-WorkloadSpec collectives_spec();
-WorkloadSpec latency_spec();
-WorkloadSpec split_spec();
-WorkloadSpec lookup_spec();  // "graph_lookup"
-WorkloadSpec sampling_spec();
-WorkloadSpec embedding_spec();
-WorkloadSpec training_spec();
+// One factory per kind's workload (harness/kinds/<kind>/workload.cpp), from the one list.
+#define LOCKSTEP_DECLARE_WORKLOAD(kind) WorkloadSpec kind##_spec();
+#define LOCKSTEP_NO_CAPABILITY(kind)
+LOCKSTEP_KINDS(LOCKSTEP_DECLARE_WORKLOAD, LOCKSTEP_NO_CAPABILITY)
+#undef LOCKSTEP_DECLARE_WORKLOAD
 
 const std::vector<WorkloadSpec>& all() {
   static const std::vector<WorkloadSpec> specs = [] {
-    std::vector<WorkloadSpec> v = {collectives_spec(), latency_spec(), split_spec(), lookup_spec(), sampling_spec(),
-                                     embedding_spec(), training_spec()};
+    std::vector<WorkloadSpec> v;
+#define LOCKSTEP_ADD_WORKLOAD(kind) v.push_back(kind##_spec());
+    LOCKSTEP_KINDS(LOCKSTEP_ADD_WORKLOAD, LOCKSTEP_NO_CAPABILITY)
+#undef LOCKSTEP_ADD_WORKLOAD
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     return v;
   }();

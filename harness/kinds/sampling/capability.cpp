@@ -17,7 +17,7 @@
 #include "harness/sut/common.h"
 #include "harness/workloads/digest.h"
 #include "harness/workloads/graph_spec.h"
-#include "harness/workloads/sampling_spec.h"
+#include "harness/kinds/sampling/spec.h"
 #include "reference/common/philox.h"
 #include "reference/sampling/checks.h"
 #include "reference/sampling/neighbor.h"

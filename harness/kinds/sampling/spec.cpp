@@ -1,4 +1,4 @@
-#include "harness/workloads/sampling_spec.h"
+#include "harness/kinds/sampling/spec.h"
 
 #include <string>
 

@@ -1,7 +1,7 @@
 // Capability "split" for systems under test: the system splits N training ids over the W ranks
 // with its own code (e.g. PyG's multi-GPU example, `ids.split(ids.size(0) // world_size)`), and
 // each rank says how many steps it will run. Judged as lockstep's own `split` workload is
-// (harness/workloads/split_check.h): every id on exactly one rank, shares within one id of each
+// (harness/kinds/split/check.h): every id on exactly one rank, shares within one id of each
 // other (split_coverage), and one step count on every rank (uneven_steps, the hang that unequal
 // counts cause in DDP).
 #include <string>
@@ -12,8 +12,8 @@
 #include "harness/sut/common.h"
 #include "harness/workloads/digest.h"
 #include "harness/workloads/preflight.h"
-#include "harness/workloads/split_check.h"
-#include "harness/workloads/split_spec.h"
+#include "harness/kinds/split/check.h"
+#include "harness/kinds/split/spec.h"
 
 namespace lockstep::sut {
 namespace {

@@ -1,4 +1,4 @@
-#include "harness/workloads/embedding_spec.h"
+#include "harness/kinds/embedding/spec.h"
 
 #include <string>
 

@@ -27,7 +27,7 @@
 #include "harness/workloads/exchange.h"
 #include "harness/workloads/graph_spec.h"
 #include "harness/workloads/preflight.h"
-#include "harness/workloads/training_spec.h"
+#include "harness/kinds/training/spec.h"
 #include "harness/workloads/workload.h"
 #include "reference/common/device.h"
 #include "reference/common/half.h"

@@ -6,7 +6,7 @@
 
 #include "harness/core/diagnosis.h"
 #include "harness/sut/common.h"
-#include "harness/sut/embedding_model.h"
+#include "harness/kinds/embedding/model.h"
 #include "reference/embedding/embedding.h"
 
 namespace lockstep::sut::embedding {

@@ -1,6 +1,6 @@
 #pragma once
 // The split contract, judged alike for lockstep's own `split` workload and for a system under
-// test's split (harness/sut/split_sut.cpp): N global ids [0, N) over W ranks, every id on
+// test's split (harness/kinds/split/capability.cpp): N global ids [0, N) over W ranks, every id on
 // exactly one rank, and the ranks' shares within one id of each other (as rank_split makes
 // them, reference/split/split.h).
 #include <cstdint>

@@ -21,9 +21,9 @@
 #include "harness/scenario/config.h"
 #include "harness/sut/capability.h"
 #include "harness/sut/common.h"
-#include "harness/sut/embedding_model.h"
+#include "harness/kinds/embedding/model.h"
 #include "harness/workloads/digest.h"
-#include "harness/workloads/embedding_spec.h"
+#include "harness/kinds/embedding/spec.h"
 #include "reference/embedding/bag.h"
 #include "reference/embedding/embedding.h"
 

@@ -2,7 +2,7 @@
 // The embedding workload's layout, as scenarios/README.md documents it ("Workload
 // `embedding`"): which tables a run has, how each is seeded, and how rows are sharded over the
 // ranks. Declared here so that tests can hold it to the documentation; the workload itself is
-// registered in registry.cpp.
+// registered by harness/kinds/kinds.h.
 #include <cstdint>
 #include <memory>
 #include <string>

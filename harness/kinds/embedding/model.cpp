@@ -13,7 +13,7 @@
 
 #include "harness/scenario/config.h"
 #include "harness/sut/capability.h"
-#include "harness/sut/embedding_model.h"
+#include "harness/kinds/embedding/model.h"
 #include "reference/embedding/embedding.h"
 
 namespace lockstep::sut::embedding {
