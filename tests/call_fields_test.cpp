@@ -49,7 +49,7 @@ Call make_call(Op op, int world_size) {
 // The rows each op carries, and the table's own consistency.
 TEST(CallFieldTableTest, RowsAreNamedOnceAndCarriedByTheirOps) {
   ASSERT_EQ(comm::call_fields().size(), static_cast<std::size_t>(trace::kCallFieldCount));
-  ASSERT_GE(trace::kCallFieldCount, trace::kCallFieldsHashedByPosition);
+  ASSERT_GE(trace::kCallFieldCount, trace::kCallFieldsBeforeTable);
   for (std::size_t i = 0; i < comm::call_fields().size(); ++i) {
     const CallField& f = comm::call_fields()[i];
     EXPECT_EQ(f.name, trace::kCallFieldKeys[i]);

@@ -24,7 +24,7 @@ std::string counts_text(const std::vector<std::int64_t>& counts) {
 
 std::string later_fields_text(const CallRecord& c) {
   std::string s;
-  for (std::size_t i = trace::kCallFieldsStoredApart; i < std::size(kCallRecordFields); ++i) {
+  for (std::size_t i = trace::kCallFieldsBeforeTable; i < std::size(kCallRecordFields); ++i) {
     const auto& f = kCallRecordFields[i];
     if (c.*f.member != f.none) s += (s.empty() ? "" : ";") + std::string(f.name) + "=" + std::to_string(c.*f.member);
   }
@@ -76,7 +76,9 @@ std::string CallRecord::describe() const {
   for (std::size_t i = 0; i < std::size(kCallRecordFields); ++i) {
     const auto& f = kCallRecordFields[i];
     const bool carried = known ? comm::call_fields()[i].carried_by(*known) : this->*f.member != f.none;
-    if (carried) s += std::string(" ") + f.name + " " + std::to_string(this->*f.member);
+    if (trace::call_field_shown(static_cast<int>(i), carried, this->*f.member, f.none)) {
+      s += std::string(" ") + f.name + " " + std::to_string(this->*f.member);
+    }
   }
   if (!send_counts.empty()) s += " send " + send_counts + " recv " + recv_counts;
   if (!group.empty()) s += " on group " + group;
@@ -147,7 +149,7 @@ std::string sequence_hash(const Sequence& sequence) {
       for (std::size_t i = 0; i < std::size(kCallRecordFields); ++i) {
         const auto& f = kCallRecordFields[i];
         const std::int64_t v = c.*f.member;
-        if (static_cast<int>(i) < trace::kCallFieldsHashedByPosition) {
+        if (static_cast<int>(i) < trace::kCallFieldsBeforeTable) {
           fields += std::to_string(v) + "|";
         } else if (v != f.none) {
           later += std::string("|") + f.name + "=" + std::to_string(v);

@@ -55,7 +55,7 @@ inline constexpr CallRecordField kCallRecordFields[] = {
 #undef LOCKSTEP_SEQUENCE_ROW
 };
 
-// The table's rows after the first trace::kCallFieldsStoredApart, those set, as "name=value"
+// The table's rows after the first trace::kCallFieldsBeforeTable, those set, as "name=value"
 // joined by ';' (the baseline store's `sequence_calls.fields`), and back. A name this build
 // does not know is kept nowhere: a newer lockstep's row.
 std::string later_fields_text(const CallRecord& c);

@@ -197,7 +197,7 @@ std::int64_t Store::put_sequence(const std::string& hash, const Sequence& s) {
       call.bind(1, id).bind(2, static_cast<std::int64_t>(r)).bind(3, static_cast<std::int64_t>(i)).bind(4, c.seq);
       call.bind(5, c.kind).bind(6, c.op).bind(7, c.dtype).bind(8, c.count).bind(9, c.device).bind(10, c.reduce);
       // The table's first rows in their own columns (11-13), later ones in `fields`.
-      for (int k = 0; k < trace::kCallFieldsStoredApart; ++k) call.bind(11 + k, c.*kCallRecordFields[k].member);
+      for (int k = 0; k < trace::kCallFieldsBeforeTable; ++k) call.bind(11 + k, c.*kCallRecordFields[k].member);
       call.bind(14, c.send_counts).bind(15, c.recv_counts);
       call.bind(16, c.phase).bind(17, c.step).bind(18, c.index).bind(19, c.wire).bind(20, c.group);
       call.bind(21, later_fields_text(c));
@@ -228,7 +228,7 @@ Sequence Store::sequence(const std::string& hash) {
     c.count = st.int64(6);
     c.device = st.text(7);
     c.reduce = st.text(8);
-    for (int k = 0; k < trace::kCallFieldsStoredApart; ++k) c.*kCallRecordFields[k].member = st.int64(9 + k);
+    for (int k = 0; k < trace::kCallFieldsBeforeTable; ++k) c.*kCallRecordFields[k].member = st.int64(9 + k);
     c.send_counts = st.text(12);
     c.recv_counts = st.text(13);
     c.phase = st.text(14);

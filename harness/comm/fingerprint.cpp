@@ -345,19 +345,20 @@ std::optional<Diagnosis> check_p2p(const std::vector<std::int64_t>& sender, cons
     if (f.kind != CallFieldKind::kPeer) same = same && s[kField0 + i] == f.of(receiver);
   }
   if (!same) {
-    auto fields = [&](auto value) {
+    // The rows either side shows, each side's value (a rank as the rank it is).
+    auto fields = [&](bool sender_side) {
       std::ostringstream out;
       for (std::size_t i = 0; i < call_fields().size(); ++i) {
         const CallField& f = call_fields()[i];
-        if (f.kind != CallFieldKind::kPeer && f.carried_by(Op::kSend)) out << ' ' << f.name << '=' << value(i);
+        const std::int64_t sent = s[kField0 + i], got = f.of(receiver);
+        if (f.kind == CallFieldKind::kPeer || !(f.shown(Op::kSend, sent) || f.shown(Op::kRecv, got))) continue;
+        out << ' ' << f.name << '=' << shown(f, sender_side ? sent : got, members);
       }
       return out.str();
     };
     os << "p2p #" << receiver.seq << " (" << site_of(s) << "): rank " << peer << " send "
-       << to_string(static_cast<DType>(s[kDType])) << '[' << s[kCount] << ']'
-       << fields([&](std::size_t i) { return shown(call_fields()[i], s[kField0 + i], members); }) << ", rank "
-       << receiver_rank << " recv " << to_string(receiver.in.dtype) << '[' << receiver.in.count << ']'
-       << fields([&](std::size_t i) { return shown(call_fields()[i], call_fields()[i].of(receiver), members); });
+       << to_string(static_cast<DType>(s[kDType])) << '[' << s[kCount] << ']' << fields(true) << ", rank "
+       << receiver_rank << " recv " << to_string(receiver.in.dtype) << '[' << receiver.in.count << ']' << fields(false);
     return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), peer, receiver.seq, s[kStep]};
   }
   return std::nullopt;

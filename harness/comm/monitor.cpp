@@ -135,7 +135,7 @@ trace::Record trace_record(const Call& call, int rank, std::int64_t t_start_us, 
   }
   if (t.reduces) r.reduce = to_string(call.reduce);
   for (std::size_t i = 0; i < call_fields().size(); ++i) {
-    if (call_fields()[i].carried(t)) r.*trace::kCallFieldMembers[i] = call.*call_fields()[i].member;
+    if (call_fields()[i].shown(call.op, call.*call_fields()[i].member)) r.*trace::kCallFieldMembers[i] = call.*call_fields()[i].member;
   }
   if (t.splits) {
     r.send_counts = call.send_counts;

@@ -105,7 +105,7 @@ std::string describe(const Call& call) {
   if (call.in.device != DeviceType::kCpu) os << '@' << to_string(call.in.device);
   if (t.reduces) os << ' ' << to_string(call.reduce);
   for (const CallField& f : call_fields()) {
-    if (f.carried(t)) os << ' ' << f.name << '=' << call.*f.member;
+    if (f.shown(call.op, call.*f.member)) os << ' ' << f.name << '=' << call.*f.member;
   }
   if (t.splits) {
     os << " send=[";
@@ -127,7 +127,7 @@ std::string describe(const Fingerprint& fp) {
   if (fp.device != DeviceType::kCpu) os << '@' << to_string(fp.device);
   if (t.reduces) os << ' ' << to_string(fp.reduce);
   for (std::size_t i = 0; i < fp.fields.size(); ++i) {
-    if (call_fields()[i].carried(t)) os << ' ' << call_fields()[i].name << '=' << fp.fields[i];
+    if (call_fields()[i].shown(fp.op, fp.fields[i])) os << ' ' << call_fields()[i].name << '=' << fp.fields[i];
   }
   return os.str();
 }

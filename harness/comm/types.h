@@ -109,9 +109,14 @@ struct CallField {
   bool carried_by(Op op) const { return carried(traits(op)); }
   // The call's value, `none` where its op does not carry the field.
   std::int64_t of(const Call& call) const { return carried_by(call.op) ? call.*member : none; }
+  // Whether `value` on `op` appears in a trace line or a description (call_fields.h).
+  bool shown(Op op, std::int64_t value) const;
 };
 // The rows, in the table's order.
 const std::array<CallField, kCallFieldCount>& call_fields();
+inline bool CallField::shown(Op op, std::int64_t value) const {
+  return trace::call_field_shown(static_cast<int>(this - call_fields().data()), carried_by(op), value, none);
+}
 
 // The fields that every rank must agree on for one collective slot.
 struct Fingerprint {

@@ -7,7 +7,7 @@
 //   - the trace record's members and keys, in a line's key order (harness/trace/record.h);
 //   - the golden sequence's CallRecord, its comparison, description and hash
 //     (harness/baseline/sequence.h), and the baseline store's columns (the first
-//     kCallFieldsStoredApart rows have their own; later ones go in `sequence_calls.fields`);
+//     kCallFieldsBeforeTable rows have their own; later ones go in `sequence_calls.fields`);
 //   - the program's C interface (ls_call's `fields`, named by ls_call_fields(); harness/pytorch/
 //     program.h), which the Python side reads at load (lockstep_torch/binding.py).
 // Adding a field is a row here, plus its tests, plus whatever sets it (the program wrapper's
@@ -22,8 +22,10 @@
 //          the global rank) or kPeer (the other side of a point-to-point call: a send's peer must
 //          be the receiver and the receiver's the sender, shown as the global rank).
 // New rows go at the end (a row's position is its index in ls_call's `fields` and the verifier's
-// record; sequences hash the first kCallFieldsHashedByPosition rows by position and later rows by
-// name only when set, so a new row keeps every recorded hash).
+// record). The first kCallFieldsBeforeTable rows, which the formats had before the table, are
+// written, described and hashed wherever their op carries them; a later row only where it is set
+// (not `none`), so that adding one changes no trace line, message or recorded hash of a call that
+// does not set it. The verifier compares every row wherever its op carries it.
 #include <cstdint>
 
 #define LOCKSTEP_CALL_FIELDS(X)                  \
@@ -40,9 +42,14 @@ inline constexpr int kCallFieldCount = 0
     LOCKSTEP_CALL_FIELDS(LOCKSTEP_COUNT_ROW)
 #undef LOCKSTEP_COUNT_ROW
     ;
-// The rows recorded before the table existed (root, peer, tag): hashed by position and stored in
-// their own columns.
-inline constexpr int kCallFieldsHashedByPosition = 3;
-inline constexpr int kCallFieldsStoredApart = 3;
+// The rows the formats had before the table (root, peer, tag): always shown where carried, hashed
+// by position, stored in their own columns.
+inline constexpr int kCallFieldsBeforeTable = 3;
+
+// Whether row `index` of value `value` appears (in a trace line, a description, a hash) on an op
+// that `carried` it.
+constexpr bool call_field_shown(int index, bool carried, std::int64_t value, std::int64_t none) {
+  return carried && (index < kCallFieldsBeforeTable || value != none);
+}
 
 }  // namespace lockstep::trace
