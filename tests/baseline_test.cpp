@@ -21,7 +21,7 @@
 
 #include "harness/baseline/check.h"
 #include "harness/baseline/report.h"
-#include "harness/baseline/stats.h"
+#include "harness/rules/stats.h"
 #include "harness/baseline/store.h"
 #include "harness/core/error.h"
 #include "tests/test_util.h"

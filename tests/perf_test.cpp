@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/baseline/stats.h"
+#include "harness/rules/stats.h"
 #include "harness/core/error.h"
 #include "harness/perf/cost.h"
 #include "tests/test_util.h"

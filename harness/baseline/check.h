@@ -8,7 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "harness/baseline/stats.h"
+#include "harness/rules/stats.h"
 #include "harness/baseline/store.h"
 #include "harness/core/diagnosis.h"
 

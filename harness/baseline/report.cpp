@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/baseline/check.h"
-#include "harness/baseline/stats.h"
+#include "harness/rules/stats.h"
 #include "harness/core/fs.h"
 
 namespace lockstep::baseline {

@@ -3,7 +3,7 @@
 // scripts or fetches) and DIR/report.md (the same content, as tables, for CI summaries).
 #include <string>
 
-#include "harness/baseline/stats.h"
+#include "harness/rules/stats.h"
 #include "harness/baseline/store.h"
 
 namespace lockstep::baseline {

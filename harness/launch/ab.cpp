@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "harness/baseline/stats.h"
+#include "harness/rules/stats.h"
 #include "harness/launch/launcher.h"
 #include "harness/launch/run_once.h"
 #include "harness/launch/verdict.h"

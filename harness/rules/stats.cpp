@@ -1,4 +1,4 @@
-#include "harness/baseline/stats.h"
+#include "harness/rules/stats.h"
 
 #include <algorithm>
 #include <cmath>
