@@ -56,6 +56,10 @@ TEST(CallFieldTableTest, RowsAreNamedOnceAndCarriedByTheirOps) {
     EXPECT_EQ(std::string(f.name), baseline::kCallRecordFields[i].name);
     EXPECT_EQ(f.none, baseline::kCallRecordFields[i].none) << f.name;
     for (std::size_t j = 0; j < i; ++j) EXPECT_NE(f.name, comm::call_fields()[j].name);
+    // A copy of a row is the same row (it knows its place in the table).
+    const CallField copy = f;
+    EXPECT_EQ(copy.index, static_cast<int>(i));
+    for (Op op : kAllOps) EXPECT_EQ(copy.shown(op, f.none + 1), f.shown(op, f.none + 1)) << f.name;
     // An op that does not carry the row reads `none`, whatever the call holds.
     for (Op op : kAllOps) {
       Call c = make_call(op, 3);

@@ -66,12 +66,16 @@ std::optional<Op> op_from_string(std::string_view name) {
 std::size_t element_size(DType dtype) { return kDTypeSizes[static_cast<std::size_t>(dtype)]; }
 
 const std::array<CallField, kCallFieldCount>& call_fields() {
-  static const std::array<CallField, kCallFieldCount> rows = {{
+  static const std::array<CallField, kCallFieldCount> rows = [] {
+    std::array<CallField, kCallFieldCount> r = {{
 #define LOCKSTEP_CALL_ROW(name, label, when, none, kind) \
-  {#name, label, none, CallFieldKind::kind, [](const OpTraits& t) { return static_cast<bool>(when); }, &Call::name},
-      LOCKSTEP_CALL_FIELDS(LOCKSTEP_CALL_ROW)
+  {#name, label, none, CallFieldKind::kind, [](const OpTraits& t) { return static_cast<bool>(when); }, &Call::name, 0},
+        LOCKSTEP_CALL_FIELDS(LOCKSTEP_CALL_ROW)
 #undef LOCKSTEP_CALL_ROW
-  }};
+    }};
+    for (int i = 0; i < kCallFieldCount; ++i) r[static_cast<std::size_t>(i)].index = i;
+    return r;
+  }();
   return rows;
 }
 

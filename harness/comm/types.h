@@ -106,6 +106,7 @@ struct CallField {
   CallFieldKind kind;
   bool (*carried)(const OpTraits& t);
   std::int64_t Call::*member;
+  int index;               // its row in the table (call_fields()[index])
   bool carried_by(Op op) const { return carried(traits(op)); }
   // The call's value, `none` where its op does not carry the field.
   std::int64_t of(const Call& call) const { return carried_by(call.op) ? call.*member : none; }
@@ -115,7 +116,7 @@ struct CallField {
 // The rows, in the table's order.
 const std::array<CallField, kCallFieldCount>& call_fields();
 inline bool CallField::shown(Op op, std::int64_t value) const {
-  return trace::call_field_shown(static_cast<int>(this - call_fields().data()), carried_by(op), value, none);
+  return trace::call_field_shown(index, carried_by(op), value, none);
 }
 
 // The fields that every rank must agree on for one collective slot.

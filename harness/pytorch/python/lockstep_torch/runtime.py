@@ -36,6 +36,7 @@ class _Runtime:
         self.torch = torch
         self.lib = _load_library()
         self.fields = call_fields(self.lib)
+        self.field_nones = [none for _, none in sorted(self.fields.values())]  # in ls_call's order
         self.ops = _codes(self.lib, "op", ["all_reduce", "all_gather", "all_to_all", "broadcast", "barrier", "send", "recv",
                                            "reduce_scatter", "reduce", "gather", "scatter"])
         self.reduces = _codes(self.lib, "reduce", ["sum", "max", "min", "avg", "product", "band", "bor", "bxor"])
@@ -144,9 +145,7 @@ class _Runtime:
         others left at the table's `none`."""
         c = _Call()
         c.op = self.ops[op]
-        values = [0] * len(self.fields)
-        for name, (i, none) in self.fields.items():
-            values[i] = none
+        values = list(self.field_nones)
         for name, v in fields.items():
             if name not in self.fields:
                 raise TypeError("lockstep: no call field %r (liblockstep_program.so has %s)" % (name, ", ".join(self.fields)))
