@@ -14,6 +14,7 @@
 #include "harness/comm/types.h"
 #include "harness/core/error.h"
 #include "harness/launch/launcher.h"
+#include "harness/rank/plan.h"
 #include "harness/rank/rank_main.h"
 #include "harness/scenario/scenario.h"
 #include "harness/validate/validate.h"
@@ -169,7 +170,44 @@ outcome = "pass"
           "must be \"gloo\" or \"none\", got \"nccl\"");
   refused("inject.toml",
           "name = \"p\"\n[workload]\nkind = \"program\"\ncommand = [\"x\"]\n[[inject]]\nkind = \"crash\"\nrank = 0\n[expect]\noutcome = \"pass\"\n",
-          "[[inject]] does not apply to kind = \"program\"");
+          "[[inject]] of a kind = \"program\" can only be slow_rank");
+  refused("slow_step.toml",
+          "name = \"p\"\n[run]\nworld_size = 2\n[workload]\nkind = \"program\"\ncommand = [\"x\"]\n[[inject]]\nkind = \"slow_rank\"\nrank = 1\n"
+          "seconds = 0.1\nstep = 3\n[expect]\noutcome = \"pass\"\n",
+          "slow_rank slows every step");
+  refused("slow_seconds.toml",
+          "name = \"p\"\n[run]\nworld_size = 2\n[workload]\nkind = \"program\"\ncommand = [\"x\"]\n[[inject]]\nkind = \"slow_rank\"\nrank = 1\n"
+          "seconds = 0\n[expect]\noutcome = \"pass\"\n",
+          "must be in (0, 60]");
+  refused("share.toml",
+          "name = \"p\"\n[run]\nworld_size = 2\n[workload]\nkind = \"program\"\ncommand = [\"x\"]\n[expect]\noutcome = \"pass\"\nstraggler_share = 1.5\n",
+          "straggler_share: must be in (0, 1]");
+  refused("share_one_rank.toml",
+          "name = \"p\"\n[workload]\nkind = \"program\"\ncommand = [\"x\"]\n[expect]\noutcome = \"pass\"\nstraggler_share = 0.2\n",
+          "needs run.world_size >= 2");
+  {
+    // The one injection a program takes reaches its rank through the rank plan, and only that rank's.
+    const std::string f = dir.write("slow.toml",
+                                    "name = \"p\"\n[run]\nworld_size = 2\n[workload]\nkind = \"program\"\ncommand = [\"true\"]\n[[inject]]\n"
+                                    "kind = \"slow_rank\"\nrank = 1\nseconds = 0.25\nop = \"all_reduce\"\n[expect]\noutcome = \"straggler\"\n"
+                                    "straggler_share = 0.3\n");
+    const auto loaded = lockstep::validate::load_file(f);
+    ASSERT_EQ(loaded.size(), 1u);
+    EXPECT_EQ(loaded[0].straggler_share, 0.3);
+    EXPECT_FALSE(lockstep::rank::plan_for(loaded[0], 0, dir.path()).slow_rank.has_value());
+    const auto plan = lockstep::rank::plan_for(loaded[0], 1, dir.path());
+    ASSERT_TRUE(plan.slow_rank.has_value());
+    EXPECT_EQ(plan.slow_rank->seconds, 0.25);
+    EXPECT_EQ(plan.slow_rank->op, "all_reduce");
+    EXPECT_EQ(plan.slow_rank->phase, "");
+    EXPECT_EQ(plan.slow_rank->call, -1);
+    // Written and read back, the plan keeps it.
+    lockstep::rank::write_plan(dir / "p1.json", plan);
+    const auto again = lockstep::rank::read_plan(dir / "p1.json");
+    ASSERT_TRUE(again.slow_rank.has_value());
+    EXPECT_EQ(again.slow_rank->seconds, 0.25);
+    EXPECT_EQ(again.slow_rank->op, "all_reduce");
+  }
   refused("typo.toml", "name = \"p\"\n[workload]\nkind = \"program\"\ncommand = [\"x\"]\ncomand = [\"y\"]\n[expect]\noutcome = \"pass\"\n", "comand");
 }
 

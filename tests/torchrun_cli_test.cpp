@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -75,6 +76,24 @@ TEST_F(TorchrunCliTest, CleanDdpProgramPassesAndExitsZero) {
   }
   // The interpreter probes that passed are cached for the next run.
   EXPECT_FALSE(fs::is_empty(tmp_ / "cache/lockstep/python-probes"));
+  // Who waited for whom: a line per run, and the analysis of every step's calls in waits.json.
+  EXPECT_CONTAINS(r.out, "waited per rank: rank 0 ");
+  EXPECT_CONTAINS(r.out, "\nstraggler: ");
+  const auto& waits = results["scenarios"][0]["waits"];
+  ASSERT_TRUE(waits.is_object()) << results.dump();
+  EXPECT_EQ(waits["file"], "torchrun.train/waits.json");
+  const auto w = nlohmann::json::parse(test::read_file(report + "/torchrun.train/waits.json"));
+  EXPECT_EQ(w["format"], "lockstep.waits");
+  EXPECT_EQ(w["version"], 1);
+  EXPECT_EQ(w["world_size"], 2);
+  // 10 steps, each with at least one collective on both ranks; the first analysed call is dropped.
+  EXPECT_GE(w["calls"].size(), 9u);
+  EXPECT_GE(w["steps"].size(), 9u);
+  for (const auto& c : w["calls"]) {
+    ASSERT_EQ(c["wait_us"].size(), 2u);
+    // One of the two waited for nobody: the last to arrive.
+    EXPECT_EQ(std::min(c["wait_us"][0].get<std::int64_t>(), c["wait_us"][1].get<std::int64_t>()), 0);
+  }
 }
 
 TEST_F(TorchrunCliTest, Bf16CastOnRank1IsACollectiveMismatchNamingRank1) {

@@ -232,6 +232,8 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     const auto& r = run.results.front();
     // A program that could not run checked nothing: never 0.
     const bool ran_clean = r.status == report::Status::kPass && !r.diagnosis;
+    // Where the time went between ranks: who waited for whom, and where (waits.json has each call).
+    if (!r.waits.empty()) std::cout << r.waits << '\n' << "straggler: " << (r.straggler.empty() ? "none" : r.straggler) << '\n';
     std::cout << "verdict: ";
     if (r.status == report::Status::kSkip) std::cout << "not run (" << r.reason << ")";
     else if (r.diagnosis) std::cout << to_string(r.diagnosis->kind) << (r.diagnosis->rank >= 0 ? " (rank " + std::to_string(r.diagnosis->rank) + ")" : "");

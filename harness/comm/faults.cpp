@@ -57,7 +57,7 @@ const std::vector<std::string>& comm_fault_kinds() {
   static const std::vector<std::string> kinds = {"dtype_mismatch",  "count_mismatch", "root_mismatch",
                                                  "reduce_mismatch", "split_mismatch", "corrupt_output",
                                                  "skip_collective", "crash",          "sleep",
-                                                 "exit_early"};
+                                                 "exit_early",      "slow_rank"};
   return kinds;
 }
 
@@ -79,6 +79,7 @@ bool applies_to(const Fault& f, Op op) {
     case Fault::Kind::kSkip:
     case Fault::Kind::kCrash:
     case Fault::Kind::kSleep:
+    case Fault::Kind::kSlowRank:
     case Fault::Kind::kExitEarly: return true;
   }
   return true;
@@ -111,6 +112,7 @@ void act(const Fault& f) {
       std::fflush(nullptr);
       std::_Exit(0);
     case Fault::Kind::kSleep:
+    case Fault::Kind::kSlowRank:
       std::this_thread::sleep_for(std::chrono::duration<double>(f.seconds));
       return;
     default: return;
@@ -132,6 +134,7 @@ FaultInjector::FaultInjector(std::unique_ptr<Backend> inner, std::vector<Fault> 
     if (f.rank == inner_->rank() && f.phase != "startup") faults_.push_back(std::move(f));
   }
   fired_.assign(faults_.size(), false);
+  slow_step_.assign(faults_.size(), -1);
 }
 
 namespace {
@@ -155,6 +158,13 @@ std::unique_ptr<Pending> FaultInjector::start(Call& call) {
     if (!f.phase.empty() && f.phase != call.site.phase) continue;
     if (f.call >= 0 && f.call != call.site.index) continue;
     if (f.op && *f.op != call.op) continue;
+    if (f.kind == Fault::Kind::kSlowRank) {
+      // Every step, not once: the first matching call of each step waits `seconds`.
+      if (call.site.step < 0 || slow_step_[i] == call.site.step) continue;
+      slow_step_[i] = call.site.step;
+      act(f);
+      continue;
+    }
     if (!applies_to(f, call.op)) continue;
     // Faults that need elements to take away wait for a call that has them.
     if (f.kind == Fault::Kind::kCount && call.op == Op::kAllToAll && donor(call.send_counts, f.delta) < 0) continue;

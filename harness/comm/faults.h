@@ -13,7 +13,7 @@
 namespace lockstep::comm {
 
 struct Fault {
-  enum class Kind { kDtype, kCount, kRoot, kReduce, kSplit, kCorrupt, kSkip, kCrash, kSleep, kExitEarly };
+  enum class Kind { kDtype, kCount, kRoot, kReduce, kSplit, kCorrupt, kSkip, kCrash, kSleep, kExitEarly, kSlowRank };
   Kind kind = Kind::kSkip;
   std::size_t index = 0;        // the scenario's [[inject]] number (the board's fired bit)
   int rank = 0;
@@ -26,13 +26,15 @@ struct Fault {
   std::int64_t element = -1;    // kCorrupt: the output element changed (-1: the last)
   int root = -1;                // kRoot: -1 means (root + 1) % world_size
   std::optional<ReduceOp> reduce;  // kReduce: nullopt means max for sum, else sum
-  double seconds = 0;           // kSleep
+  double seconds = 0;           // kSleep; kSlowRank: per step
   int signal = 0;               // kCrash: signal to raise, or 0 to exit with exit_code
   int exit_code = 1;
 };
 
 // The [[inject]] kinds handled here: dtype_mismatch, count_mismatch, root_mismatch,
-// reduce_mismatch, split_mismatch, corrupt_output, skip_collective, crash, sleep, exit_early.
+// reduce_mismatch, split_mismatch, corrupt_output, skip_collective, crash, sleep, exit_early,
+// slow_rank. Each fires once, except slow_rank: the rank sleeps `seconds` before the first
+// matching call of every step (step >= 0), so that the others wait for it there.
 const std::vector<std::string>& comm_fault_kinds();
 bool is_comm_fault(std::string_view kind);
 // (scenario/injections.h parses a scenario's [[inject]] table into a Fault.)
@@ -56,6 +58,7 @@ class FaultInjector final : public Backend {
   std::unique_ptr<Backend> inner_;
   std::vector<Fault> faults_;  // this rank's faults
   std::vector<bool> fired_;
+  std::vector<std::int64_t> slow_step_;  // kSlowRank: the step it last slept in (-1: none)
 };
 
 }  // namespace lockstep::comm

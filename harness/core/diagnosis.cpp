@@ -43,6 +43,9 @@ constexpr std::array kKindInfo = {
     KindInfo{DiagnosisKind::kDistributionMismatch, "distribution_mismatch",
              "random draws fail a goodness-of-fit test against the distribution they must follow "
              "(chi-square p-value below the documented threshold)"},
+    KindInfo{DiagnosisKind::kStraggler, "straggler",
+             "the other ranks waited for one rank at most collectives, longer than the scenario's "
+             "straggler_share of the run"},
 };
 
 }  // namespace

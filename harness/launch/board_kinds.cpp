@@ -24,6 +24,7 @@
 #include "harness/launch/cancel.h"
 #include "harness/launch/processes.h"
 #include "harness/launch/rank_kind.h"
+#include "harness/launch/waits_check.h"
 #include "harness/launch/python.h"
 #include "harness/launch/watch.h"
 #include "harness/launch/watchdog.h"
@@ -290,6 +291,15 @@ class BoardRanks : public RankKind {
       for (const auto& [k, v] : st->metrics) res.metrics[k] = v;
       res.digest = st->digest;
       res.series = st->series;
+    }
+    // Where the time went between ranks, after a run that ended cleanly; only the launcher that
+    // has every rank's trace (one node) can line them up.
+    if (outcome.error.empty() && all_clean && s_.verify != VerifyMode::kOff && first_ == 0 && local_ == s_.world_size) {
+      try {
+        check_waits(s_, dir_, res, outcome.diagnosis);
+      } catch (const InputError& e) {
+        outcome.error = e.what();
+      }
     }
     res.diagnosis = outcome.diagnosis;
     res.error = outcome.error;

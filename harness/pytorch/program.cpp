@@ -275,6 +275,18 @@ int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_
     spec.control = [=] { return std::make_unique<ProgramEngine>(rank, world_size, 1); };
     spec.mode = plan.mode;
     spec.trace_path = plan.trace_path;
+    if (plan.slow_rank) {
+      // The scenario's slow_rank fault on this rank (plan.h): the program's calls, slowed.
+      comm::Fault f;
+      f.kind = comm::Fault::Kind::kSlowRank;
+      f.index = plan.slow_rank->index;
+      f.rank = rank;
+      f.seconds = plan.slow_rank->seconds;
+      f.phase = plan.slow_rank->phase;
+      f.call = plan.slow_rank->call;
+      if (!plan.slow_rank->op.empty()) f.op = comm::op_from_string(plan.slow_rank->op);
+      spec.faults.push_back(f);
+    }
     verify_mode = spec.mode;
     const bool verify = spec.mode == VerifyMode::kVerify;
     rt->build(std::move(spec));

@@ -11,7 +11,7 @@
 namespace lockstep::rank {
 
 nlohmann::json to_json(const RankPlan& p) {
-  return {{"schema_version", kPlanSchemaVersion},
+  nlohmann::json j = {{"schema_version", kPlanSchemaVersion},
           {"rank", p.rank},
           {"world_size", p.world_size},
           {"scenario", p.scenario},
@@ -23,6 +23,11 @@ nlohmann::json to_json(const RankPlan& p) {
           {"engine_timeout_s", p.engine_timeout_s},
           {"slowdown", p.slowdown},
           {"slowdown_off", p.slowdown_off}};
+  if (p.slow_rank) {
+    j["slow_rank"] = {{"index", p.slow_rank->index}, {"seconds", p.slow_rank->seconds}, {"phase", p.slow_rank->phase},
+                      {"op", p.slow_rank->op}, {"call", p.slow_rank->call}};
+  }
+  return j;
 }
 
 RankPlan plan_from_json(const nlohmann::json& j) {
@@ -49,6 +54,17 @@ RankPlan plan_from_json(const nlohmann::json& j) {
     p.engine_timeout_s = j.at(key = "engine_timeout_s").get<double>();
     p.slowdown = j.at(key = "slowdown").get<std::string>();
     p.slowdown_off = j.at(key = "slowdown_off").get<bool>();
+    if (j.contains("slow_rank") && !j["slow_rank"].is_null()) {
+      const auto& sr = j.at(key = "slow_rank");
+      RankPlan::SlowRank s;
+      s.index = sr.at(key = "index").get<std::size_t>();
+      s.seconds = sr.at(key = "seconds").get<double>();
+      s.phase = sr.at(key = "phase").get<std::string>();
+      s.op = sr.at(key = "op").get<std::string>();
+      s.call = sr.at(key = "call").get<std::int64_t>();
+      if (!(s.seconds > 0 && s.seconds <= 60)) throw InputError("a rank plan's slow_rank.seconds must be in (0, 60]");
+      p.slow_rank = s;
+    }
     if (p.world_size < 1 || p.rank < 0 || p.rank >= p.world_size) {
       throw InputError("a rank plan's rank " + std::to_string(p.rank) + " is not in [0, world_size " + std::to_string(p.world_size) + ")");
     }

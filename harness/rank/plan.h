@@ -5,6 +5,7 @@
 // in LOCKSTEP_PLAN; the rank reads it once, here. Its way out is the rank status (status.h). The
 // JSON form is documented in scenarios/README.md ("The rank plan"); this file is its one reader
 // and writer.
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -35,6 +36,15 @@ struct RankPlan {
   // left out (the reference side of an A/B run).
   std::string slowdown;
   bool slowdown_off = false;
+  // A program's rank: the scenario's [[inject]] kind = "slow_rank" for this rank, if any
+  // (lockstep's own ranks read their faults from the scenario). Key "slow_rank", optional.
+  struct SlowRank {
+    std::size_t index = 0;  // the [[inject]] number (the board's fired bit)
+    double seconds = 0;
+    std::string phase, op;  // "" any
+    std::int64_t call = -1;
+  };
+  std::optional<SlowRank> slow_rank;
 };
 
 nlohmann::json to_json(const RankPlan& p);

@@ -1,5 +1,6 @@
 #include <filesystem>
 
+#include "harness/comm/faults.h"
 #include "harness/rank/plan.h"
 #include "harness/rank/runtime.h"
 #include "harness/rank/status.h"
@@ -18,6 +19,18 @@ RankPlan plan_for(const scenario::Scenario& s, int rank, const std::string& dir)
   p.trace_path = fs::absolute(trace_path(dir, rank)).string();
   p.timeout_s = s.timeout_s;
   p.engine_timeout_s = engine_timeout_s(s.startup_timeout_s, s.timeout_s);
+  if (s.program) {
+    for (const auto& inj : s.injections) {
+      if (!inj.fault || inj.fault->kind != comm::Fault::Kind::kSlowRank || inj.fault->rank != rank) continue;
+      RankPlan::SlowRank sr;
+      sr.index = inj.index;
+      sr.seconds = inj.fault->seconds;
+      sr.phase = inj.fault->phase;
+      sr.op = inj.fault->op ? std::string(comm::to_string(*inj.fault->op)) : "";
+      sr.call = inj.fault->call;
+      p.slow_rank = sr;
+    }
+  }
   return p;
 }
 

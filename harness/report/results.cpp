@@ -237,6 +237,9 @@ void write_results_json(const RunSummary& run, const std::string& path) {
     s["artifacts"] = r.artifacts;
     if (!r.system.empty()) s["system"] = r.system;
     if (!r.notes.empty()) s["notes"] = r.notes;
+    if (!r.waits.empty()) {
+      s["waits"] = {{"summary", r.waits}, {"file", r.artifacts + "/waits.json"}, {"straggler", r.straggler.empty() ? Json() : Json(r.straggler)}};
+    }
     scenarios.push_back(std::move(s));
   }
   root["scenarios"] = std::move(scenarios);
@@ -356,6 +359,14 @@ void write_markdown_summary(const RunSummary& run, const std::string& path) {
         noted = true;
         md << "- " << md_cell(r.id) << ": " << md_cell(n) << "\n";
       }
+    }
+    // Where the time went between ranks (the artifacts' waits.json has every call).
+    bool waited = false;
+    for (const auto& r : run.results) {
+      if (r.waits.empty()) continue;
+      if (!waited) md << "\n**Waits at collectives**\n\n| scenario | waits | straggler |\n|---|---|---|\n";
+      waited = true;
+      md << "| " << md_cell(r.id) << " | " << md_cell(r.waits) << " | " << (r.straggler.empty() ? "none" : md_cell(r.straggler)) << " |\n";
     }
   }
   md << "\nEach scenario's rank logs, traces (`trace.json` opens in Perfetto) and statuses are in its `artifacts` folder "

@@ -67,6 +67,10 @@ struct ScenarioResult {
   // it does differently by declaration, or remarks; both empty for lockstep's own workloads.
   std::string system;
   std::vector<std::string> notes;
+  // The ranks' waits at their collectives (harness/launch/waits_check.h), from their traces, after
+  // a clean run: one line ("" none analysed; the whole analysis is the artifacts' waits.json), and
+  // the straggler rule's verdict ("" none).
+  std::string waits, straggler;
 };
 
 // Whether a run's processes ran in their own network, PID and mount namespaces
@@ -90,7 +94,8 @@ struct RunSummary {
 // 2: status "cancelled", summary.cancelled (always), cancelled_by, per-scenario startup_s.
 // 3: per-scenario perf (cost per rank and phase, counters) and samples.
 // 4: containment (contained, namespaces, reason).
-inline constexpr int kResultsSchemaVersion = 4;
+// 5: per-scenario waits (summary, file, straggler); the diagnosis kind straggler.
+inline constexpr int kResultsSchemaVersion = 5;
 
 // Writes DIR/results.json. Throws lockstep::Error if the file cannot be written.
 void write_results_json(const RunSummary& run, const std::string& path);

@@ -35,6 +35,7 @@ comm::Fault parse_fault(const Injection& injection, int world_size) {
   else if (k == "crash") f.kind = comm::Fault::Kind::kCrash;
   else if (k == "sleep") f.kind = comm::Fault::Kind::kSleep;
   else if (k == "exit_early") f.kind = comm::Fault::Kind::kExitEarly;
+  else if (k == "slow_rank") f.kind = comm::Fault::Kind::kSlowRank;
   else c.fail("kind", "not a communicator fault: '" + k + "'");
 
   (void)c.get_string("kind");
@@ -116,6 +117,11 @@ comm::Fault parse_fault(const Injection& injection, int world_size) {
     case comm::Fault::Kind::kSleep:
       f.seconds = c.get_double("seconds");
       if (!(f.seconds > 0)) c.fail("seconds", "must be > 0");
+      break;
+    case comm::Fault::Kind::kSlowRank:
+      f.seconds = c.get_double("seconds");
+      if (!(f.seconds > 0 && f.seconds <= 60)) c.fail("seconds", "must be in (0, 60] (the sleep before each step's first matching call)");
+      if (c.has("step")) c.fail("step", "slow_rank slows every step: match a phase, call or op instead");
       break;
     case comm::Fault::Kind::kSkip:
     case comm::Fault::Kind::kExitEarly: break;

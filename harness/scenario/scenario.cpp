@@ -332,6 +332,14 @@ Expectation read_expectation(const Config& expect, int world_size) {
 }
 
 void read_expect(const Config& expect, Scenario& s) {
+  if (expect.has("straggler_share")) {
+    const double share = expect.get_double("straggler_share");
+    if (!(share > 0 && share <= 1)) {
+      expect.fail("straggler_share", "must be in (0, 1] (the share of the run the others may wait for one rank), got " + std::to_string(share));
+    }
+    if (s.world_size < 2) expect.fail("straggler_share", "needs run.world_size >= 2 (a rank for the others to wait for)");
+    s.straggler_share = share;
+  }
   s.expect = read_expectation(expect, s.world_size);
   if (expect.has("torch")) {
     if (!s.program) expect.fail("torch", "[expect.torch] only applies to kind = \"program\" (the interpreter's torch)");
@@ -426,8 +434,9 @@ std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
     if (s.workload == "program") s.program = read_program(workload);
 
     for (const Config& entry : internal::get_table_array(root, "inject")) {
-      if (s.program) {
-        entry.fail("kind", "[[inject]] does not apply to kind = \"program\": a program's bugs are its own options (put them in command)");
+      if (s.program && entry.get_string("kind") != "slow_rank") {
+        entry.fail("kind", "[[inject]] of a kind = \"program\" can only be slow_rank (lockstep slows the rank's calls); a program's "
+                           "bugs are its own options (put them in command)");
       }
       Injection injection;
       injection.kind = entry.get_string("kind");

@@ -114,6 +114,9 @@ struct Scenario {
   // else `expect` applies. What the program's own engine can do differs between torch versions
   // (torch 1.13's Gloo has no bf16).
   std::vector<std::pair<std::string, Expectation>> expect_torch;
+  // [expect] straggler_share: the straggler rule's wait share for this scenario (harness/rules/
+  // waits.h); set, a straggler is the diagnosis `straggler` (unset: a note).
+  std::optional<double> straggler_share;
   // The expectation for a run whose program imported torch `torch_version` ("" unknown).
   const Expectation& expectation_for(const std::string& torch_version) const;
   std::optional<SystemSpec> system;  // set when [system] names a system under test

@@ -8,7 +8,12 @@
 namespace lockstep::validate {
 
 void check(scenario::Scenario& s) {
-  if (s.program) return;  // read whole by the scenario loader
+  if (s.program) {
+    // Read whole by the scenario loader, but for its one injection (slow_rank, the only one the
+    // loader lets a program have): the communicator's fault, passed on in the rank plan.
+    for (auto& inj : s.injections) inj.fault = scenario::parse_fault(inj, s.world_size);
+    return;
+  }
   if (s.system) {
     sut::validate(s);
   } else {

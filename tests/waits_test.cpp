@@ -1,0 +1,231 @@
+// The wait analysis and the straggler rule (harness/rules/waits.h) on hand-made arrival times:
+// every expected value below is worked out by hand from the arrivals written here.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "harness/rules/waits.h"
+
+namespace lockstep::rules {
+namespace {
+
+Arrival at(std::int64_t seq, std::int64_t step, std::int64_t start, std::int64_t end, std::string phase = "train",
+           std::string op = "all_reduce") {
+  Arrival a;
+  a.seq = seq;
+  a.step = step;
+  a.phase = std::move(phase);
+  a.op = std::move(op);
+  a.t_start_us = start;
+  a.t_end_us = end;
+  return a;
+}
+
+// Three ranks, a start-up call (seq 0, dropped) and two calls of steps 0 and 1.
+std::vector<std::vector<Arrival>> three_ranks() {
+  return {
+      {at(0, 0, 0, 100), at(1, 0, 1000, 1400), at(2, 1, 2000, 2600)},
+      {at(0, 0, 90, 100), at(1, 0, 1300, 1400), at(2, 1, 2500, 2600)},
+      {at(0, 0, 50, 100), at(1, 0, 1100, 1400), at(2, 1, 2100, 2650)},
+  };
+}
+
+TEST(WaitsTest, WaitSkewAndComputePerCallFromArrivals) {
+  const WaitReport w = analyse_waits(three_ranks());
+  ASSERT_EQ(w.world_size, 3);
+  ASSERT_EQ(w.calls.size(), 2u);
+  EXPECT_EQ(w.skipped, 1);  // seq 0: start-up skew
+  const CallWait& c1 = w.calls[0];
+  EXPECT_EQ(c1.seq, 1);
+  EXPECT_EQ(c1.first_us, 1000);
+  EXPECT_EQ(c1.last_us, 1300);
+  EXPECT_EQ(c1.skew_us(), 300);
+  EXPECT_EQ(c1.last_rank, 1);
+  EXPECT_EQ(c1.wait_us, (std::vector<std::int64_t>{300, 0, 200}));
+  EXPECT_EQ(c1.compute_us, (std::vector<std::int64_t>{-1, -1, -1}));  // the first analysed call
+  EXPECT_DOUBLE_EQ(c1.caused_us(), 250.0);                          // (300 + 200) / 2
+  const CallWait& c2 = w.calls[1];
+  EXPECT_EQ(c2.wait_us, (std::vector<std::int64_t>{500, 0, 400}));
+  EXPECT_EQ(c2.compute_us, (std::vector<std::int64_t>{600, 1100, 700}));  // arrival - end of seq 1
+  EXPECT_DOUBLE_EQ(c2.caused_us(), 450.0);
+  // Per rank: waits 300+500, 0, 200+400 µs; rank 1 last at both, causing 250 + 450 µs.
+  EXPECT_NEAR(w.ranks[0].wait_s, 800e-6, 1e-12);
+  EXPECT_NEAR(w.ranks[1].wait_s, 0, 1e-12);
+  EXPECT_NEAR(w.ranks[2].wait_s, 600e-6, 1e-12);
+  EXPECT_NEAR(w.ranks[1].compute_s, 1100e-6, 1e-12);
+  EXPECT_EQ(w.ranks[1].last, 2);
+  EXPECT_EQ(w.ranks[0].last, 0);
+  EXPECT_NEAR(w.ranks[1].caused_s, 700e-6, 1e-12);
+  EXPECT_NEAR(w.span_s, (2650 - 1000) * 1e-6, 1e-12);  // first arrival to the last completion
+}
+
+TEST(WaitsTest, SetUpCallsAndCallsMissingOnARankAreNotAnalysed) {
+  std::vector<std::vector<Arrival>> ranks = {
+      {at(0, -1, 0, 10, "setup"), at(1, 0, 20, 30), at(2, 0, 40, 50), at(3, 1, 60, 70), at(4, -1, 80, 90, "finalize")},
+      {at(0, -1, 0, 10, "setup"), at(1, 0, 20, 30), at(2, 0, 40, 50), at(4, -1, 80, 90, "finalize")},
+  };
+  const WaitReport w = analyse_waits(ranks);
+  // Steps >= 0 on both ranks: 1 and 2; 1 is the first (dropped): only 2 is analysed.
+  ASSERT_EQ(w.calls.size(), 1u);
+  EXPECT_EQ(w.calls[0].seq, 2);
+  EXPECT_EQ(w.skipped, 4);  // 0, 1, 3 and 4 of the five seqs seen
+}
+
+TEST(WaitsTest, TiesGoToTheLowestRankAndTinySkewHasNoLastRank) {
+  std::vector<std::vector<Arrival>> ranks = {
+      {at(0, 0, 0, 1), at(1, 0, 1000, 2000), at(2, 0, 3000, 4000)},
+      {at(0, 0, 0, 1), at(1, 0, 900, 2000), at(2, 0, 3000 - (kMinSkewUs - 1), 4000)},
+      {at(0, 0, 0, 1), at(1, 0, 1000, 2000), at(2, 0, 3000, 4000)},
+  };
+  const WaitReport w = analyse_waits(ranks);
+  ASSERT_EQ(w.calls.size(), 2u);
+  EXPECT_EQ(w.calls[0].last_rank, 0);   // ranks 0 and 2 tie at 1000
+  EXPECT_EQ(w.calls[1].last_rank, -1);  // a skew of kMinSkewUs - 1
+  EXPECT_EQ(w.calls[1].caused_us(), 0);
+  EXPECT_EQ(w.ranks[0].last, 1);
+  EXPECT_EQ(w.ranks[2].last, 0);
+}
+
+TEST(WaitsTest, CallsCompletedOutOfOrderAreTakenInSeqOrder) {
+  // Rank 0 waited for #2 before #1 (async work): its trace has #2 first.
+  const WaitReport w = analyse_waits({{at(0, 0, 0, 1), at(2, 0, 300, 400), at(1, 0, 100, 500)},
+                                      {at(0, 0, 0, 1), at(1, 0, 150, 200), at(2, 0, 250, 400)}});
+  ASSERT_EQ(w.calls.size(), 2u);
+  EXPECT_EQ(w.calls[0].seq, 1);
+  EXPECT_EQ(w.calls[0].wait_us, (std::vector<std::int64_t>{50, 0}));
+  EXPECT_EQ(w.calls[1].wait_us, (std::vector<std::int64_t>{0, 50}));
+}
+
+TEST(WaitsTest, RefusesTracesThatDoNotLineUp) {
+  EXPECT_THROW(analyse_waits({{at(0, 0, 0, 1), at(1, 0, 5, 6), at(1, 0, 7, 8)}, {at(0, 0, 0, 1)}}), std::invalid_argument);
+  EXPECT_THROW(analyse_waits({{at(0, 0, 0, 1), at(1, 0, 5, 6)}, {at(0, 0, 0, 1), at(1, 0, 5, 6, "train", "broadcast")}}),
+               std::invalid_argument);
+}
+
+// `n` steps of one call; `late` (µs) is how much later than the others rank `slow` arrives at
+// each, and each step computes 1000 µs.
+std::vector<std::vector<Arrival>> steps(int world, int n, int slow, std::int64_t late, std::string phase = "train") {
+  std::vector<std::vector<Arrival>> ranks(static_cast<std::size_t>(world));
+  for (int s = 0; s <= n; ++s) {
+    const std::int64_t t0 = s * (1000 + late + 100);
+    for (int r = 0; r < world; ++r) {
+      const std::int64_t start = t0 + (r == slow ? late : 0);
+      ranks[static_cast<std::size_t>(r)].push_back(at(s, s, start, t0 + late + 100, phase));
+    }
+  }
+  return ranks;
+}
+
+TEST(WaitsTest, NamesTheRankTheOthersWaitForWithItsPhase) {
+  // Rank 2 arrives 3000 µs late at each of 10 analysed calls: the others wait 3000 µs each time.
+  const WaitReport w = analyse_waits(steps(4, 10, 2, 3000, "sample"));
+  ASSERT_EQ(w.calls.size(), 10u);
+  ASSERT_EQ(w.steps.size(), 10u);
+  // A step runs from its arrival to the next step's (4100 µs); the last to its end (3100 µs).
+  EXPECT_EQ(w.steps[0].duration_us(), 4100);
+  EXPECT_EQ(w.steps[9].duration_us(), 3100);
+  EXPECT_EQ(w.steps[0].leader, 2);
+  EXPECT_EQ(w.ranks[2].led, 10);
+  const auto s = find_straggler(w);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 2);
+  EXPECT_EQ(s->led, 10);
+  EXPECT_EQ(s->steps, 10);
+  EXPECT_EQ(s->last, 10);
+  EXPECT_EQ(s->calls, 10);
+  EXPECT_NEAR(s->caused_s, 10 * 3000e-6, 1e-9);
+  EXPECT_EQ(s->phase, "sample");
+  // Nine steps of 3000/4100 and one of 3000/3100: the median is 3000/4100.
+  EXPECT_NEAR(s->median_share, 3000.0 / 4100.0, 1e-9);
+  // The span: from step 1's first arrival (4100) to step 10's end (41000 + 3000 + 100).
+  EXPECT_NEAR(w.span_s, 40000e-6, 1e-9);
+  const std::string text = s->describe(w);
+  EXPECT_NE(text.find("rank 2 kept the others waiting in 10 of 10 steps (73% of the median step)"), std::string::npos) << text;
+  EXPECT_NE(text.find("most at sample"), std::string::npos) << text;
+}
+
+TEST(WaitsTest, SmallWaitsAreNoStraggler) {
+  // 200 µs late per 1300 µs step: 15% of the median step, below the 20% default; with a limit
+  // of 10%
+  // the same run has one.
+  const WaitReport w = analyse_waits(steps(2, 10, 1, 200));
+  EXPECT_FALSE(find_straggler(w).has_value());
+  StragglerLimits tight;
+  tight.wait_share = 0.1;
+  const auto s = find_straggler(w, tight);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 1);
+}
+
+TEST(WaitsTest, OneCallAStepIsEnoughAndOneLongStallIsNot) {
+  // Each 10 ms step: a first call where rank 1 arrives 2000 µs late, then 9 calls 400 µs apart
+  // where a rank arrives 100 µs late (rank 0 at calls 1, 2, 3, 5, 7, 9; rank 1 at 4, 6, 8).
+  // Rank 1 arrives last at 4 of 10 calls but keeps the others waiting in every step.
+  auto build = [](bool stall_only) {
+    std::vector<std::vector<Arrival>> ranks(2);
+    std::int64_t seq = 0;
+    for (int s = 0; s <= 8; ++s) {
+      const std::int64_t t0 = s * 10000;
+      for (int k = 0; k < 10; ++k, ++seq) {
+        const std::int64_t t = k == 0 ? t0 : t0 + 4500 + k * 400;
+        const int late = k == 0 || (k % 2 == 0 && k != 2) ? 1 : 0;
+        const std::int64_t by = k > 0 ? 100 : !stall_only ? 2000 : s == 3 ? 4000 : 0;
+        for (int r = 0; r < 2; ++r) ranks[static_cast<std::size_t>(r)].push_back(at(seq, s, t + (r == late ? by : 0), t + by + 10));
+      }
+    }
+    return ranks;
+  };
+  const WaitReport w = analyse_waits(build(false));
+  ASSERT_EQ(w.steps.size(), 9u);
+  EXPECT_EQ(w.ranks[1].last, 8 * 4 + 3);  // step 0 lost its first call (seq 0)
+  EXPECT_EQ(w.calls.size(), 89u);
+  // Step 0 without its first call: rank 0 caused 600 µs, rank 1 300: rank 0 leads it.
+  EXPECT_EQ(w.steps[0].leader, 0);
+  EXPECT_EQ(w.steps[1].caused_us[1], 2300);
+  const auto s = find_straggler(w);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_EQ(s->led, 8);
+  EXPECT_NEAR(s->median_share, 0.23, 1e-9);  // 2300 of 10000 µs
+  // One 4 ms stall of rank 1 in step 3 and 100 µs turns otherwise: rank 0 leads 8 steps with
+  // 6% of each, rank 1 one: no straggler.
+  const WaitReport stall = analyse_waits(build(true));
+  EXPECT_EQ(stall.ranks[0].led, 8);
+  EXPECT_EQ(stall.ranks[1].led, 1);
+  EXPECT_FALSE(find_straggler(stall).has_value());
+}
+
+TEST(WaitsTest, NoiseThatFallsOnEveryRankIsNoStraggler) {
+  // Two ranks, each late by 3000 µs at alternate calls: half the calls each, the same wait caused.
+  std::vector<std::vector<Arrival>> ranks(2);
+  for (int s = 0; s <= 10; ++s) {
+    const std::int64_t t0 = s * 5000;
+    const int slow = s % 2;
+    for (int r = 0; r < 2; ++r) ranks[static_cast<std::size_t>(r)].push_back(at(s, s, t0 + (r == slow ? 3000 : 0), t0 + 3100));
+  }
+  const WaitReport w = analyse_waits(ranks);
+  EXPECT_EQ(w.ranks[0].last, 5);
+  EXPECT_EQ(w.ranks[1].last, 5);
+  EXPECT_FALSE(find_straggler(w).has_value());
+  // Each leads half the steps (lead_share), and the share is large: only dominance says no.
+  StragglerLimits no_dominance;
+  no_dominance.dominance = 1.0;
+  EXPECT_TRUE(find_straggler(w, no_dominance).has_value());
+}
+
+TEST(WaitsTest, TooFewCallsOrOneRankHaveNoVerdict) {
+  EXPECT_FALSE(find_straggler(analyse_waits(steps(2, 3, 1, 3000))).has_value());  // 3 steps < min_steps
+  EXPECT_TRUE(find_straggler(analyse_waits(steps(2, 4, 1, 3000))).has_value());
+  EXPECT_FALSE(find_straggler(analyse_waits(steps(1, 10, 0, 3000))).has_value());
+}
+
+TEST(WaitsTest, SummaryNamesEveryRank) {
+  const std::string s = summarize(analyse_waits(three_ranks()));
+  EXPECT_NE(s.find("rank 0 0.00 s"), std::string::npos) << s;
+  EXPECT_NE(s.find("rank 2"), std::string::npos) << s;
+  EXPECT_NE(s.find("over 2 collectives"), std::string::npos) << s;
+  EXPECT_NE(s.find("median skew 0.40 ms"), std::string::npos) << s;  // skews 300 and 500 µs
+}
+
+}  // namespace
+}  // namespace lockstep::rules
