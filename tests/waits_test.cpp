@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "harness/launch/waits_html.h"
 #include "harness/rules/waits.h"
 
 namespace lockstep::rules {
@@ -225,6 +226,54 @@ TEST(WaitsTest, SummaryNamesEveryRank) {
   EXPECT_NE(s.find("rank 2"), std::string::npos) << s;
   EXPECT_NE(s.find("over 2 collectives"), std::string::npos) << s;
   EXPECT_NE(s.find("median skew 0.40 ms"), std::string::npos) << s;  // skews 300 and 500 µs
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(WaitsHtmlTest, TheTimelineShowsTheMedianLongStep) {
+  // One call a step, at these times on both ranks; step 0's is the first call (dropped). Steps
+  // 1..5 last 5000, 3000, 2000, 4000 µs and 10 (the last: to its end): the median is step 2's.
+  const std::int64_t t[] = {0, 1000, 6000, 9000, 11000, 15000};
+  std::vector<std::vector<Arrival>> ranks(2);
+  for (int k = 0; k < 6; ++k) {
+    for (auto& r : ranks) r.push_back(at(k, k, t[k], t[k] + 10));
+  }
+  const WaitReport w = analyse_waits(ranks);
+  ASSERT_EQ(w.steps.size(), 5u);
+  EXPECT_EQ(w.steps[0].duration_us(), 5000);
+  EXPECT_EQ(w.steps[4].duration_us(), 10);
+  const int rep = launch::representative_step(w);
+  ASSERT_EQ(rep, 1);
+  EXPECT_EQ(w.steps[1].step, 2);
+  EXPECT_EQ(launch::representative_step(WaitReport{}), -1);
+}
+
+TEST(WaitsHtmlTest, ThePageHasTheVerdictTheTimelineAndOneCellPerRankAndCall) {
+  const WaitReport w = analyse_waits(steps(3, 10, 2, 3000, "<sample>"));
+  const auto s = find_straggler(w);
+  ASSERT_TRUE(s.has_value());
+  const std::string html = launch::waits_html("perf.x & y", w, s);
+  EXPECT_NE(html.find("Waits at collectives: perf.x &amp; y"), std::string::npos);
+  EXPECT_NE(html.find("rank 2 kept the others waiting in 10 of 10 steps"), std::string::npos);
+  // A phase from the run is text, never markup.
+  EXPECT_EQ(html.find("<sample>"), std::string::npos);
+  EXPECT_NE(html.find("&lt;sample&gt;"), std::string::npos);
+  // The heatmap: one cell per rank and call (10 calls, 3 ranks; " waited " twice more: the summary
+  // and the verdict); the timeline of one step of one call: the step starts at the first arrival,
+  // so only rank 2 computes in it, ranks 0 and 1 wait, and every rank has its in-call bar.
+  EXPECT_EQ(count(html, " waited "), 30u + 2u);
+  EXPECT_EQ(count(html, "computes "), 1u);
+  EXPECT_EQ(count(html, "fill=\"#fc8d59\""), 2u);
+  EXPECT_NE(html.find("rank 0 waits 3.00 ms at #"), std::string::npos);
+  // 900 calls: three to a column, 300 columns.
+  const std::string many = launch::waits_html("m", analyse_waits(steps(2, 900, 1, 3000)), std::nullopt);
+  EXPECT_NE(many.find("900 collectives, 3 to a column"), std::string::npos);
+  EXPECT_EQ(count(many, " waited "), 600u + 1u);  // and the summary
+  EXPECT_NE(many.find("<b>Straggler:</b> none"), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "harness/launch/waits_check.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 
 #include "harness/core/error.h"
 #include "harness/core/fs.h"
+#include "harness/launch/waits_html.h"
 #include "harness/rank/status.h"
 #include "harness/trace/record.h"
 
@@ -41,10 +43,11 @@ std::optional<std::vector<std::vector<rules::Arrival>>> read_arrivals(const std:
 }
 
 std::string waits_json(const rules::WaitReport& report, const rules::StragglerLimits& limits,
-                       const std::optional<rules::Straggler>& straggler) {
+                       const std::optional<rules::Straggler>& straggler, double analysis_s) {
   nlohmann::ordered_json j;
   j["format"] = kWaitsFormat;
   j["version"] = kWaitsVersion;
+  j["analysis_s"] = analysis_s;
   j["world_size"] = report.world_size;
   j["span_s"] = report.span_s;
   j["skipped"] = report.skipped;
@@ -102,6 +105,7 @@ std::string waits_json(const rules::WaitReport& report, const rules::StragglerLi
 void check_waits(const scenario::Scenario& s, const std::string& dir, report::ScenarioResult& res,
                  std::optional<Diagnosis>& diagnosis) {
   if (s.world_size < 2) return;
+  const auto t0 = std::chrono::steady_clock::now();
   const auto arrivals = read_arrivals(dir, s.world_size);
   if (!arrivals) return;
   rules::WaitReport report;
@@ -114,7 +118,9 @@ void check_waits(const scenario::Scenario& s, const std::string& dir, report::Sc
   rules::StragglerLimits limits;
   if (s.straggler_share) limits.wait_share = *s.straggler_share;
   const auto straggler = rules::find_straggler(report, limits);
-  write_file_atomically((std::filesystem::path(dir) / "waits.json").string(), waits_json(report, limits, straggler));
+  const double analysis_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_file_atomically((std::filesystem::path(dir) / "waits.json").string(), waits_json(report, limits, straggler, analysis_s));
+  write_file_atomically((std::filesystem::path(dir) / "waits.html").string(), waits_html(s.id(), report, straggler));
   res.waits = rules::summarize(report);
   if (!straggler) return;
   res.straggler = straggler->describe(report);

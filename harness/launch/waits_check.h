@@ -23,12 +23,13 @@ inline constexpr int kWaitsVersion = 1;
 // InputError naming file:line for a line that is not a trace record.
 std::optional<std::vector<std::vector<rules::Arrival>>> read_arrivals(const std::string& dir, int world_size);
 
-// waits.json's text for `report` and its verdict under `limits`.
+// waits.json's text for `report` and its verdict under `limits`; `analysis_s`: what reading the
+// traces and analysing them took the launcher.
 std::string waits_json(const rules::WaitReport& report, const rules::StragglerLimits& limits,
-                       const std::optional<rules::Straggler>& straggler);
+                       const std::optional<rules::Straggler>& straggler, double analysis_s);
 
 // Runs the check for `s` on the traces under `dir` (nothing when there are none): writes
-// dir/waits.json, sets res.waits (and res.straggler, a note), and sets `diagnosis` to a straggler
+// dir/waits.json and dir/waits.html (waits_html.h), sets res.waits (and res.straggler, a note), and sets `diagnosis` to a straggler
 // when s.straggler_share is set and one is found (only when `diagnosis` is empty).
 void check_waits(const scenario::Scenario& s, const std::string& dir, report::ScenarioResult& res,
                  std::optional<Diagnosis>& diagnosis);

@@ -115,9 +115,8 @@ bool allowed_in_xml(char32_t cp) {
          (cp >= 0xE000 && cp <= 0xFFFD) || (cp >= 0x10000 && cp <= 0x10FFFF);
 }
 
-// Escapes markup characters and replaces what XML 1.0 forbids (control characters, invalid
-// UTF-8) with U+FFFD. In attributes, tab and newlines become character references so that
-// attribute-value normalisation keeps them.
+}  // namespace
+
 std::string xml_escape(std::string_view s, bool attribute) {
   std::string out;
   out.reserve(s.size());
@@ -137,6 +136,8 @@ std::string xml_escape(std::string_view s, bool attribute) {
   }
   return out;
 }
+
+namespace {
 
 std::string attr(std::string_view s) { return "\"" + xml_escape(s, /*attribute=*/true) + "\""; }
 
@@ -238,7 +239,10 @@ void write_results_json(const RunSummary& run, const std::string& path) {
     if (!r.system.empty()) s["system"] = r.system;
     if (!r.notes.empty()) s["notes"] = r.notes;
     if (!r.waits.empty()) {
-      s["waits"] = {{"summary", r.waits}, {"file", r.artifacts + "/waits.json"}, {"straggler", r.straggler.empty() ? Json() : Json(r.straggler)}};
+      s["waits"] = {{"summary", r.waits},
+                    {"file", r.artifacts + "/waits.json"},
+                    {"html", r.artifacts + "/waits.html"},
+                    {"straggler", r.straggler.empty() ? Json() : Json(r.straggler)}};
     }
     scenarios.push_back(std::move(s));
   }
@@ -366,7 +370,8 @@ void write_markdown_summary(const RunSummary& run, const std::string& path) {
       if (r.waits.empty()) continue;
       if (!waited) md << "\n**Waits at collectives**\n\n| scenario | waits | straggler |\n|---|---|---|\n";
       waited = true;
-      md << "| " << md_cell(r.id) << " | " << md_cell(r.waits) << " | " << (r.straggler.empty() ? "none" : md_cell(r.straggler)) << " |\n";
+      md << "| [" << md_cell(r.id) << "](" << md_cell(r.artifacts) << "/waits.html) | " << md_cell(r.waits) << " | "
+         << (r.straggler.empty() ? "none" : md_cell(r.straggler)) << " |\n";
     }
   }
   md << "\nEach scenario's rank logs, traces (`trace.json` opens in Perfetto) and statuses are in its `artifacts` folder "

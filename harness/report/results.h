@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/core/diagnosis.h"
@@ -106,5 +107,10 @@ void write_junit_xml(const RunSummary& run, const std::string& path);
 // with XFAIL for an expected diagnosis that was found; expected; what was observed; seconds; the
 // reason), failures first. Untrusted text (messages, reasons) is escaped for Markdown tables.
 void write_markdown_summary(const RunSummary& run, const std::string& path);
+
+// Escapes markup characters (& < > " ') and replaces what XML 1.0 forbids (control characters,
+// invalid UTF-8) with U+FFFD; in attributes, tab and newlines become character references. Fit
+// for HTML text and attributes too.
+std::string xml_escape(std::string_view s, bool attribute);
 
 }  // namespace lockstep::report

@@ -1,0 +1,22 @@
+#pragma once
+// A run's waits as a person reads them (scenarios/README.md, "Waits and stragglers"): DIR/waits.html,
+// self-contained (inline CSS and SVG, no scripts or fetches): the verdict, a per-rank timeline of
+// one representative step (the median-long one: compute, waiting for the others, in the
+// collective, call by call) and a rank-by-call heatmap of the wait time over the whole run.
+#include <optional>
+#include <string>
+
+#include "harness/rules/waits.h"
+
+namespace lockstep::launch {
+
+// The page for scenario `title`; `straggler` is the rule's verdict, if any. Every string from
+// the run (the title, phases, a program's call sites) is escaped.
+std::string waits_html(const std::string& title, const rules::WaitReport& report,
+                       const std::optional<rules::Straggler>& straggler);
+
+// The index of the step the timeline shows: the one of median duration (the shorter of the two
+// middle ones); -1 when there is none.
+int representative_step(const rules::WaitReport& report);
+
+}  // namespace lockstep::launch
