@@ -205,9 +205,40 @@ outcome = "pass"
     lockstep::rank::write_plan(dir / "p1.json", plan);
     const auto again = lockstep::rank::read_plan(dir / "p1.json");
     ASSERT_TRUE(again.slow_rank.has_value());
+    EXPECT_EQ(again.slow_rank->index, 0u);
     EXPECT_EQ(again.slow_rank->seconds, 0.25);
     EXPECT_EQ(again.slow_rank->op, "all_reduce");
+    EXPECT_EQ(again.slow_rank->phase, "");
+    EXPECT_EQ(again.slow_rank->call, -1);
+    // A plan whose slow_rank is not whole, or names no op, is refused naming the key.
+    auto j = lockstep::rank::to_json(plan);
+    j["slow_rank"].erase("seconds");
+    const std::string no_seconds = dir.write("p2.json", j.dump());
+    EXPECT_CONTAINS(test::message_of<InputError>([&] { lockstep::rank::read_plan(no_seconds); }), "'slow_rank.seconds' is missing");
+    j = lockstep::rank::to_json(plan);
+    j["slow_rank"]["op"] = "all_reduse";
+    const std::string bad_op = dir.write("p3.json", j.dump());
+    EXPECT_CONTAINS(test::message_of<InputError>([&] { lockstep::rank::read_plan(bad_op); }), "slow_rank.op is not an op: 'all_reduse'");
   }
+  refused("slow_call.toml",
+          "name = \"p\"\n[run]\nworld_size = 2\n[workload]\nkind = \"program\"\ncommand = [\"true\"]\n[[inject]]\nkind = \"slow_rank\"\n"
+          "rank = 1\nseconds = 0.1\ncall = 1\n[expect]\noutcome = \"pass\"\n",
+          "a program's calls have no index within the step");
+  refused("slow_twice.toml",
+          "name = \"p\"\n[run]\nworld_size = 2\n[workload]\nkind = \"program\"\ncommand = [\"true\"]\n[[inject]]\nkind = \"slow_rank\"\n"
+          "rank = 1\nseconds = 0.1\n[[inject]]\nkind = \"slow_rank\"\nrank = 1\nseconds = 0.2\n[expect]\noutcome = \"pass\"\n",
+          "a program's rank takes one slow_rank");
+  refused("slow_unwrapped.toml",
+          "name = \"p\"\n[run]\nworld_size = 2\n[workload]\nkind = \"program\"\ncommand = [\"true\"]\nwrap = \"none\"\n[[inject]]\n"
+          "kind = \"slow_rank\"\nrank = 1\nseconds = 0.1\n[expect]\noutcome = \"pass\"\n",
+          "wrap = \"none\" has none");
+  refused("gate_missing.toml",
+          "name = \"p\"\n[run]\nworld_size = 2\n[workload]\nkind = \"program\"\ncommand = [\"true\"]\n[expect]\noutcome = \"straggler\"\n",
+          "a straggler is a diagnosis only where the scenario sets straggler_share");
+  refused("gate_unwrapped.toml",
+          "name = \"p\"\n[run]\nworld_size = 2\n[workload]\nkind = \"program\"\ncommand = [\"true\"]\nwrap = \"none\"\n[expect]\n"
+          "outcome = \"pass\"\nstraggler_share = 0.2\n",
+          "straggler_share: has nothing to judge");
   refused("typo.toml", "name = \"p\"\n[workload]\nkind = \"program\"\ncommand = [\"x\"]\ncomand = [\"y\"]\n[expect]\noutcome = \"pass\"\n", "comand");
 }
 

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -89,10 +91,24 @@ TEST_F(TorchrunCliTest, CleanDdpProgramPassesAndExitsZero) {
   // 10 steps, each with at least one collective on both ranks; the first analysed call is dropped.
   EXPECT_GE(w["calls"].size(), 9u);
   EXPECT_GE(w["steps"].size(), 9u);
+  // Each call's arrivals are the ranks' own trace records of it, and each wait is the last
+  // arrival minus the rank's own.
+  std::map<std::pair<int, std::int64_t>, std::int64_t> started;  // (rank, seq) -> t_start_us
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(report + "/torchrun.train/rank" + std::to_string(rank) + ".trace.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const auto rec = nlohmann::json::parse(line);
+      if (rec.value("kind", "") == "collective" && !rec.contains("group")) started[{rank, rec["seq"].get<std::int64_t>()}] = rec["t_start_us"];
+    }
+  }
   for (const auto& c : w["calls"]) {
     ASSERT_EQ(c["wait_us"].size(), 2u);
-    // One of the two waited for nobody: the last to arrive.
-    EXPECT_EQ(std::min(c["wait_us"][0].get<std::int64_t>(), c["wait_us"][1].get<std::int64_t>()), 0);
+    const std::int64_t seq = c["seq"];
+    const std::int64_t a0 = started.at({0, seq}), a1 = started.at({1, seq});
+    EXPECT_EQ(c["arrival_us"][0], a0);
+    EXPECT_EQ(c["arrival_us"][1], a1);
+    EXPECT_EQ(c["wait_us"][0], std::max(a0, a1) - a0);
+    EXPECT_EQ(c["wait_us"][1], std::max(a0, a1) - a1);
   }
 }
 

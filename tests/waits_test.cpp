@@ -2,10 +2,18 @@
 // every expected value below is worked out by hand from the arrivals written here.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
+#include "harness/core/error.h"
+#include "harness/launch/waits_check.h"
 #include "harness/launch/waits_html.h"
 #include "harness/rules/waits.h"
+#include "harness/trace/record.h"
+#include "tests/test_util.h"
 
 namespace lockstep::rules {
 namespace {
@@ -196,6 +204,44 @@ TEST(WaitsTest, OneCallAStepIsEnoughAndOneLongStallIsNot) {
   EXPECT_FALSE(find_straggler(stall).has_value());
 }
 
+TEST(WaitsTest, TheMedianStepKeepsOneLongStallFromMakingAStraggler) {
+  // Rank 1 arrives last in every step, by 50 µs of a 10000 µs step (0.5%), and once by 8000 µs:
+  // it leads every step and causes 10 times what rank 0 does (nothing), but the median step's
+  // share is 0.5%: no straggler. With the stall in every step, it is one.
+  auto build = [](bool every_step) {
+    std::vector<std::vector<Arrival>> ranks(2);
+    for (int s = 0; s <= 10; ++s) {
+      const std::int64_t t0 = s * 10000;
+      const std::int64_t late = every_step || s == 4 ? 8000 : 50;
+      ranks[0].push_back(at(s, s, t0, t0 + late + 10));
+      ranks[1].push_back(at(s, s, t0 + late, t0 + late + 10));
+    }
+    return ranks;
+  };
+  const WaitReport once = analyse_waits(build(false));
+  EXPECT_EQ(once.ranks[1].led, 10);
+  EXPECT_EQ(once.ranks[0].caused_s, 0);
+  EXPECT_FALSE(find_straggler(once).has_value());
+  const auto every = find_straggler(analyse_waits(build(true)));
+  ASSERT_TRUE(every.has_value());
+  EXPECT_EQ(every->rank, 1);
+}
+
+TEST(WaitsTest, AStepValueSeenAgainIsAnotherStep) {
+  // Steps 0, 1, 2, then a final evaluation labelled step 0 again: four steps, the last its own.
+  std::vector<std::vector<Arrival>> ranks(2);
+  const std::int64_t step_of[] = {0, 0, 1, 2, 0};
+  for (int k = 0; k < 5; ++k) {
+    for (auto& r : ranks) r.push_back(at(k, step_of[k], k * 1000, k * 1000 + 10));
+  }
+  const WaitReport w = analyse_waits(ranks);
+  ASSERT_EQ(w.steps.size(), 4u);  // seq 0 dropped: step 0 (seq 1), 1, 2, 0 (seq 4)
+  EXPECT_EQ(w.steps[0].step, 0);
+  EXPECT_EQ(w.steps[3].step, 0);
+  EXPECT_EQ(w.steps[0].duration_us(), 1000);  // seq 1 to seq 2's arrival, not to seq 4
+  EXPECT_EQ(w.steps[3].duration_us(), 10);
+}
+
 TEST(WaitsTest, NoiseThatFallsOnEveryRankIsNoStraggler) {
   // Two ranks, each late by 3000 µs at alternate calls: half the calls each, the same wait caused.
   std::vector<std::vector<Arrival>> ranks(2);
@@ -262,8 +308,8 @@ TEST(WaitsHtmlTest, ThePageHasTheVerdictTheTimelineAndOneCellPerRankAndCall) {
   // A phase from the run is text, never markup.
   EXPECT_EQ(html.find("<sample>"), std::string::npos);
   EXPECT_NE(html.find("&lt;sample&gt;"), std::string::npos);
-  // The heatmap: one cell per rank and call (10 calls, 3 ranks; " waited " twice more: the summary
-  // and the verdict); the timeline of one step of one call: the step starts at the first arrival,
+  // The heatmap: one cell per rank and call (10 calls, 3 ranks; " waited " twice more: the
+  // verdict's "they waited" and the table's "others waited for it"); the timeline of one step of one call: the step starts at the first arrival,
   // so only rank 2 computes in it, ranks 0 and 1 wait, and every rank has its in-call bar.
   EXPECT_EQ(count(html, " waited "), 30u + 2u);
   EXPECT_EQ(count(html, "computes "), 1u);
@@ -272,8 +318,108 @@ TEST(WaitsHtmlTest, ThePageHasTheVerdictTheTimelineAndOneCellPerRankAndCall) {
   // 900 calls: three to a column, 300 columns.
   const std::string many = launch::waits_html("m", analyse_waits(steps(2, 900, 1, 3000)), std::nullopt);
   EXPECT_NE(many.find("900 collectives, 3 to a column"), std::string::npos);
-  EXPECT_EQ(count(many, " waited "), 600u + 1u);  // and the summary
+  EXPECT_EQ(count(many, " waited "), 600u + 1u);  // and the table's header
   EXPECT_NE(many.find("<b>Straggler:</b> none"), std::string::npos);
+}
+
+// The launcher's side: the traces a run leaves, read, analysed and turned into evidence.
+class WaitsCheckTest : public ::testing::Test {
+ protected:
+  // rank<r>.trace.jsonl for the arrivals of steps(2, 10, 1, 3000), plus `extra` lines.
+  void write_traces(const std::vector<std::string>& extra0 = {}) {
+    const auto ranks = steps(2, 10, 1, 3000);
+    for (int r = 0; r < 2; ++r) {
+      std::ofstream out(dir_ / ("rank" + std::to_string(r) + ".trace.jsonl"));
+      for (const Arrival& a : ranks[static_cast<std::size_t>(r)]) {
+        trace::Record rec;
+        rec.rank = r;
+        rec.seq = a.seq;
+        rec.kind = std::string(trace::kCollective);
+        rec.op = a.op;
+        rec.phase = a.phase;
+        rec.step = a.step;
+        rec.t_start_us = a.t_start_us;
+        rec.t_end_us = a.t_end_us;
+        out << trace::to_line(rec);
+      }
+      if (r == 0) {
+        for (const auto& line : extra0) out << line << "\n";
+      }
+    }
+  }
+  scenario::Scenario scenario(std::optional<double> share) {
+    scenario::Scenario s;
+    s.name = "stragglers.hand";
+    s.world_size = 2;
+    s.straggler_share = share;
+    return s;
+  }
+  test::TempDir dir_{"lockstep_waits"};
+};
+
+TEST_F(WaitsCheckTest, WithoutAGateTheVerdictIsANoteAndThePagesAreWritten) {
+  write_traces();
+  report::ScenarioResult res;
+  std::optional<Diagnosis> d;
+  launch::check_waits(scenario(std::nullopt), dir_.path(), res, d);
+  EXPECT_FALSE(d.has_value());
+  ASSERT_EQ(res.notes.size(), 1u);
+  EXPECT_NE(res.notes[0].find("straggler: rank 1 kept the others waiting in 10 of 10 steps"), std::string::npos) << res.notes[0];
+  EXPECT_NE(res.waits.find("over 10 collectives"), std::string::npos) << res.waits;
+  const auto j = nlohmann::json::parse(test::read_file(dir_ / "waits.json"));
+  EXPECT_EQ(j["format"], "lockstep.waits");
+  EXPECT_EQ(j["straggler"]["rank"], 1);
+  EXPECT_EQ(j["calls"].size(), 10u);
+  EXPECT_EQ(j["calls"][0]["wait_us"], (std::vector<std::int64_t>{3000, 0}));
+  EXPECT_NE(test::read_file(dir_ / "waits.html").find("rank 1 kept the others waiting"), std::string::npos);
+}
+
+TEST_F(WaitsCheckTest, WithAGateItIsTheDiagnosisButNeverReplacesAnother) {
+  write_traces();
+  report::ScenarioResult res;
+  std::optional<Diagnosis> d;
+  launch::check_waits(scenario(0.2), dir_.path(), res, d);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DiagnosisKind::kStraggler);
+  EXPECT_EQ(d->rank, 1);
+  EXPECT_GE(d->step, 1);
+  EXPECT_TRUE(res.notes.empty());
+  // A share above what rank 1 costs (73% of the median step): no straggler.
+  report::ScenarioResult quiet;
+  std::optional<Diagnosis> none;
+  launch::check_waits(scenario(0.8), dir_.path(), quiet, none);
+  EXPECT_FALSE(none.has_value());
+  EXPECT_TRUE(quiet.straggler.empty());
+  // A diagnosis already there stays.
+  std::optional<Diagnosis> earlier = Diagnosis{DiagnosisKind::kResultMismatch, "x", 0, -1, -1};
+  report::ScenarioResult other;
+  launch::check_waits(scenario(0.2), dir_.path(), other, earlier);
+  EXPECT_EQ(earlier->kind, DiagnosisKind::kResultMismatch);
+}
+
+TEST_F(WaitsCheckTest, OnlyCompletedDefaultGroupCollectivesAreLinedUp) {
+  // On rank 0 only: a send, a call on another group and a failed call at seqs the other rank
+  // does not have, with ops that would not line up. None of them is an arrival.
+  write_traces({R"({"rank":0,"seq":3,"kind":"p2p","op":"send","step":3,"t_start_us":1,"t_end_us":2})",
+                R"({"rank":0,"seq":50,"kind":"collective","op":"broadcast","group":[0,1],"step":3,"t_start_us":1,"t_end_us":2})",
+                R"({"rank":0,"seq":51,"kind":"collective","op":"barrier","step":3,"t_start_us":1,"error":"failed"})"});
+  const auto arrivals = launch::read_arrivals(dir_.path(), 2);
+  ASSERT_TRUE(arrivals.has_value());
+  EXPECT_EQ((*arrivals)[0].size(), 11u);
+  EXPECT_EQ((*arrivals)[1].size(), 11u);
+  // A torn line is named with its file and line; without a gate it does not stop the run (the
+  // launcher notes it), with one it is the run's error (board_kinds.cpp).
+  { std::ofstream(dir_ / "rank1.trace.jsonl", std::ios::app) << "{\"seq\": \n"; }
+  report::ScenarioResult res;
+  std::optional<Diagnosis> d;
+  const std::string msg = test::message_of<InputError>([&] { launch::check_waits(scenario(std::nullopt), dir_.path(), res, d); });
+  EXPECT_NE(msg.find("rank1.trace.jsonl:12: not a trace record"), std::string::npos) << msg;
+  // No trace at all: nothing to line up, nothing written.
+  test::TempDir empty{"lockstep_waits_none"};
+  report::ScenarioResult none;
+  launch::check_waits(scenario(0.2), empty.path(), none, d);
+  EXPECT_TRUE(none.waits.empty());
+  EXPECT_FALSE(std::filesystem::exists(empty / "waits.json"));
 }
 
 }  // namespace

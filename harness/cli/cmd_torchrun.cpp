@@ -89,8 +89,9 @@ void add_torchrun(CLI::App& app, int& exit_code) {
       "Options go before the script; everything from the script on is the program's. The program runs as a\n"
       "kind = \"program\" scenario that must pass (scenarios/README.md, \"Programs\"): each rank is\n"
       "`PYTHON train.py args...` with torchrun's variables, its default process group (any backend) is\n"
-      "wrapped by lockstep, and the run is watched and judged as `lockstep run` does. Prints the verdict and the\n"
-      "report folder. Exit codes: 0 the program ran and nothing was diagnosed; 1 a diagnosis (collective_mismatch,\n"
+      "wrapped by lockstep, and the run is watched and judged as `lockstep run` does. Prints who waited for whom\n"
+      "(each rank's wait and compute at its collectives, and the straggler, if one rank kept the others waiting:\n"
+      "scenarios/README.md, \"Waits and stragglers\"), the verdict and the report folder. Exit codes: 0 the program ran and nothing was diagnosed; 1 a diagnosis (collective_mismatch,\n"
       "missing_participant, timeout, rank_failure, ...), an error, or the program could not run here (skip: its\n"
       "interpreter lacks torch or this build's backend); 2 a usage error (an unknown or unsupported torchrun option\n"
       "is named); 130/143 interrupted.");

@@ -44,8 +44,8 @@ constexpr std::array kKindInfo = {
              "random draws fail a goodness-of-fit test against the distribution they must follow "
              "(chi-square p-value below the documented threshold)"},
     KindInfo{DiagnosisKind::kStraggler, "straggler",
-             "the other ranks waited for one rank at most collectives, longer than the scenario's "
-             "straggler_share of the run"},
+             "the other ranks waited for one rank in most steps, for at least the scenario's "
+             "straggler_share of the median step"},
 };
 
 }  // namespace

@@ -24,7 +24,7 @@ enum class DiagnosisKind : std::uint8_t {
   kSequenceChanged,      // the collective sequence differs from the recorded golden one
   kThroughputRegression, // a metric is significantly slower than its baseline
   kDistributionMismatch, // random draws fail a goodness-of-fit test against their distribution
-  kStraggler,            // the other ranks waited for one rank beyond the scenario's share
+  kStraggler,            // the others waited for one rank in most steps, beyond the scenario's share
 };
 
 // Returns the snake_case name ("collective_mismatch").

@@ -298,7 +298,9 @@ class BoardRanks : public RankKind {
       try {
         check_waits(s_, dir_, res, outcome.diagnosis);
       } catch (const InputError& e) {
-        outcome.error = e.what();
+        // Traces that do not line up: an error where the scenario gates on the check, else a remark.
+        if (s_.straggler_share) outcome.error = e.what();
+        else res.notes.push_back(std::string("waits not analysed: ") + e.what());
       }
     }
     res.diagnosis = outcome.diagnosis;

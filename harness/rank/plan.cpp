@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/comm/types.h"
 #include "harness/core/env.h"
 #include "harness/core/error.h"
 #include "harness/core/fs.h"
@@ -57,12 +58,13 @@ RankPlan plan_from_json(const nlohmann::json& j) {
     if (j.contains("slow_rank") && !j["slow_rank"].is_null()) {
       const auto& sr = j.at(key = "slow_rank");
       RankPlan::SlowRank s;
-      s.index = sr.at(key = "index").get<std::size_t>();
-      s.seconds = sr.at(key = "seconds").get<double>();
-      s.phase = sr.at(key = "phase").get<std::string>();
-      s.op = sr.at(key = "op").get<std::string>();
-      s.call = sr.at(key = "call").get<std::int64_t>();
+      s.index = (key = "slow_rank.index", sr.at("index")).get<std::size_t>();
+      s.seconds = (key = "slow_rank.seconds", sr.at("seconds")).get<double>();
+      s.phase = (key = "slow_rank.phase", sr.at("phase")).get<std::string>();
+      s.op = (key = "slow_rank.op", sr.at("op")).get<std::string>();
+      s.call = (key = "slow_rank.call", sr.at("call")).get<std::int64_t>();
       if (!(s.seconds > 0 && s.seconds <= 60)) throw InputError("a rank plan's slow_rank.seconds must be in (0, 60]");
+      if (!s.op.empty() && !comm::op_from_string(s.op)) throw InputError("a rank plan's slow_rank.op is not an op: '" + s.op + "'");
       p.slow_rank = s;
     }
     if (p.world_size < 1 || p.rank < 0 || p.rank >= p.world_size) {

@@ -65,7 +65,8 @@ struct ScenarioResult {
   std::map<std::string, std::vector<double>> samples;
   std::string artifacts; // report-relative folder with this scenario's logs and traces
   // Systems under test: the system's identity ("dgl 2.1.0, torch 2.2.1"), and notes on what
-  // it does differently by declaration, or remarks; both empty for lockstep's own workloads.
+  // it does differently by declaration, or remarks. Any scenario: the straggler verdict when it
+  // is not the diagnosis (harness/launch/waits_check.h).
   std::string system;
   std::vector<std::string> notes;
   // The ranks' waits at their collectives (harness/launch/waits_check.h), from their traces, after
@@ -95,7 +96,7 @@ struct RunSummary {
 // 2: status "cancelled", summary.cancelled (always), cancelled_by, per-scenario startup_s.
 // 3: per-scenario perf (cost per rank and phase, counters) and samples.
 // 4: containment (contained, namespaces, reason).
-// 5: per-scenario waits (summary, file, straggler); the diagnosis kind straggler.
+// 5: per-scenario waits (summary, file, html, straggler); the diagnosis kind straggler.
 inline constexpr int kResultsSchemaVersion = 5;
 
 // Writes DIR/results.json. Throws lockstep::Error if the file cannot be written.

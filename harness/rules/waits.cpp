@@ -116,18 +116,17 @@ WaitReport analyse_waits(const std::vector<std::vector<Arrival>>& ranks) {
     out.calls.push_back(std::move(c));
   }
   if (!out.calls.empty()) out.span_s = static_cast<double>(span_to - span_from) * 1e-6;
-  // Steps, in order of first appearance (a step value seen again later is the same step).
-  std::map<std::int64_t, std::size_t> step_index;
+  // Steps: runs of consecutive calls (in seq order) with one step value; a value seen again after
+  // another (a final evaluation labelled step 0) is a step of its own.
   for (const CallWait& c : out.calls) {
-    auto [it, fresh] = step_index.emplace(c.step, out.steps.size());
-    if (fresh) {
+    if (out.steps.empty() || out.steps.back().step != c.step) {
       StepWait st;
       st.step = c.step;
       st.from_us = c.first_us;
       st.caused_us.assign(ranks.size(), 0.0);
       out.steps.push_back(std::move(st));
     }
-    StepWait& st = out.steps[it->second];
+    StepWait& st = out.steps.back();
     st.from_us = std::min(st.from_us, c.first_us);
     st.to_us = std::max(st.to_us, *std::max_element(c.end_us.begin(), c.end_us.end()));
     if (c.last_rank >= 0) st.caused_us[static_cast<std::size_t>(c.last_rank)] += c.caused_us();

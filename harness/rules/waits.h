@@ -44,7 +44,8 @@ struct RankWaits {
   int led = 0;           // steps in which it caused the most wait (some wait)
 };
 
-// One step (the calls of one step value, in seq order) and what each rank cost the others in it.
+// One step (a run of consecutive calls, in seq order, with one step value: a value seen again
+// after another is another step) and what each rank cost the others in it.
 struct StepWait {
   std::int64_t step = -1;
   std::int64_t from_us = 0;  // its first call's first arrival
@@ -58,7 +59,7 @@ struct StepWait {
 struct WaitReport {
   int world_size = 0;
   std::vector<CallWait> calls;  // in seq order
-  std::vector<StepWait> steps;  // in order of first appearance
+  std::vector<StepWait> steps;  // in seq order
   std::vector<RankWaits> ranks;
   double span_s = 0;            // first arrival to last completion over the analysed calls
   std::int64_t skipped = 0;     // calls not analysed: not on every rank, before step 0, the first

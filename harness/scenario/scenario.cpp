@@ -331,6 +331,24 @@ Expectation read_expectation(const Config& expect, int world_size) {
   return e;
 }
 
+// The waits check runs on the ranks' traces: a straggler gate where there are none would check
+// nothing, and a straggler expected without a gate could never be diagnosed.
+void check_straggler_gate(const Config& expect, const Scenario& s) {
+  const bool expects = s.expect.kind == DiagnosisKind::kStraggler ||
+                       std::any_of(s.expect_torch.begin(), s.expect_torch.end(),
+                                   [](const auto& e) { return e.second.kind == DiagnosisKind::kStraggler; });
+  if (expects && !s.straggler_share) {
+    expect.fail("outcome", "a straggler is a diagnosis only where the scenario sets straggler_share (the share of the median "
+                           "step the others may wait for one rank): add it");
+  }
+  if (!s.straggler_share) return;
+  const char* why = s.system                                    ? "a system under test runs its own collectives, which lockstep does not trace"
+                    : s.verify == VerifyMode::kOff              ? "run.verify = \"off\" writes no traces to line up"
+                    : s.program && s.program->wrap == "none"    ? "a program with wrap = \"none\" runs unobserved: no traces to line up"
+                                                                : nullptr;
+  if (why) expect.fail("straggler_share", std::string("has nothing to judge: ") + why);
+}
+
 void read_expect(const Config& expect, Scenario& s) {
   if (expect.has("straggler_share")) {
     const double share = expect.get_double("straggler_share");
@@ -438,6 +456,20 @@ std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
         entry.fail("kind", "[[inject]] of a kind = \"program\" can only be slow_rank (lockstep slows the rank's calls); a program's "
                            "bugs are its own options (put them in command)");
       }
+      if (s.program) {
+        // A program's calls are wrapped one by one (no call index within a step), its rank plan
+        // carries one slow_rank, and a program left unobserved has no calls of lockstep's to slow.
+        if (entry.has("call")) entry.fail("call", "a program's calls have no index within the step: match its phase (\"file:line\") or op");
+        if (s.program->wrap == "none") entry.fail("kind", "slow_rank slows the calls lockstep wraps: wrap = \"none\" has none");
+        if (entry.has("rank")) {
+          for (const auto& other : s.injections) {
+            if (other.config.has("rank") && other.config.get_int("rank") == entry.get_int("rank")) {
+              entry.fail("rank", "a program's rank takes one slow_rank; " + other.label() + " is already on rank " +
+                                     std::to_string(entry.get_int("rank")));
+            }
+          }
+        }
+      }
       Injection injection;
       injection.kind = entry.get_string("kind");
       if (injection.kind.empty()) entry.fail("kind", "must not be empty");
@@ -451,6 +483,7 @@ std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
     if (root.has("expect")) read_expect(root.get_table("expect"), s);
     s.system = read_system(root);
     if (s.system && s.program) root.fail("system", "[system] and [workload] kind = \"program\" exclude each other");
+    if (root.has("expect")) check_straggler_gate(root.get_table("expect"), s);
     if (check) check(s);
     if (s.program) internal::check_command(workload, s.program->command, path);
     if (s.system) internal::check_command(root.get_table("system"), s.system->command, path);
