@@ -76,6 +76,8 @@ RunSummary sample_run() {
   fail.diagnosis = Diagnosis{DiagnosisKind::kCollectiveMismatch, "rank 1 sent bf16", 1, 7};
   fail.reason = "expected pass, observed collective_mismatch";
   fail.metrics = {};
+  fail.waits = "waited per rank: rank 0 0.10 s, rank 1 0.00 s";
+  fail.straggler = "rank 1 kept the others waiting in 9 of 9 steps";
   run.results.push_back(fail);
 
   ScenarioResult skip = pass;
@@ -96,6 +98,20 @@ RunSummary sample_run() {
   return run;
 }
 
+TEST(ReportResultsTest, MarkdownTablesTheWaitsWithALinkToEachPage) {
+  TempDir dir("lockstep_report_md");
+  const std::string path = dir / "report.md";
+  write_markdown_summary(sample_run(), path);
+  const std::string md = read_text(path);
+  EXPECT_NE(md.find("**Waits at collectives**\n\n| scenario | waits | straggler |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| [mismatch](allreduce/f32/waits.html) | waited per rank: rank 0 0.10 s, rank 1 0.00 s | "
+                    "rank 1 kept the others waiting in 9 of 9 steps |"),
+            std::string::npos)
+      << md;
+  // Only the one scenario with waits has a row.
+  EXPECT_EQ(md.find("[allreduce"), std::string::npos) << md;
+}
+
 TEST(ReportResultsTest, StatusNames) {
   EXPECT_EQ(to_string(Status::kPass), "pass");
   EXPECT_EQ(to_string(Status::kFail), "fail");
@@ -112,7 +128,7 @@ TEST(ReportResultsTest, JsonHasFieldsAndSummaryCounts) {
   EXPECT_NE(text.find("\n  \"summary\": {"), std::string::npos) << "2-space indent";
   const json j = json::parse(text);
 
-  EXPECT_EQ(j["schema_version"], 4);
+  EXPECT_EQ(j["schema_version"], 5);
   EXPECT_EQ(j["lockstep_version"], "0.1.0");
   EXPECT_EQ(j["torch_version"], "2.5.1");
   EXPECT_EQ(j["started_at"], "2025-01-02T03:04:05Z");
@@ -135,6 +151,7 @@ TEST(ReportResultsTest, JsonHasFieldsAndSummaryCounts) {
   EXPECT_EQ(p["digest"], "abc123");
   EXPECT_EQ(p["metrics"], json({{"step_ms", 3.5}, {"bytes", 4096.0}}));
   EXPECT_EQ(p["artifacts"], "allreduce/f32");
+  EXPECT_FALSE(p.contains("waits"));  // none analysed
 
   const json& f = j["scenarios"][1];
   EXPECT_EQ(f["status"], "fail");
@@ -145,6 +162,10 @@ TEST(ReportResultsTest, JsonHasFieldsAndSummaryCounts) {
   EXPECT_EQ(f["reason"], "expected pass, observed collective_mismatch");
   EXPECT_TRUE(f["metrics"].is_object());
   EXPECT_TRUE(f["metrics"].empty());
+  EXPECT_EQ(f["waits"], json({{"summary", "waited per rank: rank 0 0.10 s, rank 1 0.00 s"},
+                              {"file", "allreduce/f32/waits.json"},
+                              {"html", "allreduce/f32/waits.html"},
+                              {"straggler", "rank 1 kept the others waiting in 9 of 9 steps"}}));
   EXPECT_EQ(j["scenarios"][2]["status"], "skip");
   EXPECT_EQ(j["scenarios"][3]["status"], "error");
 }
