@@ -1,11 +1,13 @@
 #include "harness/rules/waits.h"
 
 #include <algorithm>
-#include <iterator>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <set>
 #include <stdexcept>
+
+#include "harness/rules/stats.h"
 
 namespace lockstep::rules {
 namespace {
@@ -20,13 +22,6 @@ std::string fixed(double v, int digits) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 std::string per_rank(const WaitReport& report, double RankWaits::*member) {
@@ -158,7 +153,7 @@ std::optional<Straggler> find_straggler(const WaitReport& report, const Straggle
     for (const StepWait& st : report.steps) {
       shares.push_back(st.duration_us() > 0 ? st.caused_us[static_cast<std::size_t>(r)] / st.duration_us() : 0.0);
     }
-    const double median_share = median_of(std::move(shares));
+    const double median_share = baseline::median(std::move(shares));
     if (median_share < limits.wait_share) continue;
     Straggler s;
     s.rank = r;
@@ -203,7 +198,7 @@ std::string summarize(const WaitReport& report) {
   std::vector<double> skews;
   for (const CallWait& c : report.calls) skews.push_back(static_cast<double>(c.skew_us()) * 1e-3);
   return "waited per rank: " + per_rank(report, &RankWaits::wait_s) + "; compute per rank: " +
-         per_rank(report, &RankWaits::compute_s) + "; median skew " + fixed(median_of(std::move(skews)), 2) +
+         per_rank(report, &RankWaits::compute_s) + "; median skew " + fixed(baseline::median(std::move(skews)), 2) +
          " ms over " + std::to_string(report.calls.size()) + " collectives";
 }
 
