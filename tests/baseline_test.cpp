@@ -179,6 +179,35 @@ TEST(ThroughputRuleTest, FasterIsNotARegressionAndReportsAConfidenceInterval) {
   EXPECT_FALSE(judge("us_per_op", {1, 2}, fast).judged) << "fewer than 3 baseline samples";
 }
 
+TEST(ThroughputRuleTest, AWaitIsWorseOnlyWhenItGrewByMoreThanTheAbsoluteFloor) {
+  EXPECT_TRUE(is_wait_metric("waits/rank0/wait_s"));
+  EXPECT_TRUE(is_wait_metric("waits/skew_s"));
+  EXPECT_FALSE(is_wait_metric("train/rank0/main_cpu_s"));
+  EXPECT_DOUBLE_EQ(rule_for("waits/rank1/wait_s", RuleOptions{}).tolerance, 0.5);
+  // A clean baseline: ~25 µs of waiting per step, ten steps.
+  const std::vector<double> base = {20e-6, 30e-6, 25e-6, 22e-6, 28e-6, 24e-6, 26e-6, 21e-6, 29e-6, 25e-6};
+  // Four times as long is far beyond any relative tolerance, but 75 µs a step is nothing.
+  std::vector<double> fourfold;
+  for (double v : base) fourfold.push_back(4 * v);
+  const Judgement small = judge("waits/rank0/wait_s", base, fourfold);
+  ASSERT_TRUE(small.judged) << "waits are judged although they are far below min_iteration_s";
+  EXPECT_LT(small.p_slower, 0.01);
+  EXPECT_FALSE(small.slower);
+  // A straggler: 40 ms a step.
+  std::vector<double> straggler;
+  for (double v : base) straggler.push_back(40e-3 + v);
+  const Judgement big = judge("waits/rank0/wait_s", base, straggler);
+  EXPECT_TRUE(big.slower) << describe(big);
+  EXPECT_GT(big.ratio, 100);
+  // A rank that never waited (all zeros) that now waits 40 ms a step: zeros count as the floor.
+  const std::vector<double> zeros(10, 0.0);
+  EXPECT_TRUE(judge("waits/rank1/wait_s", zeros, straggler).slower);
+  EXPECT_FALSE(judge("waits/rank1/wait_s", zeros, zeros).slower);
+  // The straggler gone: faster, by the same floor.
+  EXPECT_TRUE(judge("waits/rank0/wait_s", straggler, base).faster);
+  EXPECT_FALSE(judge("waits/rank0/wait_s", fourfold, base).faster);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Schema and store
 
@@ -525,6 +554,56 @@ TEST_F(BaselineTest, ReportEscapesUserSuppliedStrings) {
   EXPECT_CONTAINS(html, "&lt;script&gt;alert(1)&lt;/script&gt;");
   EXPECT_CONTAINS(html, "env&quot;&amp;&#39;&lt;b&gt;");
   EXPECT_EQ(lockstep::test::read_file(path("rep/report.md")).find("<script>"), std::string::npos);
+}
+
+// Two ranks, `steps` steps of one all_reduce each, 1 ms apart: rank 1 arrives 300 µs after rank 0
+// at every one; the call completes on both 100 µs after rank 1 arrives.
+void write_late_rank_trace(const std::string& dir, int steps) {
+  fs::create_directories(dir);
+  for (int r = 0; r < 2; ++r) {
+    std::ofstream out(dir + "/rank" + std::to_string(r) + ".trace.jsonl");
+    for (int step = 0; step < steps; ++step) {
+      out << "{\"rank\":" << r << ",\"seq\":" << step << ",\"kind\":\"collective\",\"op\":\"all_reduce\",\"dtype\":\"f32\","
+          << "\"count\":64,\"device\":\"cpu\",\"bytes\":256,\"reduce\":\"sum\",\"phase\":\"train\",\"step\":" << step
+          << ",\"index\":0,\"t_start_us\":" << 1000 * step + 300 * r << ",\"t_end_us\":" << 1000 * step + 400 << "}\n";
+    }
+  }
+}
+
+TEST_F(BaselineTest, ReportShowsTheLatestRecordsWaitsTimelineAndHeatmap) {
+  write_late_rank_trace(path("r/a"), 7);
+  Store store(path("b.db"), Access::kCreate);
+  auto run = summary(1, 1.0, "a");
+  run.results[0].samples["waits/rank0/wait_s"] = {300e-6, 300e-6, 300e-6, 300e-6, 300e-6, 300e-6};
+  run.results[0].samples["waits/rank1/wait_s"] = {0, 0, 0, 0, 0, 0};
+  store.record(test_env("e"), run, path("r"), 0);
+  // The stored timeline carries seq, step and phase.
+  const auto stored = store.runs("e").at(0).results.at(0).timeline;
+  EXPECT_CONTAINS(stored, "[\"all_reduce\",300,400,0,0,\"train\"]");
+  write_report(store, path("rep"));
+  const std::string html = lockstep::test::read_file(path("rep/index.html"));
+  // Seq 0 (start-up) is dropped: 6 steps of 1 ms, in each rank 0 waits 300 µs for rank 1.
+  EXPECT_CONTAINS(html, "Waits at collectives (latest record, e at abc123");
+  EXPECT_CONTAINS(html, "rank 1 kept the others waiting in 6 of 6 steps (30% of the median step)");
+  EXPECT_CONTAINS(html, "aria-label=\"per-rank timeline of step");
+  EXPECT_CONTAINS(html, "aria-label=\"wait per rank and call\"");
+  EXPECT_CONTAINS(html, "rank 0 waits 0.30 ms at #");
+  EXPECT_CONTAINS(html, "Wait at collectives per step (the run&#39;s median)");
+  EXPECT_CONTAINS(html, "class=\"lg\">e rank0</text>");  // the chart of the per-step waits
+  const std::string md = lockstep::test::read_file(path("rep/report.md"));
+  EXPECT_CONTAINS(md, "| waits/rank0/wait\\_s | e | 1 | 0.0003 |");
+  EXPECT_CONTAINS(md, "straggler: rank 1 kept the others waiting in 6 of 6 steps");
+}
+
+TEST_F(BaselineTest, ReportLeavesOutWaitsOfATimelineWithoutSteps) {
+  // An older lockstep's timeline: [op, start, end] only.
+  Store store(path("b.db"), Access::kCreate);
+  store.record(test_env("e"), summary(1, 1.0), dir_, 0);
+  exec_raw(path("b.db"), "INSERT INTO timelines(result_id, spans) SELECT id, '{\"t0_us\":0,\"ranks\":[[[\"all_reduce\",0,10]],[[\"all_reduce\",5,10]]]}' FROM results;");
+  write_report(store, path("rep"));
+  const std::string html = lockstep::test::read_file(path("rep/index.html"));
+  EXPECT_EQ(html.find("Waits at collectives"), std::string::npos);
+  EXPECT_CONTAINS(html, "t.s0");
 }
 
 TEST_F(BaselineTest, ReportStacksStepTimeBreakdownsPerEnvironment) {

@@ -266,6 +266,27 @@ TEST(WaitsTest, TooFewCallsOrOneRankHaveNoVerdict) {
   EXPECT_FALSE(find_straggler(analyse_waits(steps(1, 10, 0, 3000))).has_value());
 }
 
+TEST(WaitsTest, BaselineSamplesAreEachRanksWaitAndTheSkewPerStep) {
+  // three_ranks(): step 0 is seq 1 (waits 300, 0, 200 µs; skew 300), step 1 is seq 2 (waits
+  // 500, 0, 400 µs; arrivals 2000, 2500, 2100: skew 500).
+  const auto samples = wait_samples(analyse_waits(three_ranks()));
+  ASSERT_EQ(samples.size(), 4u);
+  const auto near = [](const std::vector<double>& got, std::vector<double> want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
+  };
+  near(samples.at("waits/rank0/wait_s"), {300e-6, 500e-6});
+  near(samples.at("waits/rank1/wait_s"), {0, 0});
+  near(samples.at("waits/rank2/wait_s"), {200e-6, 400e-6});
+  near(samples.at("waits/skew_s"), {300e-6, 500e-6});
+  // Two calls of one step add up; no analysed call, no sample.
+  const auto two = wait_samples(analyse_waits({{at(0, 0, 0, 10), at(1, 3, 100, 900), at(2, 3, 1000, 1900)},
+                                               {at(0, 0, 0, 10), at(1, 3, 700, 900), at(2, 3, 1800, 1900)}}));
+  near(two.at("waits/rank0/wait_s"), {600e-6 + 800e-6});
+  near(two.at("waits/skew_s"), {1400e-6});
+  EXPECT_TRUE(wait_samples(analyse_waits({{at(0, 0, 0, 10)}, {at(0, 0, 0, 10)}})).empty());
+}
+
 TEST(WaitsTest, SummaryNamesEveryRank) {
   const std::string s = summarize(analyse_waits(three_ranks()));
   EXPECT_NE(s.find("rank 0 0.00 s"), std::string::npos) << s;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -12,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/baseline/check.h"
+#include "harness/launch/waits_html.h"
+#include "harness/rules/waits.h"
 #include "harness/rules/stats.h"
 #include "harness/core/fs.h"
 
@@ -165,7 +169,7 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:
 th{background:#f3f3f3}.chart,.timeline{margin:4px 8px 4px 0;background:#fafafa;border:1px solid #e4e4e4}
 .t{font-size:12px;font-weight:600}.yl{font-size:10px;text-anchor:end;fill:#555}.xl{font-size:10px;text-anchor:middle;fill:#555}
 .lg{font-size:10px;fill:#333}.ax{stroke:#888;fill:none}.g{stroke:#e6e6e6}.counts span{margin-right:14px}
-.bad{color:#b00;font-weight:600}.okc{color:#286}
+.bad{color:#b00;font-weight:600}.okc{color:#286}h4{margin:10px 0 4px}
 section{border-top:1px solid #ddd;margin-top:18px}code{background:#f4f4f4;padding:0 3px}
 )css";
 
@@ -274,6 +278,49 @@ void summarize_comparison(const Comparison& c, std::ostringstream& h, std::ostri
   }
 }
 
+// The calls of a stored timeline (StoredResult::timeline) as the waits analysis takes them;
+// nullopt for a timeline without seq and step (an older lockstep's) or one that does not parse.
+std::optional<std::vector<std::vector<rules::Arrival>>> timeline_arrivals(const std::string& timeline) {
+  const auto j = nlohmann::json::parse(timeline, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("ranks") || !j["ranks"].is_array()) return std::nullopt;
+  std::vector<std::vector<rules::Arrival>> out;
+  for (const auto& rank : j["ranks"]) {
+    if (!rank.is_array()) return std::nullopt;
+    auto& calls = out.emplace_back();
+    for (const auto& c : rank) {
+      if (!c.is_array() || c.size() < 6 || !c[1].is_number_integer() || !c[2].is_number_integer() ||
+          !c[3].is_number_integer() || !c[4].is_number_integer() || !c[0].is_string() || !c[5].is_string())
+        return std::nullopt;
+      calls.push_back(rules::Arrival{c[3].get<std::int64_t>(), c[4].get<std::int64_t>(), c[5].get<std::string>(),
+                                     c[0].get<std::string>(), c[1].get<std::int64_t>(), c[2].get<std::int64_t>()});
+    }
+  }
+  return out;
+}
+
+// One scenario's waits from its latest clean record: the straggler verdict, the summary, the
+// representative step's timeline and the heatmap (harness/launch/waits_html.h).
+void waits_section(const std::string& environment, const std::string& rev, const std::string& timeline,
+                   std::ostringstream& h, std::ostringstream& md) {
+  const auto arrivals = timeline_arrivals(timeline);
+  if (!arrivals || arrivals->size() < 2) return;
+  rules::WaitReport report;
+  try {
+    report = rules::analyse_waits(*arrivals);
+  } catch (const std::invalid_argument&) {
+    return;  // a stored timeline that does not line up has no waits to show
+  }
+  if (report.calls.empty()) return;
+  const auto straggler = rules::find_straggler(report);
+  const std::string where = "latest record, " + environment + " at " + rev + ", its first " +
+                            std::to_string(kTimelineCallsPerRank) + " calls per rank at most";
+  h << "<h4>Waits at collectives (" << html_escape(where) << ")</h4><p><b>Straggler:</b> "
+    << (straggler ? html_escape(straggler->describe(report)) : std::string("none")) << "</p><p class=\"k\">"
+    << html_escape(rules::summarize(report)) << ".</p>" << launch::waits_figures(report, "h4");
+  md << "Waits at collectives (" << md_escape(where) << "): " << md_escape(rules::summarize(report)) << "; straggler: "
+     << (straggler ? md_escape(straggler->describe(report)) : std::string("none")) << ".\n\n";
+}
+
 }  // namespace
 
 void write_report(Store& store, const std::string& out_dir, const ReportOptions& options) {
@@ -292,6 +339,8 @@ void write_report(Store& store, const std::string& out_dir, const ReportOptions&
   std::map<std::string, std::map<std::string, std::map<std::string, std::vector<double>>>> values;
   std::map<std::string, std::map<std::string, std::string>> latest_status;
   std::map<std::string, std::map<std::string, std::map<std::string, std::vector<double>>>> step_times;
+  // scenario -> its latest clean record's {environment, revision, timeline}.
+  std::map<std::string, std::tuple<std::string, std::string, std::string>> latest_timeline;
   int checks = 0;
   const StoredRun* last_check = nullptr;
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -316,11 +365,22 @@ void write_report(Store& store, const std::string& out_dir, const ReportOptions&
         values[r.scenario][m][run.environment].push_back(v);
         if (!check && m.rfind("step_time_", 0) == 0) step_times[r.scenario][run.environment][m].push_back(v);
       }
+      if (!check && !r.timeline.empty()) latest_timeline[r.scenario] = {run.environment, run.lockstep_rev.substr(0, 7), r.timeline};
       // Per-iteration CPU time: per phase, the slowest rank's median iteration of this run.
       std::map<std::string, double> slowest;
       for (const auto& [m, v] : r.samples) {
         if (v.empty()) continue;
         values[r.scenario][m][run.environment].push_back(median(v));
+        if (is_wait_metric(m)) {  // the run's median wait per step, per rank (and the skew)
+          Point p = base;
+          p.y = median(v) * 1e3;
+          const std::string title = "Wait at collectives per step (the run's median)";
+          c.unit[title] = "ms";
+          const auto slash = m.find("/rank");
+          const std::string who = slash == std::string::npos ? "skew" : m.substr(slash + 1, m.find('/', slash + 1) - slash - 1);
+          c.by_metric[title][run.environment + " " + who].push_back(p);
+          continue;
+        }
         const auto slash = m.find("/rank");
         if (m.size() < 11 || m.compare(m.size() - 11, 11, "/main_cpu_s") != 0) continue;
         double& s = slowest[m.substr(0, slash)];
@@ -338,7 +398,7 @@ void write_report(Store& store, const std::string& out_dir, const ReportOptions&
 
   std::ostringstream h, md;
   h << "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>lockstep performance baselines</title><style>"
-    << kCss << "</style></head><body><h1>lockstep performance baselines</h1>";
+    << kCss << launch::kWaitsCss << "</style></head><body><h1>lockstep performance baselines</h1>";
   md << "# lockstep performance baselines\n\n";
 
   // Summary first: what the last check and the comparison declared.
@@ -463,6 +523,11 @@ void write_report(Store& store, const std::string& out_dir, const ReportOptions&
       auto u = c.unit.find(metric);
       h << line_chart(metric, u == c.unit.end() ? "" : u->second, series, run_labels);
     }
+    std::ostringstream waits_md;
+    if (auto it = latest_timeline.find(scenario); it != latest_timeline.end()) {
+      const auto& [env, rev, timeline] = it->second;
+      waits_section(env, rev, timeline, h, waits_md);
+    }
     h << "</section>";
     md << "### " << md_escape(scenario) << "\n\n| metric | environment | runs | median | min | max |\n|---|---|---|---|---|---|\n";
     for (const auto& [metric, by_env] : values[scenario]) {
@@ -471,7 +536,7 @@ void write_report(Store& store, const std::string& out_dir, const ReportOptions&
            << num(*std::min_element(v.begin(), v.end())) << " | " << num(*std::max_element(v.begin(), v.end())) << " |\n";
       }
     }
-    md << "\n";
+    md << "\n" << waits_md.str();
   }
   h << "</body></html>\n";
   std::filesystem::create_directories(out_dir);

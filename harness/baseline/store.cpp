@@ -57,7 +57,8 @@ std::string timeline_json(const Sequence& s) {
   for (const auto& rank : s) {
     Json spans = Json::array();
     for (std::size_t i = 0; i < rank.size() && i < static_cast<std::size_t>(kTimelineCallsPerRank); ++i) {
-      spans.push_back(Json::array({rank[i].op, rank[i].t_start_us - t0, rank[i].t_end_us - t0}));
+      const CallRecord& c = rank[i];
+      spans.push_back(Json::array({c.op, c.t_start_us - t0, c.t_end_us - t0, c.seq, c.step, c.phase}));
     }
     ranks.push_back(std::move(spans));
   }

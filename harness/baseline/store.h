@@ -44,7 +44,10 @@ struct StoredResult {
   // Runs of kind "check": what the baseline check declared ("ok", "result_mismatch",
   // "sequence_changed", "throughput_regression", "not checked") and why; "" for records.
   std::string verdict, verdict_detail;
-  std::string timeline;   // compact JSON {"t0_us":..,"ranks":[[[op,start,end],..],..]}, "" when none
+  // Compact JSON {"t0_us":..,"ranks":[[[op,start,end,seq,step,phase],..],..]} (an older
+  // lockstep's runs: [op,start,end], not lined up), the first kTimelineCallsPerRank calls of each
+  // rank in trace order; "" when none. The baseline report lines it up (waits per call).
+  std::string timeline;
   // What ran, as the ranks reported it: a program's "torch 2.15.0" (its interpreter's torch), a
   // system's "numpy (numpy 1.26.4)"; "" for lockstep's own workloads (their stack is the
   // environment's LibTorch).

@@ -85,10 +85,11 @@ report::ScenarioResult run_against_reference(const scenario::Scenario& s, const 
     auto it = ref.find(m);
     if (it == ref.end()) continue;
     const auto j = baseline::judge(m, it->second, xs, baseline::rule_for(m, rule), ref_runs[m], cand_runs[m], /*paired=*/true);
-    judged += j.judged;
+    judged += j.judged && !baseline::is_wait_metric(m);  // the guard below is about CPU time
     if (!j.slower) continue;
     what += (what.empty() ? "" : "; ") + m + " " + baseline::describe(j);
-    if (const auto k = m.find("/rank"); k != std::string::npos) {
+    // A rank whose wait grew waits for another: the victim, not the one to blame.
+    if (const auto k = m.find("/rank"); k != std::string::npos && !baseline::is_wait_metric(m)) {
       double& worst = ranks[std::atoi(m.c_str() + k + 5)];
       worst = std::max(worst, j.slowdown);
     }

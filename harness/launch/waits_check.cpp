@@ -122,6 +122,7 @@ void check_waits(const scenario::Scenario& s, const std::string& dir, report::Sc
   write_file_atomically((std::filesystem::path(dir) / "waits.json").string(), waits_json(report, limits, straggler, analysis_s));
   write_file_atomically((std::filesystem::path(dir) / "waits.html").string(), waits_html(s.id(), report, straggler));
   res.waits = rules::summarize(report);
+  for (auto& [metric, values] : rules::wait_samples(report)) res.samples[metric] = std::move(values);
   if (!straggler) return;
   res.straggler = straggler->describe(report);
   if (s.straggler_share) {

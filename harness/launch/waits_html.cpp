@@ -111,28 +111,39 @@ int representative_step(const rules::WaitReport& report) {
   return order[(order.size() - 1) / 2];
 }
 
+std::string waits_figures(const rules::WaitReport& report, const std::string& heading) {
+  std::ostringstream os;
+  if (report.calls.empty()) {
+    os << "<p>No collective to line up.</p>\n";
+    return os.str();
+  }
+  const int rep = representative_step(report);
+  const auto& st = report.steps[static_cast<std::size_t>(rep)];
+  os << "<" << heading << ">One step: step " << st.step << " (the median-long of " << report.steps.size() << ", "
+     << num(st.duration_us() / 1000, 2) << " ms)</" << heading << ">\n<p class=\"k\"><span class=\"sw\" style=\"background:"
+     << kCompute << "\"></span>compute"
+     << "<span class=\"sw\" style=\"background:" << kWait << "\"></span>waiting for the last rank"
+     << "<span class=\"sw\" style=\"background:" << kInCall << "\"></span>in the collective</p>\n";
+  timeline(os, report, st);
+  os << "<" << heading << ">Wait per rank and call</" << heading << ">\n";
+  heatmap(os, report);
+  return os.str();
+}
+
 std::string waits_html(const std::string& title, const rules::WaitReport& report, const std::optional<rules::Straggler>& straggler) {
   std::ostringstream os;
   os << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>waits: " << esc(title) << "</title>\n"
      << "<style>body{font:14px system-ui,sans-serif;margin:24px;max-width:880px}svg text{font:12px system-ui,sans-serif}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-        ".k{color:#555}.sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}</style>\n"
+     << kWaitsCss << "</style>\n"
      << "</head><body>\n<h1>Waits at collectives: " << esc(title) << "</h1>\n";
   os << "<p><b>Straggler:</b> " << (straggler ? esc(straggler->describe(report)) : std::string("none")) << "</p>\n";
   os << "<p class=\"k\">" << esc(rules::summarize(report)) << ".</p>\n";
+  os << waits_figures(report, "h2");
   if (report.calls.empty()) {
-    os << "<p>No collective to line up.</p></body></html>\n";
+    os << "</body></html>\n";
     return os.str();
   }
-  const int rep = representative_step(report);
-  const auto& st = report.steps[static_cast<std::size_t>(rep)];
-  os << "<h2>One step: step " << st.step << " (the median-long of " << report.steps.size() << ", " << num(st.duration_us() / 1000, 2)
-     << " ms)</h2>\n<p class=\"k\"><span class=\"sw\" style=\"background:" << kCompute << "\"></span>compute"
-     << "<span class=\"sw\" style=\"background:" << kWait << "\"></span>waiting for the last rank"
-     << "<span class=\"sw\" style=\"background:" << kInCall << "\"></span>in the collective</p>\n";
-  timeline(os, report, st);
-  os << "<h2>Wait per rank and call</h2>\n";
-  heatmap(os, report);
   os << "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>waited s</th><th>compute s</th><th>arrived last</th>"
         "<th>others waited for it s</th><th>steps it led</th></tr>\n";
   for (std::size_t r = 0; r < report.ranks.size(); ++r) {

@@ -15,6 +15,13 @@ namespace lockstep::launch {
 std::string waits_html(const std::string& title, const rules::WaitReport& report,
                        const std::optional<rules::Straggler>& straggler);
 
+// The figures alone, for a page of its own or another report (the baseline report): the
+// representative step's per-rank timeline and the rank-by-call heatmap, each under a `heading`
+// element ("h2", "h4"); their classes (.k, .sw) are styled by kWaitsCss.
+std::string waits_figures(const rules::WaitReport& report, const std::string& heading);
+inline constexpr const char* kWaitsCss =
+    ".k{color:#555}.sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}";
+
 // The index of the step the timeline shows: the one of median duration (the shorter of the two
 // middle ones); -1 when there is none.
 int representative_step(const rules::WaitReport& report);

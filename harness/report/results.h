@@ -59,7 +59,9 @@ struct ScenarioResult {
   // Cost per rank and phase ({} for a rank that did not end cleanly), which hardware counters
   // the ranks had ("instructions,cycles" or "none: <why>"), and the per-iteration samples the
   // baseline rule judges: "<phase>/rank<r>/main_cpu_s" (the rank's main thread: the
-  // workload's own work) and, with counters, "<phase>/rank<r>/instructions" and ".../cycles".
+  // workload's own work) and, with counters, "<phase>/rank<r>/instructions" and ".../cycles";
+  // after a clean run with traces, one sample per step of "waits/rank<r>/wait_s" and
+  // "waits/skew_s" (harness/rules/waits.h: wait_samples).
   std::vector<std::map<std::string, PhaseCost>> perf;
   std::string counters;
   std::map<std::string, std::vector<double>> samples;

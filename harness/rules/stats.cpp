@@ -105,6 +105,8 @@ std::string_view to_string(Direction d) {
   return "?";
 }
 
+bool is_wait_metric(std::string_view m) { return starts_with(m, "waits/"); }
+
 bool is_iteration_metric(std::string_view m) {
   const auto slash = m.find("/rank");
   return slash != std::string_view::npos && m.find('/', slash + 1) != std::string_view::npos;
@@ -112,7 +114,11 @@ bool is_iteration_metric(std::string_view m) {
 
 RuleOptions rule_for(std::string_view metric, const RuleOptions& options) {
   RuleOptions o = options;
-  if (is_iteration_metric(metric)) o.tolerance = options.iteration_tolerance;
+  if (is_wait_metric(metric)) {
+    o.tolerance = options.wait_tolerance;
+  } else if (is_iteration_metric(metric)) {
+    o.tolerance = options.iteration_tolerance;
+  }
   return o;
 }
 
@@ -175,13 +181,16 @@ Judgement judge(std::string_view metric, const std::vector<double>& baseline, co
   Judgement j;
   const Direction dir = direction_of(metric);
   if (dir == Direction::kNeutral) return j;
+  const bool wait = is_wait_metric(metric);
+  // A wait of 0 (a rank that never waits) is a wait, at the floor of what a trace resolves.
+  const auto floored = [&](double v) { return wait && std::isfinite(v) ? std::max(v, o.wait_floor_s) : v; };
   std::vector<double> b, x;  // log cost
   for (double v : baseline)
-    if (v > 0 && std::isfinite(v)) b.push_back(dir == Direction::kLowerIsBetter ? std::log(v) : -std::log(v));
+    if (floored(v) > 0 && std::isfinite(v)) b.push_back(dir == Direction::kLowerIsBetter ? std::log(floored(v)) : -std::log(v));
   for (double v : observed)
-    if (v > 0 && std::isfinite(v)) x.push_back(dir == Direction::kLowerIsBetter ? std::log(v) : -std::log(v));
+    if (floored(v) > 0 && std::isfinite(v)) x.push_back(dir == Direction::kLowerIsBetter ? std::log(floored(v)) : -std::log(v));
   if (static_cast<int>(b.size()) < o.min_samples || static_cast<int>(x.size()) < o.min_samples) return j;
-  if (is_iteration_metric(metric) && metric.size() >= 2 && metric.substr(metric.size() - 2) == "_s" &&
+  if (!wait && is_iteration_metric(metric) && metric.size() >= 2 && metric.substr(metric.size() - 2) == "_s" &&
       median(baseline) < o.min_iteration_s)
     return j;
   if (is_iteration_metric(metric) &&
@@ -231,6 +240,12 @@ Judgement judge(std::string_view metric, const std::vector<double>& baseline, co
   }
   j.slower = j.p_slower < o.alpha && j.slowdown > 1 + j.threshold;
   j.faster = j.p_faster < o.alpha && 1 / j.slowdown > 1 + j.threshold;
+  if (wait) {
+    // The medians in seconds (floored), as a person reads them.
+    const double grew = std::exp(median(x)) - std::exp(median(b));
+    j.slower = j.slower && grew > o.min_wait_increase_s;
+    j.faster = j.faster && -grew > o.min_wait_increase_s;
+  }
   return j;
 }
 

@@ -18,6 +18,10 @@ std::string_view to_string(Direction direction);
 
 double median(std::vector<double> values);
 
+// The waits at collectives, one sample per step ("waits/rank<r>/wait_s", "waits/skew_s": harness/
+// rules/waits.h): judged with RuleOptions' wait options, not the iteration ones.
+bool is_wait_metric(std::string_view metric);
+
 // Per-iteration cost samples of a rank's phase ("<phase>/rank<r>/cpu_s", ".../instructions"):
 // judged with RuleOptions::iteration_tolerance.
 bool is_iteration_metric(std::string_view metric);
@@ -45,6 +49,15 @@ struct RuleOptions {
   // a phase of a few iterations belongs to a scenario that checks correctness, and its cost is
   // start-up's. Throughput scenarios (scenarios/perf) give 20 or more.
   int min_iterations_per_run = 8;
+  // Waits at collectives (is_wait_metric). How long a rank waits for the others is the others'
+  // noise as much as its own: on the shared 2-core machine a clean run's per-step wait varies
+  // several-fold between runs (reports/evidence-wait-sensitivity.md). So a wait is judged worse
+  // only when its median per step grew by wait_tolerance (relative, before the noise
+  // adjustment) and by min_wait_increase_s (absolute: from 20 µs to 80 µs a step is 4x and
+  // nothing); samples below wait_floor_s (a rank that never waits) count as wait_floor_s.
+  double wait_tolerance = 0.5;
+  double min_wait_increase_s = 2e-3;
+  double wait_floor_s = 1e-5;
 };
 
 // The comparison of one metric's observed samples with its baseline samples, in "cost" terms
@@ -61,7 +74,8 @@ struct Judgement {
   bool slower = false;        // p_slower < alpha and slowdown > 1 + threshold
   bool faster = false;        // p_faster < alpha and 1/slowdown > 1 + threshold
 };
-// The rule's options for `metric`: `tolerance` is iteration_tolerance for iteration metrics.
+// The rule's options for `metric`: `tolerance` is iteration_tolerance for iteration metrics,
+// wait_tolerance for wait metrics.
 RuleOptions rule_for(std::string_view metric, const RuleOptions& options);
 // For metrics sampled per iteration, `baseline_runs` and `observed_runs` hold the median of
 // each run's iterations: runs drift as a whole (memory layout, the machine's load), so the

@@ -194,6 +194,26 @@ std::string Straggler::describe(const WaitReport& report) const {
          " collectives; compute per rank: " + per_rank(report, &RankWaits::compute_s);
 }
 
+std::map<std::string, std::vector<double>> wait_samples(const WaitReport& report) {
+  std::map<std::string, std::vector<double>> out;
+  if (report.steps.empty()) return out;
+  std::vector<std::vector<double>> waits(report.ranks.size());
+  std::vector<double> skews;
+  for (std::size_t i = 0; i < report.calls.size(); ++i) {
+    const CallWait& c = report.calls[i];
+    // A new step starts where the step value changes (as analyse_waits cut them).
+    if (i == 0 || c.step != report.calls[i - 1].step) {
+      for (auto& w : waits) w.push_back(0);
+      skews.push_back(0);
+    }
+    for (std::size_t r = 0; r < waits.size(); ++r) waits[r].back() += static_cast<double>(c.wait_us[r]) * 1e-6;
+    skews.back() += static_cast<double>(c.skew_us()) * 1e-6;
+  }
+  for (std::size_t r = 0; r < waits.size(); ++r) out["waits/rank" + std::to_string(r) + "/wait_s"] = std::move(waits[r]);
+  out["waits/skew_s"] = std::move(skews);
+  return out;
+}
+
 std::string summarize(const WaitReport& report) {
   std::vector<double> skews;
   for (const CallWait& c : report.calls) skews.push_back(static_cast<double>(c.skew_us()) * 1e-3);

@@ -5,6 +5,7 @@
 // rule. Pure functions over arrival times; no I/O (the launcher reads the traces:
 // harness/launch/waits_check.h).
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,6 +105,12 @@ struct Straggler {
 
 // The straggler of `report` under `limits`, if any.
 std::optional<Straggler> find_straggler(const WaitReport& report, const StragglerLimits& limits = {});
+
+// The baseline metrics of a run's waits (reports/README.md, "The throughput rule"), one sample
+// per analysed step: "waits/rank<r>/wait_s", rank r's waits summed over the step's calls, and
+// "waits/skew_s", the step's calls' skews summed. Judged with the throughput rule's wait options
+// (harness/rules/stats.h). Empty when no step was analysed.
+std::map<std::string, std::vector<double>> wait_samples(const WaitReport& report);
 
 // "waits: rank 0 0.31 s, rank 1 0.02 s; compute: rank 0 1.2 s, rank 1 1.5 s; median skew 0.4 ms
 // over 31 calls": one line for a person.

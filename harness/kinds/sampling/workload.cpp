@@ -48,6 +48,10 @@ struct Options : SamplingSpec {
   ref::SampleOptions sample;  // fanouts, replace and in_edges from SamplingSpec
   std::int64_t epochs = 1;
   bool repeat_check = true;
+  // seed_split: "even" (each rank an equal slice of every global batch, rank_split) or "owner"
+  // (each rank the batch's seeds its part owns, as DGL's node_split: a part with more edges
+  // gives its rank more to sample, the partition-skew straggler).
+  bool owner_split = false;
   bool duplicate_seeds = false;     // every third training seed appears twice in a row
   std::int64_t uniformity_draws = 0;  // 0: no uniformity check
   ref::LoaderOptions loader;
@@ -98,7 +102,14 @@ class Sampling final : public Workload {
     for (std::int64_t b = 0; b < steps; ++b) {
       const I64 global(train.begin() + b * o_.batch_size,
                        train.begin() + std::min<std::int64_t>((b + 1) * o_.batch_size, static_cast<std::int64_t>(train.size())));
-      shares.push_back(ref::rank_split(global, ws)[static_cast<std::size_t>(me)]);
+      if (o_.owner_split) {
+        I64 owned;
+        for (std::int64_t v : global)
+          if (part_of_[static_cast<std::size_t>(v)] == me) owned.push_back(v);
+        shares.push_back(std::move(owned));
+      } else {
+        shares.push_back(ref::rank_split(global, ws)[static_cast<std::size_t>(me)]);
+      }
     }
     ref::SampleOptions loader_sample = o_.sample;
     loader_sample.num_threads = o_.loader.num_workers > 0 ? 0 : 1;
@@ -431,6 +442,7 @@ std::unique_ptr<Workload> make(const scenario::Scenario& s) {
   o.epochs = c.get_int("epochs", 1);
   if (o.epochs < 1 || o.epochs > 100) c.fail("epochs", "must be in 1..100");
   o.repeat_check = c.get_bool("repeat_check", true);
+  o.owner_split = scenario::read_choice(c, "seed_split", "even", {"even", "owner"}) == "owner";
   c.finish();
   o.shared_generator = has_switch_injection(s, "shared_generator");
   o.wrong_slot = has_switch_injection(s, "wrong_slot");
