@@ -266,6 +266,38 @@ TEST(WaitsTest, TooFewCallsOrOneRankHaveNoVerdict) {
   EXPECT_FALSE(find_straggler(analyse_waits(steps(1, 10, 0, 3000))).has_value());
 }
 
+TEST(WaitsTest, ARankReleasedLateByTheLastCallIsNoStraggler) {
+  // Both ranks compute 600 µs between calls, but every call ends 300 µs later on rank 1 (rank 0
+  // at 1000k + 400, rank 1 at 1000k + 700): rank 1 arrives 300 µs after rank 0 at every call
+  // (30% of each 1 ms step) without doing more work. What a busy machine's scheduler does.
+  std::vector<std::vector<Arrival>> ranks(2);
+  for (int k = 0; k < 8; ++k) {
+    ranks[0].push_back(at(k, k, 1000 * k, 1000 * k + 400));
+    ranks[1].push_back(at(k, k, 1000 * k + 300, 1000 * k + 700));
+  }
+  const WaitReport w = analyse_waits(ranks);
+  ASSERT_EQ(w.calls.size(), 7u);
+  EXPECT_EQ(w.ranks[1].led, 7);
+  EXPECT_EQ(w.calls[3].compute_us, (std::vector<std::int64_t>{600, 600}));
+  EXPECT_FALSE(find_straggler(w).has_value());
+  // Without the explanation condition the other three would name it.
+  StragglerLimits no_explanation;
+  no_explanation.explained_share = 0;
+  const auto s = find_straggler(w, no_explanation);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->rank, 1);
+  EXPECT_DOUBLE_EQ(s->explained_s, 0.0);
+  // The same lateness from 300 µs more compute on rank 1 (its calls end with rank 0's) is one.
+  for (int k = 0; k < 8; ++k) ranks[1][static_cast<std::size_t>(k)].t_end_us = 1000 * k + 400;
+  const WaitReport busy = analyse_waits(ranks);
+  EXPECT_EQ(busy.calls[3].compute_us, (std::vector<std::int64_t>{600, 900}));
+  const auto t = find_straggler(busy);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->rank, 1);
+  // 300 µs more at each analysed call but the first (seq 1), which has no compute before it.
+  EXPECT_NEAR(t->explained_s, 6 * 300e-6, 1e-12);
+}
+
 TEST(WaitsTest, BaselineSamplesAreEachRanksWaitAndTheSkewPerStep) {
   // three_ranks(): step 0 is seq 1 (waits 300, 0, 200 µs; skew 300), step 1 is seq 2 (waits
   // 500, 0, 400 µs; arrivals 2000, 2500, 2100: skew 500).

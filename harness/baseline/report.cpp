@@ -316,7 +316,7 @@ void waits_section(const std::string& environment, const std::string& rev, const
                             std::to_string(kTimelineCallsPerRank) + " calls per rank at most";
   h << "<h4>Waits at collectives (" << html_escape(where) << ")</h4><p><b>Straggler:</b> "
     << (straggler ? html_escape(straggler->describe(report)) : std::string("none")) << "</p><p class=\"k\">"
-    << html_escape(rules::summarize(report)) << ".</p>" << launch::waits_figures(report, "h4");
+    << html_escape(rules::summarize(report)) << ".</p>" << launch::waits_figures(report, "h4", launch::kReportColumns);
   md << "Waits at collectives (" << md_escape(where) << "): " << md_escape(rules::summarize(report)) << "; straggler: "
      << (straggler ? md_escape(straggler->describe(report)) : std::string("none")) << ".\n\n";
 }
@@ -510,7 +510,10 @@ void write_report(Store& store, const std::string& out_dir, const ReportOptions&
        "lockstep revision), one line per environment. Filled line only: recorded baseline runs; hollow dots: "
        "<code>run --baseline</code> checks; a red ring marks a check that declared a change (its tooltip says what). "
        "CPU time per iteration is the median over a run's iterations of the phase's CPU time on the rank's main thread, "
-       "for the slowest rank. Charts are inline SVG without scripts.</p>";
+       "for the slowest rank. Wait at collectives per step is the run's median of each rank's wait for the last rank "
+       "to arrive (and of the skew); below the charts, the latest clean record's waits: the straggler verdict, a "
+       "per-rank timeline of its median-long step and a rank-by-call heatmap of the wait. Charts are inline SVG "
+       "without scripts.</p>";
   md << "## History\n\n" << runs.size() << " runs (" << checks
      << " of them checks). Per metric and environment: the per-run values (per-iteration metrics: the run's median).\n\n";
   for (const auto& [scenario, c] : charts) {

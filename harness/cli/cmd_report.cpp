@@ -13,7 +13,8 @@ void add_report(CLI::App& app, int& exit_code) {
       "report",
       "Write the performance baseline report: OUT/index.html (self-contained) and OUT/report.md: a\n"
       "summary first (the latest check's declared changes, the comparison of two environments), then\n"
-      "each metric over the runs in recording order, marking the checks that declared a change");
+      "each metric over the runs in recording order, marking the checks that declared a change, and each\n"
+      "scenario's waits at collectives (per-step medians per rank; the latest record's timeline and heatmap)");
   cmd->footer("Examples:\n  lockstep report --baseline base.db --out perf-report   # perf-report/index.html, report.md");
   auto db = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();

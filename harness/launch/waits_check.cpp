@@ -54,6 +54,7 @@ std::string waits_json(const rules::WaitReport& report, const rules::StragglerLi
   j["limits"] = {{"lead_share", limits.lead_share},
                  {"wait_share", limits.wait_share},
                  {"dominance", limits.dominance},
+                 {"explained_share", limits.explained_share},
                  {"min_steps", limits.min_steps},
                  {"min_skew_us", rules::kMinSkewUs}};
   auto ranks = nlohmann::ordered_json::array();
@@ -69,6 +70,7 @@ std::string waits_json(const rules::WaitReport& report, const rules::StragglerLi
                       {"calls", straggler->calls},
                       {"caused_s", straggler->caused_s},
                       {"median_share", straggler->median_share},
+                      {"explained_s", straggler->explained_s},
                       {"phase", straggler->phase},
                       {"phase_caused_s", straggler->phase_caused_s},
                       {"seq", straggler->seq},

@@ -14,7 +14,6 @@ namespace {
 constexpr double kWidth = 760;  // the plot area, px
 constexpr double kLeft = 64;    // the rank labels
 constexpr int kRow = 22;
-constexpr std::size_t kMaxColumns = 300;  // more calls than this: consecutive calls share a column
 
 std::string num(double v, int digits = 1) {
   char buf[48];
@@ -62,9 +61,9 @@ void timeline(std::ostringstream& os, const rules::WaitReport& report, const rul
      << ws * kRow + 18 << "\">" << num(span / 1000, 2) << " ms</text>\n</svg>\n";
 }
 
-void heatmap(std::ostringstream& os, const rules::WaitReport& report) {
+void heatmap(std::ostringstream& os, const rules::WaitReport& report, std::size_t max_columns) {
   const std::size_t n = report.calls.size();
-  const std::size_t per = (n + kMaxColumns - 1) / kMaxColumns;
+  const std::size_t per = (n + max_columns - 1) / max_columns;
   const std::size_t cols = (n + per - 1) / per;
   const int ws = report.world_size;
   std::vector<std::vector<double>> cell(static_cast<std::size_t>(ws), std::vector<double>(cols, 0));
@@ -111,7 +110,7 @@ int representative_step(const rules::WaitReport& report) {
   return order[(order.size() - 1) / 2];
 }
 
-std::string waits_figures(const rules::WaitReport& report, const std::string& heading) {
+std::string waits_figures(const rules::WaitReport& report, const std::string& heading, std::size_t max_columns) {
   std::ostringstream os;
   if (report.calls.empty()) {
     os << "<p>No collective to line up.</p>\n";
@@ -126,7 +125,7 @@ std::string waits_figures(const rules::WaitReport& report, const std::string& he
      << "<span class=\"sw\" style=\"background:" << kInCall << "\"></span>in the collective</p>\n";
   timeline(os, report, st);
   os << "<" << heading << ">Wait per rank and call</" << heading << ">\n";
-  heatmap(os, report);
+  heatmap(os, report, std::max<std::size_t>(1, max_columns));
   return os.str();
 }
 
@@ -139,7 +138,7 @@ std::string waits_html(const std::string& title, const rules::WaitReport& report
      << "</head><body>\n<h1>Waits at collectives: " << esc(title) << "</h1>\n";
   os << "<p><b>Straggler:</b> " << (straggler ? esc(straggler->describe(report)) : std::string("none")) << "</p>\n";
   os << "<p class=\"k\">" << esc(rules::summarize(report)) << ".</p>\n";
-  os << waits_figures(report, "h2");
+  os << waits_figures(report, "h2", kPageColumns);
   if (report.calls.empty()) {
     os << "</body></html>\n";
     return os.str();

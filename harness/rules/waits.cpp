@@ -155,6 +155,17 @@ std::optional<Straggler> find_straggler(const WaitReport& report, const Straggle
     }
     const double median_share = baseline::median(std::move(shares));
     if (median_share < limits.wait_share) continue;
+    double explained_us = 0;
+    for (const CallWait& c : report.calls) {
+      if (c.last_rank != r) continue;
+      double others = 0;
+      for (int o = 0; o < report.world_size; ++o) {
+        if (o != r) others += static_cast<double>(std::max<std::int64_t>(0, c.compute_us[static_cast<std::size_t>(o)]));
+      }
+      others /= report.world_size - 1;
+      explained_us += std::max(0.0, static_cast<double>(std::max<std::int64_t>(0, c.compute_us[static_cast<std::size_t>(r)])) - others);
+    }
+    if (explained_us * 1e-6 < limits.explained_share * w.caused_s) continue;
     Straggler s;
     s.rank = r;
     s.led = w.led;
@@ -163,6 +174,7 @@ std::optional<Straggler> find_straggler(const WaitReport& report, const Straggle
     s.calls = static_cast<int>(report.calls.size());
     s.caused_s = w.caused_s;
     s.median_share = median_share;
+    s.explained_s = explained_us * 1e-6;
     std::map<std::string, double> by_phase;
     double longest = -1;
     for (const CallWait& c : report.calls) {

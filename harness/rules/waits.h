@@ -79,12 +79,18 @@ WaitReport analyse_waits(const std::vector<std::vector<Arrival>>& ranks);
 // The straggler rule's thresholds. A rank is the straggler when, over the analysed steps:
 // it caused the most wait in `lead_share` of them or more; in the median step the others waited
 // for it `wait_share` of the step or more (a median, so that one long stall of a busy machine is
-// not a straggler); and the wait it caused in all is `dominance` times what any other rank
-// caused, or more.
+// not a straggler); the wait it caused in all is `dominance` times what any other rank
+// caused, or more; and its longer compute explains `explained_share` of that wait.
 struct StragglerLimits {
   double lead_share = 0.5;
   double wait_share = 0.2;
   double dominance = 2.0;
+  // Its own work must explain the wait: at the calls it arrived last at, its compute before the
+  // call exceeded the others' mean by this share of the wait it caused there, or more. A rank
+  // that arrives last only because the previous collective released it later (a collective's
+  // algorithm ends on some ranks first; on a busy machine the scheduler wakes them late) is
+  // not slow (measured at load average 20: reports/evidence-waits-under-load.md).
+  double explained_share = 0.5;
   int min_steps = 4;  // fewer analysed steps: no verdict
 };
 
@@ -94,6 +100,7 @@ struct Straggler {
   int last = 0, calls = 0;      // calls at which it arrived last, of the analysed ones
   double caused_s = 0;          // the others' mean wait it caused, in all
   double median_share = 0;      // the median step's share the others waited for it
+  double explained_s = 0;       // its compute beyond the others' mean, at the calls it arrived last at
   std::string phase;            // the call site where it caused the most wait
   double phase_caused_s = 0;
   std::int64_t seq = -1, step = -1;  // the call where it caused the longest wait
