@@ -254,16 +254,52 @@ TEST(WaitsTest, NoiseThatFallsOnEveryRankIsNoStraggler) {
   EXPECT_EQ(w.ranks[0].last, 5);
   EXPECT_EQ(w.ranks[1].last, 5);
   EXPECT_FALSE(find_straggler(w).has_value());
-  // Each leads half the steps (lead_share), and the share is large: only dominance says no.
+  // Each leads half the steps (lead_share), and the share is large: only chance (5 of 10 is a
+  // coin's P = 0.62) and dominance say no.
   StragglerLimits no_dominance;
   no_dominance.dominance = 1.0;
+  EXPECT_FALSE(find_straggler(w, no_dominance).has_value());
+  no_dominance.lead_alpha = 1.0;
   EXPECT_TRUE(find_straggler(w, no_dominance).has_value());
 }
 
 TEST(WaitsTest, TooFewCallsOrOneRankHaveNoVerdict) {
   EXPECT_FALSE(find_straggler(analyse_waits(steps(2, 3, 1, 3000))).has_value());  // 3 steps < min_steps
-  EXPECT_TRUE(find_straggler(analyse_waits(steps(2, 4, 1, 3000))).has_value());
+  // 4 of 4 steps is a coin's 1/16 > lead_alpha (0.05); 5 of 5 is 1/32.
+  EXPECT_FALSE(find_straggler(analyse_waits(steps(2, 4, 1, 3000))).has_value());
+  const auto five = find_straggler(analyse_waits(steps(2, 5, 1, 3000)));
+  ASSERT_TRUE(five.has_value());
+  EXPECT_DOUBLE_EQ(five->lead_p, 1.0 / 32);
+  // With 4 ranks each leads a step with 1/4: 4 of 4 is 1/256.
+  const auto four = find_straggler(analyse_waits(steps(4, 4, 1, 3000)));
+  ASSERT_TRUE(four.has_value());
+  EXPECT_NEAR(four->lead_p, 1.0 / 256, 1e-12);
   EXPECT_FALSE(find_straggler(analyse_waits(steps(1, 10, 0, 3000))).has_value());
+}
+
+TEST(WaitsTest, LeadingMoreStepsThanChanceIsRequired) {
+  // 12 steps of 2 ranks; rank 1 arrives 3000 µs late in the first `led` of them, rank 0 100 µs
+  // late in the rest. P(X >= 10 | n = 12, p = 1/2) = (66 + 12 + 1) / 4096; >= 9: 299 / 4096.
+  auto build = [](int led) {
+    std::vector<std::vector<Arrival>> ranks(2);
+    for (int s = 0; s <= 12; ++s) {
+      const std::int64_t t0 = s * 10000;
+      const int late = s >= 1 && s <= led ? 1 : 0;
+      const std::int64_t by = late ? 3000 : 100;
+      for (int r = 0; r < 2; ++r) ranks[static_cast<std::size_t>(r)].push_back(at(s, s, t0 + (r == late ? by : 0), t0 + by + 10));
+    }
+    return ranks;
+  };
+  const auto ten = find_straggler(analyse_waits(build(10)));
+  ASSERT_TRUE(ten.has_value());
+  EXPECT_EQ(ten->led, 10);
+  EXPECT_NEAR(ten->lead_p, 79.0 / 4096, 1e-12);
+  const WaitReport nine = analyse_waits(build(9));
+  EXPECT_EQ(nine.ranks[1].led, 9);
+  EXPECT_FALSE(find_straggler(nine).has_value());  // 299 / 4096 = 0.073 > 0.05
+  StragglerLimits loose;
+  loose.lead_alpha = 0.1;
+  EXPECT_TRUE(find_straggler(nine, loose).has_value());
 }
 
 TEST(WaitsTest, ARankReleasedLateByTheLastCallIsNoStraggler) {

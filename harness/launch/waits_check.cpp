@@ -52,6 +52,7 @@ std::string waits_json(const rules::WaitReport& report, const rules::StragglerLi
   j["span_s"] = report.span_s;
   j["skipped"] = report.skipped;
   j["limits"] = {{"lead_share", limits.lead_share},
+                 {"lead_alpha", limits.lead_alpha},
                  {"wait_share", limits.wait_share},
                  {"dominance", limits.dominance},
                  {"explained_share", limits.explained_share},
@@ -66,6 +67,7 @@ std::string waits_json(const rules::WaitReport& report, const rules::StragglerLi
     j["straggler"] = {{"rank", straggler->rank},
                       {"led", straggler->led},
                       {"steps", straggler->steps},
+                      {"lead_p", straggler->lead_p},
                       {"last", straggler->last},
                       {"calls", straggler->calls},
                       {"caused_s", straggler->caused_s},

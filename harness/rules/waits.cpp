@@ -1,6 +1,7 @@
 #include "harness/rules/waits.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <map>
@@ -30,6 +31,19 @@ std::string per_rank(const WaitReport& report, double RankWaits::*member) {
     s += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " " + seconds(report.ranks[r].*member);
   }
   return s;
+}
+
+// P(X >= k) for X ~ Binomial(n, p), summed in log space (n may be thousands of steps).
+double binomial_tail(int n, int k, double p) {
+  if (k <= 0) return 1;
+  if (k > n) return 0;
+  double sum = 0;
+  for (int i = k; i <= n; ++i) {
+    const double log_term = std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) +
+                            i * std::log(p) + (n - i) * std::log1p(-p);
+    sum += std::exp(log_term);
+  }
+  return std::min(1.0, sum);
 }
 
 }  // namespace
@@ -148,6 +162,8 @@ std::optional<Straggler> find_straggler(const WaitReport& report, const Straggle
       if (o != r) others = std::max(others, report.ranks[static_cast<std::size_t>(o)].caused_s);
     }
     if (w.led < limits.lead_share * n) continue;
+    const double lead_p = binomial_tail(n, w.led, 1.0 / report.world_size);
+    if (lead_p > limits.lead_alpha) continue;
     if (w.caused_s <= 0 || w.caused_s < limits.dominance * others) continue;
     std::vector<double> shares;
     for (const StepWait& st : report.steps) {
@@ -169,6 +185,7 @@ std::optional<Straggler> find_straggler(const WaitReport& report, const Straggle
     Straggler s;
     s.rank = r;
     s.led = w.led;
+    s.lead_p = lead_p;
     s.steps = n;
     s.last = w.last;
     s.calls = static_cast<int>(report.calls.size());

@@ -77,12 +77,18 @@ inline constexpr std::int64_t kMinSkewUs = 50;
 WaitReport analyse_waits(const std::vector<std::vector<Arrival>>& ranks);
 
 // The straggler rule's thresholds. A rank is the straggler when, over the analysed steps:
-// it caused the most wait in `lead_share` of them or more; in the median step the others waited
+// it caused the most wait in `lead_share` of them or more, more often than chance (`lead_alpha`); in the median step the others waited
 // for it `wait_share` of the step or more (a median, so that one long stall of a busy machine is
 // not a straggler); the wait it caused in all is `dominance` times what any other rank
 // caused, or more; and its longer compute explains `explained_share` of that wait.
 struct StragglerLimits {
   double lead_share = 0.5;
+  // ... and that it led so many steps is no chance: were every rank as likely to lead a step
+  // (1 / world size), leading as many or more would have a probability (binomial) of at most
+  // lead_alpha. On a busy machine each step's leader is a coin toss: 7 of 12 is not a straggler,
+  // 11 of 12 is (reports/evidence-waits-under-load.md). With 2 ranks, it takes 5 of 5 steps,
+  // 10 of 12, 12 of 16.
+  double lead_alpha = 0.05;
   double wait_share = 0.2;
   double dominance = 2.0;
   // Its own work must explain the wait: at the calls it arrived last at, its compute before the
@@ -97,6 +103,7 @@ struct StragglerLimits {
 struct Straggler {
   int rank = -1;
   int led = 0, steps = 0;       // steps in which it caused the most wait, of the analysed ones
+  double lead_p = 1;            // P(leading `led` or more of `steps` | each rank leads a step with 1 / world size)
   int last = 0, calls = 0;      // calls at which it arrived last, of the analysed ones
   double caused_s = 0;          // the others' mean wait it caused, in all
   double median_share = 0;      // the median step's share the others waited for it
