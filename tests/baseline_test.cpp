@@ -557,21 +557,29 @@ TEST_F(BaselineTest, ReportEscapesUserSuppliedStrings) {
 }
 
 // Two ranks, `steps` steps of one all_reduce each, 1 ms apart: rank 1 arrives 300 µs after rank 0
-// at every one; the call completes on both 100 µs after rank 1 arrives.
+// at every one; the call completes on both 100 µs after rank 1 arrives. Then a send/recv. Times
+// from 1 s on the clock (a trace's clocks are never 0).
 void write_late_rank_trace(const std::string& dir, int steps) {
   fs::create_directories(dir);
+  const std::int64_t t0 = 1'000'000;
   for (int r = 0; r < 2; ++r) {
     std::ofstream out(dir + "/rank" + std::to_string(r) + ".trace.jsonl");
     for (int step = 0; step < steps; ++step) {
       out << "{\"rank\":" << r << ",\"seq\":" << step << ",\"kind\":\"collective\",\"op\":\"all_reduce\",\"dtype\":\"f32\","
           << "\"count\":64,\"device\":\"cpu\",\"bytes\":256,\"reduce\":\"sum\",\"phase\":\"train\",\"step\":" << step
-          << ",\"index\":0,\"t_start_us\":" << 1000 * step + 300 * r << ",\"t_end_us\":" << 1000 * step + 400 << "}\n";
+          << ",\"index\":0,\"t_start_us\":" << t0 + 1000 * step + 300 * r << ",\"t_end_us\":" << t0 + 1000 * step + 400 << "}\n";
+      // A send/recv pair after it: point-to-point calls have seqs of their own (the same
+      // numbers) and are not lined up.
+      out << "{\"rank\":" << r << ",\"seq\":" << step << ",\"kind\":\"p2p\",\"op\":\"" << (r == 0 ? "send" : "recv")
+          << "\",\"dtype\":\"f32\",\"count\":4,\"device\":\"cpu\",\"bytes\":16,\"peer\":" << 1 - r
+          << ",\"tag\":0,\"phase\":\"train\",\"step\":" << step << ",\"index\":1,\"t_start_us\":" << t0 + 1000 * step + 500
+          << ",\"t_end_us\":" << t0 + 1000 * step + 600 << "}\n";
     }
   }
 }
 
 TEST_F(BaselineTest, ReportShowsTheLatestRecordsWaitsTimelineAndHeatmap) {
-  write_late_rank_trace(path("r/a"), 7);
+  write_late_rank_trace(path("r/a"), 9);
   Store store(path("b.db"), Access::kCreate);
   auto run = summary(1, 1.0, "a");
   run.results[0].samples["waits/rank0/wait_s"] = {300e-6, 300e-6, 300e-6, 300e-6, 300e-6, 300e-6};
@@ -579,12 +587,13 @@ TEST_F(BaselineTest, ReportShowsTheLatestRecordsWaitsTimelineAndHeatmap) {
   store.record(test_env("e"), run, path("r"), 0);
   // The stored timeline carries seq, step and phase.
   const auto stored = store.runs("e").at(0).results.at(0).timeline;
-  EXPECT_CONTAINS(stored, "[\"all_reduce\",300,400,0,0,\"train\"]");
+  EXPECT_CONTAINS(stored, "[\"all_reduce\",300,400,0,0,\"train\",1]");
+  EXPECT_CONTAINS(stored, "[\"recv\",500,600,0,0,\"train\",0]");  // not lined up
   write_report(store, path("rep"));
   const std::string html = lockstep::test::read_file(path("rep/index.html"));
-  // Seq 0 (start-up) is dropped: 6 steps of 1 ms, in each rank 0 waits 300 µs for rank 1.
+  // Seq 0 (start-up) is dropped: 8 steps of 1 ms, in each rank 0 waits 300 µs for rank 1.
   EXPECT_CONTAINS(html, "Waits at collectives (latest record, e at abc123");
-  EXPECT_CONTAINS(html, "rank 1 kept the others waiting in 6 of 6 steps (30% of the median step)");
+  EXPECT_CONTAINS(html, "rank 1 kept the others waiting in 8 of 8 steps (30% of the median step)");
   EXPECT_CONTAINS(html, "aria-label=\"per-rank timeline of step");
   EXPECT_CONTAINS(html, "aria-label=\"wait per rank and call\"");
   EXPECT_CONTAINS(html, "rank 0 waits 0.30 ms at #");
@@ -592,7 +601,7 @@ TEST_F(BaselineTest, ReportShowsTheLatestRecordsWaitsTimelineAndHeatmap) {
   EXPECT_CONTAINS(html, "class=\"lg\">e rank0</text>");  // the chart of the per-step waits
   const std::string md = lockstep::test::read_file(path("rep/report.md"));
   EXPECT_CONTAINS(md, "| waits/rank0/wait\\_s | e | 1 | 0.0003 |");
-  EXPECT_CONTAINS(md, "straggler: rank 1 kept the others waiting in 6 of 6 steps");
+  EXPECT_CONTAINS(md, "straggler: rank 1 kept the others waiting in 8 of 8 steps");
 }
 
 TEST_F(BaselineTest, ReportLeavesOutWaitsOfATimelineWithoutSteps) {

@@ -173,7 +173,7 @@ TEST(WaitsTest, OneCallAStepIsEnoughAndOneLongStallIsNot) {
   auto build = [](bool stall_only) {
     std::vector<std::vector<Arrival>> ranks(2);
     std::int64_t seq = 0;
-    for (int s = 0; s <= 8; ++s) {
+    for (int s = 0; s <= 12; ++s) {
       const std::int64_t t0 = s * 10000;
       for (int k = 0; k < 10; ++k, ++seq) {
         const std::int64_t t = k == 0 ? t0 : t0 + 4500 + k * 400;
@@ -185,21 +185,21 @@ TEST(WaitsTest, OneCallAStepIsEnoughAndOneLongStallIsNot) {
     return ranks;
   };
   const WaitReport w = analyse_waits(build(false));
-  ASSERT_EQ(w.steps.size(), 9u);
-  EXPECT_EQ(w.ranks[1].last, 8 * 4 + 3);  // step 0 lost its first call (seq 0)
-  EXPECT_EQ(w.calls.size(), 89u);
+  ASSERT_EQ(w.steps.size(), 13u);
+  EXPECT_EQ(w.ranks[1].last, 12 * 4 + 3);  // step 0 lost its first call (seq 0)
+  EXPECT_EQ(w.calls.size(), 129u);
   // Step 0 without its first call: rank 0 caused 600 µs, rank 1 300: rank 0 leads it.
   EXPECT_EQ(w.steps[0].leader, 0);
   EXPECT_EQ(w.steps[1].caused_us[1], 2300);
   const auto s = find_straggler(w);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->rank, 1);
-  EXPECT_EQ(s->led, 8);
+  EXPECT_EQ(s->led, 12);
   EXPECT_NEAR(s->median_share, 0.23, 1e-9);  // 2300 of 10000 µs
-  // One 4 ms stall of rank 1 in step 3 and 100 µs turns otherwise: rank 0 leads 8 steps with
+  // One 4 ms stall of rank 1 in step 3 and 100 µs turns otherwise: rank 0 leads 12 steps with
   // 6% of each, rank 1 one: no straggler.
   const WaitReport stall = analyse_waits(build(true));
-  EXPECT_EQ(stall.ranks[0].led, 8);
+  EXPECT_EQ(stall.ranks[0].led, 12);
   EXPECT_EQ(stall.ranks[1].led, 1);
   EXPECT_FALSE(find_straggler(stall).has_value());
 }
@@ -265,11 +265,11 @@ TEST(WaitsTest, NoiseThatFallsOnEveryRankIsNoStraggler) {
 
 TEST(WaitsTest, TooFewCallsOrOneRankHaveNoVerdict) {
   EXPECT_FALSE(find_straggler(analyse_waits(steps(2, 3, 1, 3000))).has_value());  // 3 steps < min_steps
-  // 4 of 4 steps is a coin's 1/16 > lead_alpha (0.05); 5 of 5 is 1/32.
-  EXPECT_FALSE(find_straggler(analyse_waits(steps(2, 4, 1, 3000))).has_value());
-  const auto five = find_straggler(analyse_waits(steps(2, 5, 1, 3000)));
-  ASSERT_TRUE(five.has_value());
-  EXPECT_DOUBLE_EQ(five->lead_p, 1.0 / 32);
+  // 6 of 6 steps is a coin's 1/64 > lead_alpha (0.01); 7 of 7 is 1/128.
+  EXPECT_FALSE(find_straggler(analyse_waits(steps(2, 6, 1, 3000))).has_value());
+  const auto seven = find_straggler(analyse_waits(steps(2, 7, 1, 3000)));
+  ASSERT_TRUE(seven.has_value());
+  EXPECT_NEAR(seven->lead_p, 1.0 / 128, 1e-12);
   // With 4 ranks each leads a step with 1/4: 4 of 4 is 1/256.
   const auto four = find_straggler(analyse_waits(steps(4, 4, 1, 3000)));
   ASSERT_TRUE(four.has_value());
@@ -279,7 +279,7 @@ TEST(WaitsTest, TooFewCallsOrOneRankHaveNoVerdict) {
 
 TEST(WaitsTest, LeadingMoreStepsThanChanceIsRequired) {
   // 12 steps of 2 ranks; rank 1 arrives 3000 µs late in the first `led` of them, rank 0 100 µs
-  // late in the rest. P(X >= 10 | n = 12, p = 1/2) = (66 + 12 + 1) / 4096; >= 9: 299 / 4096.
+  // late in the rest. P(X >= 11 | n = 12, p = 1/2) = (12 + 1) / 4096; >= 10: 79 / 4096.
   auto build = [](int led) {
     std::vector<std::vector<Arrival>> ranks(2);
     for (int s = 0; s <= 12; ++s) {
@@ -290,16 +290,16 @@ TEST(WaitsTest, LeadingMoreStepsThanChanceIsRequired) {
     }
     return ranks;
   };
-  const auto ten = find_straggler(analyse_waits(build(10)));
-  ASSERT_TRUE(ten.has_value());
-  EXPECT_EQ(ten->led, 10);
-  EXPECT_NEAR(ten->lead_p, 79.0 / 4096, 1e-12);
-  const WaitReport nine = analyse_waits(build(9));
-  EXPECT_EQ(nine.ranks[1].led, 9);
-  EXPECT_FALSE(find_straggler(nine).has_value());  // 299 / 4096 = 0.073 > 0.05
+  const auto eleven = find_straggler(analyse_waits(build(11)));
+  ASSERT_TRUE(eleven.has_value());
+  EXPECT_EQ(eleven->led, 11);
+  EXPECT_NEAR(eleven->lead_p, 13.0 / 4096, 1e-12);
+  const WaitReport ten = analyse_waits(build(10));
+  EXPECT_EQ(ten.ranks[1].led, 10);
+  EXPECT_FALSE(find_straggler(ten).has_value());  // 79 / 4096 = 0.019 > 0.01
   StragglerLimits loose;
-  loose.lead_alpha = 0.1;
-  EXPECT_TRUE(find_straggler(nine, loose).has_value());
+  loose.lead_alpha = 0.05;
+  EXPECT_TRUE(find_straggler(ten, loose).has_value());
 }
 
 TEST(WaitsTest, ARankReleasedLateByTheLastCallIsNoStraggler) {
@@ -353,6 +353,17 @@ TEST(WaitsTest, BaselineSamplesAreEachRanksWaitAndTheSkewPerStep) {
   near(two.at("waits/rank0/wait_s"), {600e-6 + 800e-6});
   near(two.at("waits/skew_s"), {1400e-6});
   EXPECT_TRUE(wait_samples(analyse_waits({{at(0, 0, 0, 10)}, {at(0, 0, 0, 10)}})).empty());
+  // 130 steps (131 calls, the first dropped): 3 steps to a sample, 44 samples, the last of 1
+  // step; rank 0 waits 100 µs at every call.
+  std::vector<std::vector<Arrival>> many(2);
+  for (int k = 0; k <= 130; ++k) {
+    many[0].push_back(at(k, k, 1000 * k, 1000 * k + 200));
+    many[1].push_back(at(k, k, 1000 * k + 100, 1000 * k + 200));
+  }
+  const auto folded = wait_samples(analyse_waits(many)).at("waits/rank0/wait_s");
+  ASSERT_EQ(folded.size(), 44u);
+  EXPECT_NEAR(folded.front(), 300e-6, 1e-12);
+  EXPECT_NEAR(folded.back(), 100e-6, 1e-12);
 }
 
 TEST(WaitsTest, SummaryNamesEveryRank) {

@@ -251,7 +251,7 @@ void summarize_comparison(const Comparison& c, std::ostringstream& h, std::ostri
   std::vector<double> tolerated;
   for (const auto& s : c.scenarios)
     for (const auto& [m, j] : s.metrics)
-      if (is_iteration_metric(m)) tolerated.push_back(j.threshold);
+      if (is_iteration_metric(m) && !is_wait_metric(m)) tolerated.push_back(j.threshold);
   if (!tolerated.empty()) {
     std::sort(tolerated.begin(), tolerated.end());
     const std::string line = "Per-iteration CPU-time metrics judged: " + std::to_string(tolerated.size()) +
@@ -279,7 +279,8 @@ void summarize_comparison(const Comparison& c, std::ostringstream& h, std::ostri
 }
 
 // The calls of a stored timeline (StoredResult::timeline) as the waits analysis takes them;
-// nullopt for a timeline without seq and step (an older lockstep's) or one that does not parse.
+// nullopt for a timeline without seq, step and the lined-up flag (an older lockstep's) or one
+// that does not parse. Only the calls the waits check lines up are taken.
 std::optional<std::vector<std::vector<rules::Arrival>>> timeline_arrivals(const std::string& timeline) {
   const auto j = nlohmann::json::parse(timeline, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("ranks") || !j["ranks"].is_array()) return std::nullopt;
@@ -288,9 +289,11 @@ std::optional<std::vector<std::vector<rules::Arrival>>> timeline_arrivals(const 
     if (!rank.is_array()) return std::nullopt;
     auto& calls = out.emplace_back();
     for (const auto& c : rank) {
-      if (!c.is_array() || c.size() < 6 || !c[1].is_number_integer() || !c[2].is_number_integer() ||
-          !c[3].is_number_integer() || !c[4].is_number_integer() || !c[0].is_string() || !c[5].is_string())
+      if (!c.is_array() || c.size() < 7 || !c[1].is_number_integer() || !c[2].is_number_integer() ||
+          !c[3].is_number_integer() || !c[4].is_number_integer() || !c[0].is_string() || !c[5].is_string() ||
+          !c[6].is_number_integer())
         return std::nullopt;
+      if (c[6].get<int>() != 1) continue;  // point to point, another group, no clocks: not lined up
       calls.push_back(rules::Arrival{c[3].get<std::int64_t>(), c[4].get<std::int64_t>(), c[5].get<std::string>(),
                                      c[0].get<std::string>(), c[1].get<std::int64_t>(), c[2].get<std::int64_t>()});
     }

@@ -42,12 +42,16 @@ std::string hostname() {
   return buf;
 }
 
+// A call the waits check lines up (harness/launch/waits_check.h: read_arrivals): a collective
+// of the default group, with its clocks.
+bool lined_up(const CallRecord& c) { return c.kind == "collective" && c.group.empty() && c.t_start_us != 0; }
+
 std::string timeline_json(const Sequence& s) {
   std::int64_t t0 = 0;
   bool first = true;
   for (const auto& rank : s)
     for (const auto& c : rank)
-      if (first || c.t_start_us < t0) {
+      if (c.t_start_us != 0 && (first || c.t_start_us < t0)) {
         t0 = c.t_start_us;
         first = false;
       }
@@ -58,7 +62,7 @@ std::string timeline_json(const Sequence& s) {
     Json spans = Json::array();
     for (std::size_t i = 0; i < rank.size() && i < static_cast<std::size_t>(kTimelineCallsPerRank); ++i) {
       const CallRecord& c = rank[i];
-      spans.push_back(Json::array({c.op, c.t_start_us - t0, c.t_end_us - t0, c.seq, c.step, c.phase}));
+      spans.push_back(Json::array({c.op, c.t_start_us - t0, c.t_end_us - t0, c.seq, c.step, c.phase, lined_up(c) ? 1 : 0}));
     }
     ranks.push_back(std::move(spans));
   }

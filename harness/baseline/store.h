@@ -44,9 +44,10 @@ struct StoredResult {
   // Runs of kind "check": what the baseline check declared ("ok", "result_mismatch",
   // "sequence_changed", "throughput_regression", "not checked") and why; "" for records.
   std::string verdict, verdict_detail;
-  // Compact JSON {"t0_us":..,"ranks":[[[op,start,end,seq,step,phase],..],..]} (an older
-  // lockstep's runs: [op,start,end], not lined up), the first kTimelineCallsPerRank calls of each
-  // rank in trace order; "" when none. The baseline report lines it up (waits per call).
+  // Compact JSON {"t0_us":..,"ranks":[[[op,start,end,seq,step,phase,lined_up],..],..]} (an
+  // older lockstep's runs: [op,start,end], not lined up), the first kTimelineCallsPerRank calls
+  // of each rank in trace order; "" when none. lined_up is 1 for a default-group collective with
+  // clocks, which the baseline report lines up as the waits check does (waits per call), else 0.
   std::string timeline;
   // What ran, as the ranks reported it: a program's "torch 2.15.0" (its interpreter's torch), a
   // system's "numpy (numpy 1.26.4)"; "" for lockstep's own workloads (their stack is the

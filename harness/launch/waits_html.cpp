@@ -44,7 +44,8 @@ void timeline(std::ostringstream& os, const rules::WaitReport& report, const rul
     os << "<text x=\"0\" y=\"" << y + 15 << "\">rank " << r << "</text>\n";
     std::int64_t prev_end = st.from_us;
     for (const auto& c : report.calls) {
-      if (c.step != st.step) continue;
+      // This step's run of calls: a step value seen again later is another step.
+      if (c.step != st.step || c.first_us < st.from_us || c.first_us >= st.to_us) continue;
       const auto i = static_cast<std::size_t>(r);
       const std::string what = "#" + std::to_string(c.seq) + " " + c.op + " at " + c.phase;
       rect(os, x(prev_end), y, x(c.arrival_us[i]) - x(prev_end), kRow - 4, kCompute,
@@ -116,6 +117,7 @@ std::string waits_figures(const rules::WaitReport& report, const std::string& he
     os << "<p>No collective to line up.</p>\n";
     return os.str();
   }
+  os << "<div class=\"waits\">\n";
   const int rep = representative_step(report);
   const auto& st = report.steps[static_cast<std::size_t>(rep)];
   os << "<" << heading << ">One step: step " << st.step << " (the median-long of " << report.steps.size() << ", "
@@ -126,6 +128,7 @@ std::string waits_figures(const rules::WaitReport& report, const std::string& he
   timeline(os, report, st);
   os << "<" << heading << ">Wait per rank and call</" << heading << ">\n";
   heatmap(os, report, std::max<std::size_t>(1, max_columns));
+  os << "</div>\n";
   return os.str();
 }
 

@@ -18,13 +18,14 @@ std::string waits_html(const std::string& title, const rules::WaitReport& report
 
 // The figures alone, for a page of its own or another report (the baseline report): the
 // representative step's per-rank timeline and the rank-by-call heatmap, each under a `heading`
-// element ("h2", "h4"); their classes (.k, .sw) are styled by kWaitsCss. The heatmap has at most
+// element ("h2", "h4"), in a div of class "waits"; kWaitsCss styles them. The heatmap has at most
 // `max_columns` columns: beyond, consecutive calls are summed into one.
 std::string waits_figures(const rules::WaitReport& report, const std::string& heading, std::size_t max_columns);
 inline constexpr std::size_t kPageColumns = 300;    // waits.html
 inline constexpr std::size_t kReportColumns = 100;  // a scenario's figures in the baseline report
 inline constexpr const char* kWaitsCss =
-    ".k{color:#555}.sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}";
+    ".k{color:#555}.sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}"
+    ".waits svg text{font:12px system-ui,sans-serif}";
 
 // The index of the step the timeline shows: the one of median duration (the shorter of the two
 // middle ones); -1 when there is none.

@@ -193,7 +193,7 @@ Judgement judge(std::string_view metric, const std::vector<double>& baseline, co
   if (!wait && is_iteration_metric(metric) && metric.size() >= 2 && metric.substr(metric.size() - 2) == "_s" &&
       median(baseline) < o.min_iteration_s)
     return j;
-  if (is_iteration_metric(metric) &&
+  if ((wait || is_iteration_metric(metric)) &&
       baseline.size() < static_cast<std::size_t>(o.min_iterations_per_run) * std::max<std::size_t>(1, baseline_runs.size()))
     return j;
   j.judged = true;
@@ -222,9 +222,9 @@ Judgement judge(std::string_view metric, const std::vector<double>& baseline, co
   j.threshold = std::max(o.tolerance, std::exp(o.noise_factor * se) - 1);
   std::vector<double> br, xr;  // log run medians
   for (double v : baseline_runs)
-    if (v > 0 && std::isfinite(v)) br.push_back(std::log(v));
+    if (floored(v) > 0 && std::isfinite(v)) br.push_back(std::log(floored(v)));
   for (double v : observed_runs)
-    if (v > 0 && std::isfinite(v)) xr.push_back(std::log(v));
+    if (floored(v) > 0 && std::isfinite(v)) xr.push_back(std::log(floored(v)));
   if (paired && br.size() == xr.size() && br.size() >= 3) {
     std::vector<double> d;
     for (std::size_t i = 0; i < br.size(); ++i) d.push_back(xr[i] - br[i]);

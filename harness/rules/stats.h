@@ -55,6 +55,7 @@ struct RuleOptions {
   // only when its median per step grew by wait_tolerance (relative, before the noise
   // adjustment) and by min_wait_increase_s (absolute: from 20 µs to 80 µs a step is 4x and
   // nothing); samples below wait_floor_s (a rank that never waits) count as wait_floor_s.
+  // min_iterations_per_run applies to them as to per-iteration metrics; min_iteration_s does not.
   double wait_tolerance = 0.5;
   double min_wait_increase_s = 2e-3;
   double wait_floor_s = 1e-5;

@@ -238,8 +238,15 @@ std::map<std::string, std::vector<double>> wait_samples(const WaitReport& report
     for (std::size_t r = 0; r < waits.size(); ++r) waits[r].back() += static_cast<double>(c.wait_us[r]) * 1e-6;
     skews.back() += static_cast<double>(c.skew_us()) * 1e-6;
   }
-  for (std::size_t r = 0; r < waits.size(); ++r) out["waits/rank" + std::to_string(r) + "/wait_s"] = std::move(waits[r]);
-  out["waits/skew_s"] = std::move(skews);
+  // More steps than kMaxWaitSamples: `per` consecutive steps to a sample.
+  const std::size_t per = (skews.size() + kMaxWaitSamples - 1) / kMaxWaitSamples;
+  const auto folded = [per](const std::vector<double>& v) {
+    std::vector<double> f((v.size() + per - 1) / per, 0.0);
+    for (std::size_t i = 0; i < v.size(); ++i) f[i / per] += v[i];
+    return f;
+  };
+  for (std::size_t r = 0; r < waits.size(); ++r) out["waits/rank" + std::to_string(r) + "/wait_s"] = folded(waits[r]);
+  out["waits/skew_s"] = folded(skews);
   return out;
 }
 
