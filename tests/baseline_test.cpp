@@ -556,7 +556,7 @@ TEST_F(BaselineTest, ReportEscapesUserSuppliedStrings) {
   EXPECT_EQ(lockstep::test::read_file(path("rep/report.md")).find("<script>"), std::string::npos);
 }
 
-// Two ranks, `steps` steps of one all_reduce each, 1 ms apart: rank 1 arrives 300 µs after rank 0
+// Two ranks, `steps` steps of one all_reduce each, 1 ms apart: rank 1 arrives 400 µs after rank 0
 // at every one; the call completes on both 100 µs after rank 1 arrives. Then a send/recv. Times
 // from 1 s on the clock (a trace's clocks are never 0).
 void write_late_rank_trace(const std::string& dir, int steps) {
@@ -567,13 +567,13 @@ void write_late_rank_trace(const std::string& dir, int steps) {
     for (int step = 0; step < steps; ++step) {
       out << "{\"rank\":" << r << ",\"seq\":" << step << ",\"kind\":\"collective\",\"op\":\"all_reduce\",\"dtype\":\"f32\","
           << "\"count\":64,\"device\":\"cpu\",\"bytes\":256,\"reduce\":\"sum\",\"phase\":\"train\",\"step\":" << step
-          << ",\"index\":0,\"t_start_us\":" << t0 + 1000 * step + 300 * r << ",\"t_end_us\":" << t0 + 1000 * step + 400 << "}\n";
+          << ",\"index\":0,\"t_start_us\":" << t0 + 1000 * step + 400 * r << ",\"t_end_us\":" << t0 + 1000 * step + 500 << "}\n";
       // A send/recv pair after it: point-to-point calls have seqs of their own (the same
       // numbers) and are not lined up.
       out << "{\"rank\":" << r << ",\"seq\":" << step << ",\"kind\":\"p2p\",\"op\":\"" << (r == 0 ? "send" : "recv")
           << "\",\"dtype\":\"f32\",\"count\":4,\"device\":\"cpu\",\"bytes\":16,\"peer\":" << 1 - r
-          << ",\"tag\":0,\"phase\":\"train\",\"step\":" << step << ",\"index\":1,\"t_start_us\":" << t0 + 1000 * step + 500
-          << ",\"t_end_us\":" << t0 + 1000 * step + 600 << "}\n";
+          << ",\"tag\":0,\"phase\":\"train\",\"step\":" << step << ",\"index\":1,\"t_start_us\":" << t0 + 1000 * step + 600
+          << ",\"t_end_us\":" << t0 + 1000 * step + 700 << "}\n";
     }
   }
 }
@@ -587,16 +587,16 @@ TEST_F(BaselineTest, ReportShowsTheLatestRecordsWaitsTimelineAndHeatmap) {
   store.record(test_env("e"), run, path("r"), 0);
   // The stored timeline carries seq, step and phase.
   const auto stored = store.runs("e").at(0).results.at(0).timeline;
-  EXPECT_CONTAINS(stored, "[\"all_reduce\",300,400,0,0,\"train\",1]");
-  EXPECT_CONTAINS(stored, "[\"recv\",500,600,0,0,\"train\",0]");  // not lined up
+  EXPECT_CONTAINS(stored, "[\"all_reduce\",400,500,0,0,\"train\",1]");
+  EXPECT_CONTAINS(stored, "[\"recv\",600,700,0,0,\"train\",0]");  // not lined up
   write_report(store, path("rep"));
   const std::string html = lockstep::test::read_file(path("rep/index.html"));
-  // Seq 0 (start-up) is dropped: 8 steps of 1 ms, in each rank 0 waits 300 µs for rank 1.
+  // Seq 0 (start-up) is dropped: 8 steps of 1 ms, in each rank 0 waits 400 µs for rank 1.
   EXPECT_CONTAINS(html, "Waits at collectives (latest record, e at abc123");
-  EXPECT_CONTAINS(html, "rank 1 kept the others waiting in 8 of 8 steps (30% of the median step)");
+  EXPECT_CONTAINS(html, "rank 1 kept the others waiting in 8 of 8 steps (40% of the median step)");
   EXPECT_CONTAINS(html, "aria-label=\"per-rank timeline of step");
   EXPECT_CONTAINS(html, "aria-label=\"wait per rank and call\"");
-  EXPECT_CONTAINS(html, "rank 0 waits 0.30 ms at #");
+  EXPECT_CONTAINS(html, "rank 0 waits 0.40 ms at #");
   EXPECT_CONTAINS(html, "Wait at collectives per step (the run&#39;s median)");
   EXPECT_CONTAINS(html, "class=\"lg\">e rank0</text>");  // the chart of the per-step waits
   const std::string md = lockstep::test::read_file(path("rep/report.md"));

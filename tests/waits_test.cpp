@@ -167,7 +167,7 @@ TEST(WaitsTest, SmallWaitsAreNoStraggler) {
 }
 
 TEST(WaitsTest, OneCallAStepIsEnoughAndOneLongStallIsNot) {
-  // Each 10 ms step: a first call where rank 1 arrives 2000 µs late, then 9 calls 400 µs apart
+  // Each 10 ms step: a first call where rank 1 arrives 3500 µs late, then 9 calls 400 µs apart
   // where a rank arrives 100 µs late (rank 0 at calls 1, 2, 3, 5, 7, 9; rank 1 at 4, 6, 8).
   // Rank 1 arrives last at 4 of 10 calls but keeps the others waiting in every step.
   auto build = [](bool stall_only) {
@@ -178,7 +178,7 @@ TEST(WaitsTest, OneCallAStepIsEnoughAndOneLongStallIsNot) {
       for (int k = 0; k < 10; ++k, ++seq) {
         const std::int64_t t = k == 0 ? t0 : t0 + 4500 + k * 400;
         const int late = k == 0 || (k % 2 == 0 && k != 2) ? 1 : 0;
-        const std::int64_t by = k > 0 ? 100 : !stall_only ? 2000 : s == 3 ? 4000 : 0;
+        const std::int64_t by = k > 0 ? 100 : !stall_only ? 3500 : s == 3 ? 4000 : 0;
         for (int r = 0; r < 2; ++r) ranks[static_cast<std::size_t>(r)].push_back(at(seq, s, t + (r == late ? by : 0), t + by + 10));
       }
     }
@@ -190,12 +190,12 @@ TEST(WaitsTest, OneCallAStepIsEnoughAndOneLongStallIsNot) {
   EXPECT_EQ(w.calls.size(), 129u);
   // Step 0 without its first call: rank 0 caused 600 µs, rank 1 300: rank 0 leads it.
   EXPECT_EQ(w.steps[0].leader, 0);
-  EXPECT_EQ(w.steps[1].caused_us[1], 2300);
+  EXPECT_EQ(w.steps[1].caused_us[1], 3800);
   const auto s = find_straggler(w);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->rank, 1);
   EXPECT_EQ(s->led, 12);
-  EXPECT_NEAR(s->median_share, 0.23, 1e-9);  // 2300 of 10000 µs
+  EXPECT_NEAR(s->median_share, 0.38, 1e-9);  // 3800 of 10000 µs
   // One 4 ms stall of rank 1 in step 3 and 100 µs turns otherwise: rank 0 leads 12 steps with
   // 6% of each, rank 1 one: no straggler.
   const WaitReport stall = analyse_waits(build(true));
@@ -254,10 +254,11 @@ TEST(WaitsTest, NoiseThatFallsOnEveryRankIsNoStraggler) {
   EXPECT_EQ(w.ranks[0].last, 5);
   EXPECT_EQ(w.ranks[1].last, 5);
   EXPECT_FALSE(find_straggler(w).has_value());
-  // Each leads half the steps (lead_share), and the share is large: only chance (5 of 10 is a
-  // coin's P = 0.62) and dominance say no.
+  // Each leads half the steps (lead_share), with 60% of each step it leads (a median share of
+  // 30%): chance (5 of 10 is a coin's P = 0.62), dominance and the share say no.
   StragglerLimits no_dominance;
   no_dominance.dominance = 1.0;
+  no_dominance.wait_share = 0.2;
   EXPECT_FALSE(find_straggler(w, no_dominance).has_value());
   no_dominance.lead_alpha = 1.0;
   EXPECT_TRUE(find_straggler(w, no_dominance).has_value());
@@ -278,14 +279,14 @@ TEST(WaitsTest, TooFewCallsOrOneRankHaveNoVerdict) {
 }
 
 TEST(WaitsTest, LeadingMoreStepsThanChanceIsRequired) {
-  // 12 steps of 2 ranks; rank 1 arrives 3000 µs late in the first `led` of them, rank 0 100 µs
+  // 12 steps of 2 ranks; rank 1 arrives 4000 µs late in the first `led` of them, rank 0 100 µs
   // late in the rest. P(X >= 11 | n = 12, p = 1/2) = (12 + 1) / 4096; >= 10: 79 / 4096.
   auto build = [](int led) {
     std::vector<std::vector<Arrival>> ranks(2);
     for (int s = 0; s <= 12; ++s) {
       const std::int64_t t0 = s * 10000;
       const int late = s >= 1 && s <= led ? 1 : 0;
-      const std::int64_t by = late ? 3000 : 100;
+      const std::int64_t by = late ? 4000 : 100;
       for (int r = 0; r < 2; ++r) ranks[static_cast<std::size_t>(r)].push_back(at(s, s, t0 + (r == late ? by : 0), t0 + by + 10));
     }
     return ranks;
@@ -303,18 +304,18 @@ TEST(WaitsTest, LeadingMoreStepsThanChanceIsRequired) {
 }
 
 TEST(WaitsTest, ARankReleasedLateByTheLastCallIsNoStraggler) {
-  // Both ranks compute 600 µs between calls, but every call ends 300 µs later on rank 1 (rank 0
-  // at 1000k + 400, rank 1 at 1000k + 700): rank 1 arrives 300 µs after rank 0 at every call
-  // (30% of each 1 ms step) without doing more work. What a busy machine's scheduler does.
+  // Both ranks compute 500 µs between calls, but every call ends 400 µs later on rank 1 (rank 0
+  // at 1000k + 500, rank 1 at 1000k + 900): rank 1 arrives 400 µs after rank 0 at every call
+  // (40% of each 1 ms step) without doing more work. What a busy machine's scheduler does.
   std::vector<std::vector<Arrival>> ranks(2);
   for (int k = 0; k < 8; ++k) {
-    ranks[0].push_back(at(k, k, 1000 * k, 1000 * k + 400));
-    ranks[1].push_back(at(k, k, 1000 * k + 300, 1000 * k + 700));
+    ranks[0].push_back(at(k, k, 1000 * k, 1000 * k + 500));
+    ranks[1].push_back(at(k, k, 1000 * k + 400, 1000 * k + 900));
   }
   const WaitReport w = analyse_waits(ranks);
   ASSERT_EQ(w.calls.size(), 7u);
   EXPECT_EQ(w.ranks[1].led, 7);
-  EXPECT_EQ(w.calls[3].compute_us, (std::vector<std::int64_t>{600, 600}));
+  EXPECT_EQ(w.calls[3].compute_us, (std::vector<std::int64_t>{500, 500}));
   EXPECT_FALSE(find_straggler(w).has_value());
   // Without the explanation condition the other three would name it.
   StragglerLimits no_explanation;
@@ -323,15 +324,15 @@ TEST(WaitsTest, ARankReleasedLateByTheLastCallIsNoStraggler) {
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->rank, 1);
   EXPECT_DOUBLE_EQ(s->explained_s, 0.0);
-  // The same lateness from 300 µs more compute on rank 1 (its calls end with rank 0's) is one.
-  for (int k = 0; k < 8; ++k) ranks[1][static_cast<std::size_t>(k)].t_end_us = 1000 * k + 400;
+  // The same lateness from 400 µs more compute on rank 1 (its calls end with rank 0's) is one.
+  for (int k = 0; k < 8; ++k) ranks[1][static_cast<std::size_t>(k)].t_end_us = 1000 * k + 500;
   const WaitReport busy = analyse_waits(ranks);
-  EXPECT_EQ(busy.calls[3].compute_us, (std::vector<std::int64_t>{600, 900}));
+  EXPECT_EQ(busy.calls[3].compute_us, (std::vector<std::int64_t>{500, 900}));
   const auto t = find_straggler(busy);
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->rank, 1);
-  // 300 µs more at each analysed call but the first (seq 1), which has no compute before it.
-  EXPECT_NEAR(t->explained_s, 6 * 300e-6, 1e-12);
+  // 400 µs more at each analysed call but the first (seq 1), which has no compute before it.
+  EXPECT_NEAR(t->explained_s, 6 * 400e-6, 1e-12);
 }
 
 TEST(WaitsTest, BaselineSamplesAreEachRanksWaitAndTheSkewPerStep) {

@@ -50,8 +50,8 @@ struct RuleOptions {
   // start-up's. Throughput scenarios (scenarios/perf) give 20 or more.
   int min_iterations_per_run = 8;
   // Waits at collectives (is_wait_metric). How long a rank waits for the others is the others'
-  // noise as much as its own: on the shared 2-core machine a clean run's per-step wait varies
-  // several-fold between runs (reports/evidence-wait-sensitivity.md). So a wait is judged worse
+  // noise as much as its own: on the shared 2-core machine the paired rule's own noise term
+  // tolerated 50-450% for waits (reports/evidence-wait-sensitivity.md). So a wait is judged worse
   // only when its median per step grew by wait_tolerance (relative, before the noise
   // adjustment) and by min_wait_increase_s (absolute: from 20 µs to 80 µs a step is 4x and
   // nothing); samples below wait_floor_s (a rank that never waits) count as wait_floor_s.
