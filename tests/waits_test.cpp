@@ -316,6 +316,10 @@ TEST(WaitsTest, ARankReleasedLateByTheLastCallIsNoStraggler) {
   ASSERT_EQ(w.calls.size(), 7u);
   EXPECT_EQ(w.ranks[1].led, 7);
   EXPECT_EQ(w.calls[3].compute_us, (std::vector<std::int64_t>{500, 500}));
+  // The rule's figures, kept for every rank: 400 of each 1000 µs step; nothing explained.
+  EXPECT_NEAR(w.ranks[1].median_share, 0.4, 1e-12);
+  EXPECT_DOUBLE_EQ(w.ranks[1].explained_s, 0.0);
+  EXPECT_DOUBLE_EQ(w.ranks[0].median_share, 0.0);
   EXPECT_FALSE(find_straggler(w).has_value());
   // Without the explanation condition the other three would name it.
   StragglerLimits no_explanation;

@@ -60,7 +60,8 @@ std::string waits_json(const rules::WaitReport& report, const rules::StragglerLi
                  {"min_skew_us", rules::kMinSkewUs}};
   auto ranks = nlohmann::ordered_json::array();
   for (const auto& w : report.ranks) {
-    ranks.push_back({{"wait_s", w.wait_s}, {"compute_s", w.compute_s}, {"last", w.last}, {"caused_s", w.caused_s}, {"led", w.led}});
+    ranks.push_back({{"wait_s", w.wait_s}, {"compute_s", w.compute_s}, {"last", w.last}, {"caused_s", w.caused_s}, {"led", w.led},
+                     {"median_share", w.median_share}, {"explained_s", w.explained_s}});
   }
   j["ranks"] = ranks;
   if (straggler) {

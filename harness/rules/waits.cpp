@@ -149,6 +149,23 @@ WaitReport analyse_waits(const std::vector<std::vector<Arrival>>& ranks) {
       ++out.ranks[static_cast<std::size_t>(st.leader)].led;
     }
   }
+  // The rule's figures per rank: the median step's share of the wait it caused, and how much of
+  // that its longer compute explains.
+  for (std::size_t r = 0; r < out.ranks.size(); ++r) {
+    std::vector<double> shares;
+    for (const StepWait& st : out.steps) shares.push_back(st.duration_us() > 0 ? st.caused_us[r] / st.duration_us() : 0.0);
+    out.ranks[r].median_share = baseline::median(std::move(shares));
+  }
+  for (const CallWait& c : out.calls) {
+    if (c.last_rank < 0 || out.ranks.size() < 2) continue;
+    const auto r = static_cast<std::size_t>(c.last_rank);
+    double others = 0;
+    for (std::size_t o = 0; o < out.ranks.size(); ++o) {
+      if (o != r) others += static_cast<double>(std::max<std::int64_t>(0, c.compute_us[o]));
+    }
+    others /= static_cast<double>(out.ranks.size() - 1);
+    out.ranks[r].explained_s += std::max(0.0, static_cast<double>(std::max<std::int64_t>(0, c.compute_us[r])) - others) * 1e-6;
+  }
   return out;
 }
 
@@ -165,23 +182,8 @@ std::optional<Straggler> find_straggler(const WaitReport& report, const Straggle
     const double lead_p = binomial_tail(n, w.led, 1.0 / report.world_size);
     if (lead_p > limits.lead_alpha) continue;
     if (w.caused_s <= 0 || w.caused_s < limits.dominance * others) continue;
-    std::vector<double> shares;
-    for (const StepWait& st : report.steps) {
-      shares.push_back(st.duration_us() > 0 ? st.caused_us[static_cast<std::size_t>(r)] / st.duration_us() : 0.0);
-    }
-    const double median_share = baseline::median(std::move(shares));
-    if (median_share < limits.wait_share) continue;
-    double explained_us = 0;
-    for (const CallWait& c : report.calls) {
-      if (c.last_rank != r) continue;
-      double others = 0;
-      for (int o = 0; o < report.world_size; ++o) {
-        if (o != r) others += static_cast<double>(std::max<std::int64_t>(0, c.compute_us[static_cast<std::size_t>(o)]));
-      }
-      others /= report.world_size - 1;
-      explained_us += std::max(0.0, static_cast<double>(std::max<std::int64_t>(0, c.compute_us[static_cast<std::size_t>(r)])) - others);
-    }
-    if (explained_us * 1e-6 < limits.explained_share * w.caused_s) continue;
+    if (w.median_share < limits.wait_share) continue;
+    if (w.explained_s < limits.explained_share * w.caused_s) continue;
     Straggler s;
     s.rank = r;
     s.led = w.led;
@@ -190,8 +192,8 @@ std::optional<Straggler> find_straggler(const WaitReport& report, const Straggle
     s.last = w.last;
     s.calls = static_cast<int>(report.calls.size());
     s.caused_s = w.caused_s;
-    s.median_share = median_share;
-    s.explained_s = explained_us * 1e-6;
+    s.median_share = w.median_share;
+    s.explained_s = w.explained_s;
     std::map<std::string, double> by_phase;
     double longest = -1;
     for (const CallWait& c : report.calls) {

@@ -43,6 +43,9 @@ struct RankWaits {
   int last = 0;          // calls at which it arrived last (with a skew above kMinSkewUs)
   double caused_s = 0;   // the others' mean wait at those calls, summed
   int led = 0;           // steps in which it caused the most wait (some wait)
+  // The straggler rule's figures for this rank, whether or not it is named (StragglerLimits):
+  double median_share = 0;  // the median step's share the others waited for it
+  double explained_s = 0;   // its compute beyond the others' mean, at the calls it arrived last at
 };
 
 // One step (a run of consecutive calls, in seq order, with one step value: a value seen again
