@@ -75,8 +75,10 @@ int collectives_begun = 0;  // collectives in `begun`
 constexpr int kMaxCollectivesInFlight = 16;
 thread_local std::shared_ptr<std::string> current_external;
 
-// Waits until every collective begun has ended (ls_end runs on the engine's thread, when the
-// program's call completes): before a call lockstep carries to its end. issue_mu is held.
+// Waits until every collective begun has ended (ls_end runs where the wrapper checks the call: on
+// the thread that waits for it, or the engine's, when the program's call completes; the wrapper
+// ends those it holds before it calls here): before a call lockstep carries to its end. issue_mu
+// is held.
 void drain() {
   std::unique_lock<std::mutex> lock(begun_mu);
   begun_cv.wait(lock, [] { return collectives_begun == 0; });

@@ -13,6 +13,8 @@ the program.
   --bug gather-count rank 1 gathers 3 elements where the others gather 2 (round 1)
   --bug coalesced-count  rank 1's second tensor of an all_reduce_coalesced holds 3 elements, the
                      others' 2 (round 1)
+  --bug async-count  rank 1's 8th of 20 all_reduces in flight at once holds 3 elements, the others'
+                     2 (round 1)
   --backend nccl     the same on CUDA tensors (one GPU per rank, cuda:LOCAL_RANK)
 """
 import argparse
@@ -22,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 p = argparse.ArgumentParser()
-p.add_argument("--bug", choices=["none", "recv-dtype", "a2a-splits", "rs-max", "reduce-root", "gather-count", "coalesced-count"], default="none")
+p.add_argument("--bug", choices=["none", "recv-dtype", "a2a-splits", "rs-max", "reduce-root", "gather-count", "coalesced-count", "async-count"], default="none")
 p.add_argument("--rounds", type=int, default=3)
 p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
 args = p.parse_args()
@@ -95,6 +97,19 @@ for i in range(args.rounds):
         dist.all_gather_coalesced(parts, [torch.full((3,), float(r)), torch.full((2,), float(-r))])
         assert all(torch.equal(p[0], torch.full((3,), float(k))) and torch.equal(p[1], torch.full((2,), float(-k)))
                    for k, p in enumerate(parts)), parts
+    # async_op calls, as a program that overlaps its communication issues them: 20 in flight at once
+    # (lockstep keeps at most 16 unchecked), the first read through its future, the second polled
+    # until it has completed, the last never waited for (the calls after it order it)
+    bufs = [torch.full((3 if args.bug == "async-count" and r == 1 and i == 1 and k == 7 else 2,), float(r + k)) for k in range(20)]
+    works = [dist.all_reduce(v, async_op=True) for v in bufs]
+    works[0].get_future().wait()
+    while not works[1].is_completed():
+        pass
+    for w in works[2:19]:
+        w.wait()
+    if args.bug == "none":
+        for k, v in enumerate(bufs[:19]):
+            assert torch.equal(v, torch.full((2,), float(sum(range(ws)) + ws * k))), (k, v)
     if ws > 1 and r == 0:
         dist.send(torch.full((5,), 7.0), 1)
     elif ws > 1 and r == 1:

@@ -55,12 +55,21 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
         return [s * row for s in splits]
 
     class CheckedWork(dist.Work):
-        """The program's point-to-point Work, checked by lockstep when the program waits for it (the
-        engine's send and recv Works have no future to chain a check to)."""
+        """The program's Work, checked by lockstep when the program waits for it, asks for its
+        future or finds it completed, on the thread that does: a point-to-point call (the engine's
+        send and recv Works have no future to chain a check to) or, where torch keeps a Python Work
+        alive (torch_private.python_work_kept_alive), a collective begun in lockstep's chain
+        (`runtime` given: held in runtime.outstanding until it is ended, as `calls` collectives)."""
 
-        def __init__(self, work: Work, end: Callable[[bytes], None], keep: Any) -> None:
+        def __init__(self, work: Work, end: Callable[[bytes], None], keep: Any, runtime: Any = None, calls: int = 0) -> None:
             super().__init__()
-            self._work, self._end, self._keep, self._ended = work, end, keep, False
+            self._work, self._end, self._keep = work, end, keep
+            self._once = [True]  # popped by the one _finish that ends the call (on any thread)
+            self._runtime, self._calls = runtime, calls
+            if runtime is not None:
+                with runtime.outstanding_lock:
+                    runtime.outstanding[id(self)] = self
+                    runtime.outstanding_ids += calls
 
         def wait(self, timeout: Optional[Any] = None) -> Any:
             try:
@@ -71,13 +80,42 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
             self._finish(b"")
             return out
 
+        def get_future(self) -> Any:
+            """The program's call's future, completing once lockstep has checked the call (DDP's
+            reducer chains its buckets to it)."""
+            return self._work.get_future().then(self._then)
+
+        def _then(self, future: Any) -> Any:
+            try:
+                value = future.value()
+            except BaseException as e:  # noqa: B036
+                self._finish(_error_text(e))
+                raise
+            self._finish(b"")
+            return value
+
         def _finish(self, failure: bytes) -> None:
-            if not self._ended:
-                self._ended = True
-                self._end(failure)
+            try:
+                self._once.pop()  # atomic: one thread ends the call
+            except IndexError:
+                return
+            rt = self._runtime
+            if rt is not None:
+                with rt.outstanding_lock:
+                    rt.outstanding.pop(id(self), None)
+                    rt.outstanding_ids -= self._calls
+            self._end(failure)
 
         def is_completed(self) -> bool:
-            return self._work.is_completed()
+            done = self._work.is_completed()
+            if done and self._once and self._runtime is not None:
+                # A collective found completed is checked now (a send or receive cannot be waited
+                # for twice: it is checked when the program waits for it).
+                try:
+                    self.wait()
+                except BaseException:  # noqa: B036: _finish has handed the failure to lockstep
+                    pass
+            return done
 
         def is_success(self) -> bool:
             return self._work.is_success()
@@ -96,6 +134,8 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
 
         def synchronize(self) -> None:
             return self._work.synchronize()
+
+    runtime.work_class = CheckedWork
 
     class LockstepGroup(dist.ProcessGroup):
         def __init__(self, real: Any, gid: int = 0) -> None:
@@ -371,6 +411,7 @@ def _wrap_new_group(c10d: Any, runtime: Any, group_class: type, pg: Any) -> Any:
         return pg
     ranks = torch_private._group_ranks(c10d, pg)
     me = pg.rank()
+    runtime.settle()  # ls_open_group waits for every begun collective to end
     store = torch_private.default_store(runtime.dist)
     control = dist.ProcessGroupGloo(dist.PrefixStore("lockstep-control/%s/" % torch_private._group_name(c10d, pg), store), me, pg.size())
     gid = runtime.lib.ls_open_group((ctypes.c_int32 * len(ranks))(*ranks), len(ranks), me)

@@ -5,6 +5,7 @@ calls, ls_carry where a call must match before it starts), and finishes the rank
 import ctypes
 import os
 import sys
+import threading
 from typing import Any, Callable, List, Optional, Tuple
 
 from . import torch_private
@@ -62,6 +63,16 @@ class _Runtime:
         self.started = None     # the Work of the program's call being carried
         self.unverified = {}
         self.finished = False
+        # A collective begun in lockstep's chain is ended (ls_end: checked, its end traced) when the
+        # program waits for its Work, asks for its future or finds it completed, on the thread that
+        # does, so the engine's thread runs no Python (and never waits for the GIL) when the call
+        # completes. Where torch would drop such a Work's Python half (python_work_kept_alive), a
+        # wrapped collective returns a Work made from a future chained to lockstep's end instead.
+        self.end_at_wait = torch_private.python_work_kept_alive(torch)
+        self.work_class = None  # groups.CheckedWork, once the group class is made
+        self.outstanding = {}   # the collectives' Works begun and not yet ended, oldest first
+        self.outstanding_ids = 0  # the collectives (ls_begin ids) they hold
+        self.outstanding_lock = threading.Lock()
         self.start_cb = _START(self._start)
         self.wait_cb = _WAIT(self._wait)
 
@@ -181,7 +192,8 @@ class _Runtime:
         """Runs the program's call `run` (which starts it on the program's group and returns its
         Work) under lockstep. A collective is begun in lockstep's chain, started, and returned at
         once as a Work that completes when the call has completed and lockstep has checked it
-        (_ended, on the engine's thread): the program goes on meanwhile, as on its own group (DDP's
+        (CheckedWork, when the program waits for it; else _ended, on the engine's thread): the
+        program goes on meanwhile, as on its own group (DDP's
         all-reduce of a bucket runs while its backward pass computes the next; FSDP2's next
         all-gather while this layer computes), with several calls in flight on any groups. Otherwise (a
         point-to-point call, `results` given; or ls_begin declines) lockstep carries the call to
@@ -190,11 +202,13 @@ class _Runtime:
         c, keep = call  # keep: what c points into, alive while lockstep reads it
         site, step = program_site().encode(), self.steps.current()
         if results is None:
+            self._room_for(1)
             begun = self.lib.ls_begin(group, ctypes.byref(c), site, step)
             if begun >= 0:
                 return self._begun([begun], run)
             if self.finished:
                 return run()
+        self.settle()  # ls_carry waits until every collective begun has ended
         token = self.next_token
         self.next_token += 1
         self.pending[token] = run
@@ -223,6 +237,7 @@ class _Runtime:
         if not calls or len(calls) > self.MAX_MEMBERS or self.finished:
             return None
         site, step = program_site().encode(), self.steps.current()
+        self._room_for(len(calls))
         ids = []
         for c, keep in calls:
             begun = self.lib.ls_begin(group, ctypes.byref(c), site, step)
@@ -267,6 +282,8 @@ class _Runtime:
         except BaseException as e:  # noqa: B036: refused at once (torch 1.13's Gloo and bf16)
             end(_error_text(e))  # explains it (a mismatch) and ends the process
             raise
+        if self.end_at_wait and self.work_class is not None:
+            return self.work_class(work, end, None, self, len(ids))
         try:
             future = work.get_future()
         except RuntimeError:  # an engine whose Work has no future: lockstep waits here
@@ -290,6 +307,33 @@ class _Runtime:
         end(b"")
         return value
 
+    # At most this many collectives begun and not ended (program.cpp's kMaxCollectivesInFlight: its
+    # ls_begin waits for an ls_end beyond it, which only the program's own waits give here).
+    MAX_IN_FLIGHT = 16
+
+    def _room_for(self, n: int) -> None:
+        """Before `n` collectives are begun: the program's Works it has not waited for yet are ended
+        (those completed, then the oldest, waited for) until the `n` fit."""
+        if self.outstanding_ids + n > self.MAX_IN_FLIGHT:
+            self.settle(self.MAX_IN_FLIGHT - n)
+
+    def settle(self, keep: int = 0) -> None:
+        """Ends the collectives begun and not yet ended until they hold at most `keep` calls: first
+        every one already completed, then the oldest, each waited for (it was started: it completes
+        as it would have). Before anything of lockstep's that waits for every begun collective to
+        end (ls_carry, a new group, the DataLoader check, the end of the program)."""
+        if self.outstanding_ids <= keep:
+            return
+        with self.outstanding_lock:
+            works = list(self.outstanding.values())
+        for work in works:
+            work.is_completed()
+        for work in works:
+            if self.outstanding_ids <= keep:
+                break
+            if work._once:  # not ended yet
+                work.wait()
+
     def done(self, results: list) -> Any:
         future = self.torch.futures.Future()
         future.set_result(results)
@@ -299,6 +343,7 @@ class _Runtime:
         self.unverified[name] = self.unverified.get(name, 0) + 1
 
     def check_loader(self, loader: Any) -> None:
+        self.settle()  # ls_check_same_count waits for every begun collective to end
         try:
             n = len(loader)
         except TypeError:  # an iterable-style dataset: no length to compare
@@ -311,6 +356,8 @@ class _Runtime:
     def finish(self, failure: str) -> None:
         if self.finished:
             return
+        if not failure:
+            self.settle()  # ls_finish waits for every begun collective to end
         self.finished = True
         digest = rank_digest = -1
         if self.steps.ddp is not None and not failure:

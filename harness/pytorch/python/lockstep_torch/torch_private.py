@@ -23,6 +23,20 @@ def work_from_future(c10d_c: Any, future: Any) -> Any:
     return c10d_c._create_work_from_future(future)
 
 
+def python_work_kept_alive(torch: Any) -> bool:
+    """Whether a Work subclass written in Python that a group's method returns stays alive, with its
+    methods, while torch's C++ holds it (DDP's reducer, functional collectives): c10d's
+    PyProcessGroup wraps it in a PyWorkHolder that keeps the Python object (checked in the headers of
+    torch 2.11.0, 2.14.1 and 2.15.0; torch 1.13's PyProcessGroup keeps only the C++ half, whose wait
+    would never return). Where it does not, a wrapped collective returns a Work made from a future
+    (work_from_future)."""
+    try:
+        major, minor = (int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (2, 11)
+
+
 def _swap_default_group(c10d: Any, real: Any, wrapper: Any) -> None:
     """Makes `wrapper` the default group, registered wherever torch keeps the default group's
     entries."""
