@@ -38,9 +38,12 @@ class _Runtime:
         self.lib = _load_library()
         self.fields = call_fields(self.lib)
         self.field_nones = [none for _, none in sorted(self.fields.values())]  # in ls_call's order
+        self.fields_type = ctypes.c_int64 * len(self.field_nones)
+        self.no_fields = self.fields_type(*self.field_nones)  # a call that sets none of them
         self.ops = _codes(self.lib, "op", ["all_reduce", "all_gather", "all_to_all", "broadcast", "barrier", "send", "recv",
                                            "reduce_scatter", "reduce", "gather", "scatter"])
         self.reduces = _codes(self.lib, "reduce", ["sum", "max", "min", "avg", "product", "band", "bor", "bxor"])
+        self.reduce_sum = self.reduces["sum"]
         dtypes = _codes(self.lib, "dtype", ["f32", "f64", "f16", "bf16", "i8", "u8", "i32", "i64"])
         self.dtype_code = {
             torch.float32: dtypes["f32"], torch.float64: dtypes["f64"], torch.float16: dtypes["f16"],
@@ -156,29 +159,24 @@ class _Runtime:
         others left at the table's `none`."""
         c = _Call()
         c.op = self.ops[op]
-        values = list(self.field_nones)
-        for name, v in fields.items():
-            if name not in self.fields:
-                raise TypeError("lockstep: no call field %r (liblockstep_program.so has %s)" % (name, ", ".join(self.fields)))
-            values[self.fields[name][0]] = int(v)
-        arr = (ctypes.c_int64 * len(values))(*values)
-        c.nfields, c.fields = len(values), arr
-        c.reduce = self.reduces[reduce] if reduce else self.reduces["sum"]
+        if fields:
+            values = list(self.field_nones)
+            for name, v in fields.items():
+                if name not in self.fields:
+                    raise TypeError("lockstep: no call field %r (liblockstep_program.so has %s)" % (name, ", ".join(self.fields)))
+                values[self.fields[name][0]] = int(v)
+            arr = self.fields_type(*values)
+        else:
+            arr = self.no_fields  # read only, by the library, while it copies the call
+        c.nfields, c.fields = len(self.field_nones), arr
+        c.reduce = self.reduces[reduce] if reduce else self.reduce_sum
         keep = [arr]
-        for t, name in ((tensor, "inp"), (out, "out")):
-            if t is None:
-                continue
-            if not t.is_contiguous():
-                t = t.contiguous()
-                keep.append(t)
-            code = self.dtype_code.get(t.dtype)
-            if code is None:
-                raise TypeError("lockstep: %s of dtype %s is not supported" % (op, t.dtype))
-            c.dtype = code
-            setattr(c, name, t.data_ptr())
-            setattr(c, name.replace("inp", "in") + "_count", t.numel())
-            if t.is_cuda:
-                c.device = 1
+        if tensor is not None:
+            tensor = self._view(op, c, tensor, keep)
+            c.inp, c.in_count = tensor.data_ptr(), tensor.numel()
+        if out is not None:
+            out = self._view(op, c, out, keep)
+            c.out, c.out_count = out.data_ptr(), out.numel()
         if tensor is None and out is not None:
             c.inp, c.in_count = None, 0
         if send is not None:
@@ -187,6 +185,20 @@ class _Runtime:
             keep += [s_arr, r_arr]
             c.nsplits, c.send_counts, c.recv_counts = n, s_arr, r_arr
         return c, keep
+
+    def _view(self, op: str, c: _Call, t: Any, keep: list) -> Any:
+        """`t` as the call reads it (contiguous, kept alive in `keep` when copied); sets c's dtype
+        and device from it."""
+        if not t.is_contiguous():
+            t = t.contiguous()
+            keep.append(t)
+        code = self.dtype_code.get(t.dtype)
+        if code is None:
+            raise TypeError("lockstep: %s of dtype %s is not supported" % (op, t.dtype))
+        c.dtype = code
+        if t.is_cuda:
+            c.device = 1
+        return t
 
     def carry(self, call: Described, run: Callable[[], Any], results: Optional[list] = None, group: int = 0) -> Any:
         """Runs the program's call `run` (which starts it on the program's group and returns its
