@@ -4,7 +4,10 @@
 // Also the public range-checked readers of harness/scenario/config.h they are built on.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -246,6 +249,56 @@ TEST(ValidateTest, ParsingChecksTheSchemaAndValidationTheWorkloadKeys) {
   const std::string bad_run = tmp.write("r.toml", "name = \"t.r\"\n[run]\nworld_size = 0\n[workload]\nkind = \"training\"\n[expect]\noutcome = \"pass\"\n");
   EXPECT_EQ(error_of([&] { (void)scenario::load_file(bad_run); }), bad_run + ":3: run.world_size: must be in [1, 64], got 0");
   EXPECT_EQ(error_of([&] { (void)validate::load_file(bad_run); }), bad_run + ":3: run.world_size: must be in [1, 64], got 0");
+}
+
+// The contract's key list cannot drift from the schema reader: every key a system under test's
+// capability accepts (as the reader itself lists them when it refuses an unknown key) is named,
+// in backquotes, in that capability's paragraph of scenarios/README.md ("**`<kind>`**: ..." up to
+// the next capability's). The capabilities are the ones the reader names for a kind it refuses.
+TEST(ContractKeysTest, EveryKeyACapabilityAcceptsIsNamedInItsContractParagraph) {
+  test::TempDir tmp("lockstep-contract-keys");
+  auto refusal = [&](const std::string& kind) {
+    const std::string path = tmp.write(kind + ".toml", "name = \"t.k\"\n[system]\nname = \"s\"\ncommand = [\"true\"]\n[workload]\nkind = \"" +
+                                                           kind + "\"\nzz_not_a_key = 1\n[expect]\noutcome = \"pass\"\n");
+    return error_of([&] { validate::check(scenario::load_file(path).at(0)); });
+  };
+  auto split = [](const std::string& list) {
+    std::vector<std::string> out;
+    std::stringstream in(list);
+    for (std::string item; std::getline(in, item, ',');) out.push_back(item.substr(item.find_first_not_of(' ')));
+    return out;
+  };
+  const std::string kinds_error = refusal("collectives");
+  const std::string can = "a system under test can do '";
+  ASSERT_NE(kinds_error.find(can), std::string::npos) << kinds_error;
+  const std::size_t from = kinds_error.find(can) + can.size();
+  const std::vector<std::string> kinds = split(kinds_error.substr(from, kinds_error.find('\'', from) - from));
+  ASSERT_GE(kinds.size(), 5u) << kinds_error;  // embedding, lookup, sampling, split, training
+
+  std::ifstream in(LOCKSTEP_SOURCE_DIR "/scenarios/README.md");
+  const std::string readme{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::vector<std::size_t> starts;
+  for (const auto& kind : kinds) {
+    const std::size_t at = readme.find("**`" + kind + "`**:");
+    ASSERT_NE(at, std::string::npos) << "no paragraph for the capability " << kind;
+    starts.push_back(at);
+  }
+  for (std::size_t k = 0; k < kinds.size(); ++k) {
+    std::size_t end = readme.size();
+    for (const std::size_t s : starts) {
+      if (s > starts[k] && s < end) end = s;
+    }
+    const std::string paragraph = readme.substr(starts[k], end - starts[k]);
+    const std::string error = refusal(kinds[k]);
+    const std::string allowed = "allowed keys in [workload]: ";
+    ASSERT_NE(error.find(allowed), std::string::npos) << error;
+    const std::vector<std::string> keys = split(error.substr(error.find(allowed) + allowed.size()));
+    EXPECT_GE(keys.size(), 3u) << error;
+    for (const auto& key : keys) {
+      if (key == "kind") continue;  // the section's own name
+      EXPECT_NE(paragraph.find("`" + key + "`"), std::string::npos) << kinds[k] << ": key '" << key << "' is not named in its paragraph";
+    }
+  }
 }
 
 }  // namespace
