@@ -1,6 +1,7 @@
 // Embedding bags (reference/embedding/bag.h): pooling and its backward, hand-computed. The
-// rows and weights are dyadic, so every sum below is exact and written out by hand; the one
-// rounding case (mean's 1/k) is pinned by its f32 bits, worked out separately (numpy float32).
+// rows and weights are dyadic, so every sum below is exact and written out by hand; the rounding
+// cases (mean's 1/k, a weighted mean's divisions) are pinned by their f32 bits, worked out
+// separately (numpy float32).
 #include "reference/embedding/bag.h"
 
 #include <gtest/gtest.h>
@@ -73,6 +74,42 @@ TEST(EmbeddingBagTest, MeanBackwardMultipliesByTheReciprocalAsTorchDoes) {
   }
 }
 
+// Weighted mean (TorchRec's row-wise sharded bags): the weighted sum over the sum of the bag's
+// weights (plus a declared epsilon), or over its length. Expected f32 bits from numpy float32.
+TEST(EmbeddingBagTest, WeightedMeanDividesByTheSumOfTheWeights) {
+  const std::vector<float> w = {0.5f, 2.0f, 0.25f, 4.0f};
+  const auto out = pool_bags(kRows.data(), kOffsets.data(), 3, 2, BagPooling::kMean, w.data());
+  // bag 0: (1.625, 6.5) / 2.75; bag 1 empty: zeros; bag 2: (-4, 2) / 4.
+  EXPECT_EQ(bits(out[0]), 0x3f1745d1u);
+  EXPECT_EQ(bits(out[1]), 0x401745d1u);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[3], 0.0f);
+  EXPECT_EQ(out[4], -1.0f);
+  EXPECT_EQ(out[5], 0.5f);
+  // With an epsilon: bag 2 divides by f32(4 + 1e-6) = 0x40800002.
+  const auto eps = pool_bags(kRows.data(), kOffsets.data(), 3, 2, BagPooling::kMean, w.data(), BagMean{false, 1e-6f});
+  EXPECT_EQ(bits(eps[4]), 0xbf7ffffcu);
+  EXPECT_EQ(bits(eps[5]), 0x3efffffcu);
+  // By the bag's length instead: bag 0 (1.625, 6.5) / 3, bag 2 (-4, 2) / 1.
+  const auto count = pool_bags(kRows.data(), kOffsets.data(), 3, 2, BagPooling::kMean, w.data(), BagMean{true, 0.0f});
+  EXPECT_EQ(bits(count[0]), 0x3f0aaaabu);
+  EXPECT_EQ(bits(count[1]), 0x400aaaabu);
+  EXPECT_EQ(count[4], -4.0f);
+  EXPECT_EQ(count[5], 2.0f);
+}
+
+TEST(EmbeddingBagTest, WeightedMeanBackwardScalesByEachWeightOverTheDivisor) {
+  const std::vector<float> g = {1.0f, -0.5f, 8.0f, 8.0f, 0.75f, 2.0f};
+  const std::vector<float> w = {0.5f, 2.0f, 0.25f, 4.0f};
+  const auto out = bag_backward(g.data(), kOffsets.data(), 3, 2, BagPooling::kMean, w.data());
+  ASSERT_EQ(out.size(), 8u);
+  // Position p of bag 0: g * f32(w_p / 2.75).
+  const std::uint32_t want[] = {0x3e3a2e8cu, 0xbdba2e8cu, 0x3f3a2e8cu, 0xbeba2e8cu, 0x3dba2e8cu, 0xbd3a2e8cu};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(bits(out[static_cast<std::size_t>(i)]), want[i]) << "value " << i;
+  EXPECT_EQ(out[6], 0.75f);  // bag 2: 4 / 4 = 1
+  EXPECT_EQ(out[7], 2.0f);
+}
+
 TEST(EmbeddingBagTest, DuplicatesInsideABagSumTheirWeightedGradients) {
   // Bag 0 holds id 2 twice (weights 0.5 and 0.25): its row's gradient is g0*0.5 + g0*0.25.
   const std::vector<float> g = {1.0f, -0.5f, 8.0f, 8.0f, 0.75f, 2.0f};
@@ -89,8 +126,6 @@ TEST(EmbeddingBagTest, BadBagsAreRefused) {
   EXPECT_THROW(pool_bags(kRows.data(), decreasing.data(), 2, 2, BagPooling::kSum, nullptr), std::invalid_argument);
   const std::vector<std::int64_t> not_from_zero = {1, 3};
   EXPECT_THROW(pool_bags(kRows.data(), not_from_zero.data(), 1, 2, BagPooling::kSum, nullptr), std::invalid_argument);
-  const std::vector<float> w = {1, 1, 1, 1};
-  EXPECT_THROW(bag_backward(kRows.data(), kOffsets.data(), 3, 2, BagPooling::kMean, w.data()), std::invalid_argument);
   EXPECT_THROW(bag_pooling_from_string("max"), std::invalid_argument);
   EXPECT_EQ(bag_pooling_from_string("mean"), BagPooling::kMean);
 }

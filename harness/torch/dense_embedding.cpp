@@ -90,15 +90,24 @@ std::vector<float> DenseEmbedding::step_bags(const std::vector<std::int64_t>& id
   at::Tensor id_grads;
   {
     torch::NoGradGuard no_grad;
-    const auto out = std::get<0>(at::embedding_bag(m.emb->weight.detach(), idx, off, /*scale_grad_by_freq=*/false,
-                                                   /*mode=*/pooling == ref::BagPooling::kMean ? 1 : 0, /*sparse=*/false, psw,
-                                                   /*include_last_offset=*/true));
-    pooled = to_vector(out);
+    // at::embedding_bag refuses per-sample weights with mean: a weighted mean is its weighted sum
+    // over the bag's weights summed (index_add_ in position order), an empty bag pooling to zeros.
+    const bool weighted_mean = pooling == ref::BagPooling::kMean && psw.defined();
+    auto out = std::get<0>(at::embedding_bag(m.emb->weight.detach(), idx, off, /*scale_grad_by_freq=*/false,
+                                             /*mode=*/pooling == ref::BagPooling::kMean && !weighted_mean ? 1 : 0, /*sparse=*/false, psw,
+                                             /*include_last_offset=*/true));
     const auto lengths = off.slice(0, 1).sub(off.slice(0, 0, bags));
     const auto bag_of = at::repeat_interleave(at::arange(bags, i64), lengths);
     id_grads = host_f32(bag_grads, bags, m.dim).index_select(0, bag_of);
-    if (pooling == ref::BagPooling::kMean) id_grads = id_grads.mul(lengths.to(at::kFloat).reciprocal().index_select(0, bag_of).unsqueeze(1));
-    if (psw.defined()) id_grads = id_grads.mul(psw.unsqueeze(1));
+    if (weighted_mean) {
+      const auto weight_sums = at::zeros({bags}, psw.options()).index_add_(0, bag_of, psw);
+      out = at::where(lengths.gt(0).unsqueeze(1), out.div(weight_sums.unsqueeze(1)), at::zeros_like(out));
+      id_grads = id_grads.mul(psw.div(weight_sums.index_select(0, bag_of)).unsqueeze(1));
+    } else {
+      if (pooling == ref::BagPooling::kMean) id_grads = id_grads.mul(lengths.to(at::kFloat).reciprocal().index_select(0, bag_of).unsqueeze(1));
+      if (psw.defined()) id_grads = id_grads.mul(psw.unsqueeze(1));
+    }
+    pooled = to_vector(out);
   }
   step(ids, to_vector(id_grads));
   return pooled;

@@ -38,16 +38,27 @@ inline float embedding_bag_weight(std::uint64_t seed, std::int64_t s, std::int64
   return k >= 0 ? static_cast<float>(1 << k) : 1.0f / static_cast<float>(1 << -k);
 }
 
+// How a bag's mean divides when it has per-sample weights: by the sum of the bag's weights plus
+// `eps` (a system may add an epsilon against an all-zero bag), or, with `by_count`, by the bag's
+// length as an unweighted mean does. Without weights a mean divides by the length.
+struct BagMean {
+  bool by_count = false;
+  float eps = 0.0f;
+};
+
 // Pools `bags` bags: rows holds one f32 row of `dim` values per id position (offsets[bags]
 // rows), offsets the bags' bounds ([bags + 1], non-decreasing, from 0), weights one value per
-// position or null. Returns bags x dim values. Throws std::invalid_argument on bad offsets,
-// dim < 1, or weights with kMean.
+// position or null. Sum: the rows (times their weights) summed in position order. Mean: that sum
+// divided by the bag's divisor (its length; with weights, `mean`'s: the weights summed in
+// position order, plus mean.eps), an empty bag pooling to zeros. Returns bags x dim values.
+// Throws std::invalid_argument on bad offsets or dim < 1.
 std::vector<float> pool_bags(const float* rows, const std::int64_t* offsets, std::int64_t bags, std::int64_t dim, BagPooling pooling,
-                             const float* weights);
+                             const float* weights, BagMean mean = {});
 
 // The gradient row of every id position (offsets[bags] x dim) from the bags' output gradients
-// (bags x dim), as the backward above says. Throws as pool_bags.
+// (bags x dim): g (sum), g * w (weighted sum), g * (1 / length) (mean), g * (w / divisor)
+// (weighted mean). Throws as pool_bags.
 std::vector<float> bag_backward(const float* bag_grads, const std::int64_t* offsets, std::int64_t bags, std::int64_t dim,
-                                BagPooling pooling, const float* weights);
+                                BagPooling pooling, const float* weights, BagMean mean = {});
 
 }  // namespace lockstep::ref

@@ -70,6 +70,10 @@ Options read_options(const scenario::Scenario& s) {
   const std::string bad = scenario::read_choice(p, "bad_ids", "reject", kBadIdNames);
   o.declared.bad = static_cast<BadIds>(std::find(kBadIdNames.begin(), kBadIdNames.end(), bad) - kBadIdNames.begin());
   o.tolerance_ulps = read_double(p, "tolerance_ulps", 0, 0, 1e6);
+  o.declared.mean_eps = static_cast<float>(read_double(p, "mean_weights_eps", 0, 0, 1));
+  if (p.has("mean_weights_eps") && !(o.bags() && o.per_sample_weights && o.pooling == ref::BagPooling::kMean)) {
+    p.fail("mean_weights_eps", "applies to weighted means only (bag_sizes, pooling = \"mean\", per_sample_weights = true)");
+  }
   p.finish();
   o.declared.pool_mean = o.bags() && o.pooling == ref::BagPooling::kMean;
   o.declared.weights = o.per_sample_weights;
@@ -119,13 +123,14 @@ Batches make_batches(const Options& o, std::uint64_t seed) {
 }
 
 ref::BagPooling pooling_of(const Semantics& sem) { return sem.pool_mean ? ref::BagPooling::kMean : ref::BagPooling::kSum; }
+ref::BagMean mean_of(const Semantics& sem) { return ref::BagMean{sem.mean_by_count, sem.mean_eps}; }
 
 // Every id position's gradient row under `sem`: the batches' own rows without bags, else the
 // bags' backward (reference/embedding/bag.h).
 F32 id_grads(const Options& o, const Batches& b, const Semantics& sem) {
   if (!o.bags()) return b.grads;
   return ref::bag_backward(b.grads.data(), b.bag_offsets.data(), static_cast<std::int64_t>(b.bag_offsets.size()) - 1, o.dim, pooling_of(sem),
-                           sem.weights ? b.weights.data() : nullptr);
+                           sem.weights ? b.weights.data() : nullptr, mean_of(sem));
 }
 
 // Each step's rank_split shares: of the ids, and with bags of the bags (the ids' shares are
@@ -268,7 +273,8 @@ F32 pooled_bags(const Options& o, const Batches& b, const Semantics& sem, const 
     const auto id = static_cast<std::size_t>(b.ids[static_cast<std::size_t>(p)]);
     rows.insert(rows.end(), table.begin() + static_cast<std::ptrdiff_t>(id * d), table.begin() + static_cast<std::ptrdiff_t>((id + 1) * d));
   }
-  return ref::pool_bags(rows.data(), offsets.data(), q1 - q0, o.dim, pooling_of(sem), sem.weights ? b.weights.data() + p0 : nullptr);
+  return ref::pool_bags(rows.data(), offsets.data(), q1 - q0, o.dim, pooling_of(sem), sem.weights ? b.weights.data() + p0 : nullptr,
+                        mean_of(sem));
 }
 
 // The first output that differs from trajectory `tr` (replayed under `sem`) by more than
@@ -506,6 +512,18 @@ CheckResult check(const scenario::Scenario& s, const SystemOutputs& out) {
       candidates.push_back({alt, std::string(alt.pool_mean ? "bags averaged instead of summed" : "bags summed instead of averaged") +
                                      ": the outputs match " + (alt.pool_mean ? "mean" : "sum") + " pooling (forward and backward), where the scenario asks for pooling = \"" +
                                      (alt.pool_mean ? "sum" : "mean") + "\""});
+    }
+    if (o.per_sample_weights && o.pooling == ref::BagPooling::kMean) {
+      alt = o.declared;
+      alt.mean_by_count = true;
+      candidates.push_back({alt, "weighted bags averaged over their length: the outputs match each bag's weighted sum divided by how many ids it holds, "
+                                 "not by the sum of its weights"});
+      alt = o.declared;
+      alt.mean_eps = 1e-6f;
+      if (!(alt == o.declared)) {
+        candidates.push_back({alt, "weighted bags averaged over the sum of their weights plus 1e-6 (if documented, declare mean_weights_eps = 1e-6 in "
+                                   "[system.profile])"});
+      }
     }
     if (o.per_sample_weights) {
       alt = o.declared;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ std::string describe_semantics(const Semantics& s, const Options& o) {
   parts.push_back(s.divide_by_ws ? "gradients divided by the world size" : "gradients not scaled across ranks");
   if (!o.bad_groups.empty() || s.bad != BadIds::kReject) parts.push_back("ids outside the table " + bad_rule(s.bad));
   if (o.bags()) parts.push_back(std::string("bags ") + (s.pool_mean ? "mean" : "sum") + "-pooled" + (s.weights ? " with per-sample weights" : ""));
+  if (o.bags() && s.pool_mean && s.weights) {
+    std::ostringstream eps;
+    eps << s.mean_eps;
+    parts.push_back(s.mean_by_count ? "weighted means divided by the bag's length"
+                                    : std::string("weighted means divided by the sum of the weights") + (s.mean_eps > 0 ? " plus " + eps.str() : ""));
+  }
   if (o.optimizer.kind == ref::OptimizerKind::kAdam) {
     parts.push_back(s.adam_per_row ? "Adam steps counted per row" : "Adam steps counted per step() call");
     parts.push_back(s.adam_dgl ? "DGL's Adam formula (bias-corrected m and v, eps added to sqrt(v_hat))" : "torch.optim.SparseAdam's formula");

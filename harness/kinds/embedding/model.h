@@ -39,6 +39,11 @@ struct Semantics {
   // Bags (from [workload], not the profile): how the system pools, as replayed.
   bool pool_mean = false;      // mean pooling (forward sum / k, backward g * (1 / k))
   bool weights = false;        // per-sample weights applied (forward w * r, backward g * w)
+  // A weighted bag's mean (mean pooling with per-sample weights): divided by the sum of its
+  // weights plus mean_eps (declared: [system.profile] mean_weights_eps), or by its length (the
+  // defect that forgets the weights in the divisor).
+  float mean_eps = 0.0f;
+  bool mean_by_count = false;
   bool operator==(const Semantics&) const = default;
 };
 

@@ -33,9 +33,6 @@ EmbeddingSpec EmbeddingSpec::read(const scenario::Config& c) {
   t.per_sample_weights = c.get_bool("per_sample_weights", false);
   if (!t.bags() && c.has("pooling")) c.fail("pooling", "needs bag_sizes (pooling applies to bags)");
   if (!t.bags() && t.per_sample_weights) c.fail("per_sample_weights", "needs bag_sizes (weights apply to the ids of bags)");
-  if (t.per_sample_weights && t.pooling == ref::BagPooling::kMean) {
-    c.fail("per_sample_weights", "needs pooling = \"sum\" (torch.nn.EmbeddingBag refuses per-sample weights with mean)");
-  }
   return t;
 }
 

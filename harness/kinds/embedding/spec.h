@@ -27,7 +27,7 @@ struct EmbeddingSpec {
   // bag_sizes[q mod len] ids (0 = an empty bag). Empty: one id per sample, as without bags.
   std::vector<std::int64_t> bag_sizes;                // each 0..1024
   ref::BagPooling pooling = ref::BagPooling::kSum;    // "sum", "mean"; needs bag_sizes
-  bool per_sample_weights = false;                    // needs bag_sizes and sum pooling (as torch)
+  bool per_sample_weights = false;                    // needs bag_sizes; with mean pooling, a weighted mean
   bool bags() const { return !bag_sizes.empty(); }
   bool int32_ids = false;                             // id_dtype: "int64" (default) or "int32"
 

@@ -53,6 +53,11 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
                    torch.nn.EmbeddingBag gives zeros         -> result_mismatch (empty bag, NaN)
   weights_ignored  per-sample weights are ignored (pooled and spread with weight 1)
                                                            -> result_mismatch (weights ignored)
+  mean_by_count    a weighted bag's mean is divided by its length, not by the sum of its weights
+                                                           -> result_mismatch (averaged over their length)
+
+`--mean-eps E` adds E to a weighted bag's sum of weights before it divides (TorchRec's row-wise
+bags add 1e-6): a semantic the scenario declares as [system.profile] mean_weights_eps.
 """
 import argparse
 import math
@@ -187,6 +192,9 @@ def sampling(inp, out, bug):
         out.save("uniformity", np.concatenate(rows).astype(np.int64))
 
 
+mean_eps = 0.0  # --mean-eps
+
+
 def embedding(inp, out, bug):
     f32 = np.float32
     opt = inp.config["optimizer"]
@@ -243,8 +251,17 @@ def embedding(inp, out, bug):
         lengths, bag_steps = inp.array("lengths"), inp.array("bag_step_offsets")
         all_weights = inp.array("weights") if bags["per_sample_weights"] else None
 
+    def divisor(weights, lo, hi):
+        """A mean bag's divisor: its size, or with weights the weights summed in order (+ eps)."""
+        if not weighted or bug == "mean_by_count":
+            return f32(hi - lo)
+        total = f32(0)
+        for p in range(lo, hi):
+            total = total + f32(weights[p])
+        return total + f32(mean_eps)
+
     def pool(ids, bag_offsets, weights):
-        """Each bag's rows added in order from +0.0 (weights first multiplied in), then / size."""
+        """Each bag's rows added in order from +0.0 (weights first multiplied in), then / divisor."""
         pooled = np.zeros((len(bag_offsets) - 1, table.shape[1]), f32)
         for b in range(len(bag_offsets) - 1):
             lo, hi = bag_offsets[b], bag_offsets[b + 1]
@@ -252,7 +269,7 @@ def embedding(inp, out, bug):
                 pooled[b] = pooled[b] + (weights[p] * table[ids[p]] if weighted else table[ids[p]])
             if pool_mean and (hi > lo or bug == "empty_bag_nan"):
                 with np.errstate(invalid="ignore"):
-                    pooled[b] = pooled[b] / f32(hi - lo)
+                    pooled[b] = pooled[b] / divisor(weights, lo, hi)
         return pooled
 
     def bag_grads(t):
@@ -260,7 +277,12 @@ def embedding(inp, out, bug):
         or times 1 / size (the reciprocal rounded to float32 first, as torch does)."""
         sizes = np.asarray(lengths[bag_steps[t]:bag_steps[t + 1]])
         g = np.repeat(np.asarray(all_grads[bag_steps[t]:bag_steps[t + 1]]), sizes, axis=0)
-        if pool_mean:
+        if pool_mean and weighted:  # g * (w / divisor), the factor rounded to float32 first
+            w = np.asarray(all_weights[offsets[t]:offsets[t + 1]])
+            starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            k = np.repeat(np.array([divisor(w, starts[b], starts[b + 1]) for b in range(len(sizes))], dtype=f32), sizes)
+            g = g * (w / k).astype(f32)[:, None]
+        elif pool_mean:
             with np.errstate(divide="ignore"):  # an empty bag's 1 / 0 is repeated 0 times
                 g = g * np.repeat(f32(1) / sizes.astype(f32), sizes)[:, None]
         elif weighted:
@@ -335,7 +357,11 @@ def split(inp, out, bug):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bug", default="")
-    bug = parser.parse_args().bug
+    parser.add_argument("--mean-eps", type=float, default=0.0)
+    args = parser.parse_args()
+    bug = args.bug
+    global mean_eps
+    mean_eps = args.mean_eps
     inp, out = lockstep_sut.start()
     out.system(numpy=np.__version__)
     if inp.rank == 1 and bug == "crash":
