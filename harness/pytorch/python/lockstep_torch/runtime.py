@@ -76,6 +76,11 @@ class _Runtime:
         self.outstanding = {}   # the collectives' Works begun and not yet ended, oldest first
         self.outstanding_ids = 0  # the collectives (ls_begin ids) they hold
         self.outstanding_lock = threading.Lock()
+        # Held from the room counted (_room_for) to the call's Work in `outstanding`: two threads
+        # issuing at once (DDP's autograd thread beside the main one) never begin more collectives
+        # than program.cpp lets be in flight, where ls_begin would wait for an end only a wait here
+        # can give.
+        self.issue_lock = threading.RLock()
         self.start_cb = _START(self._start)
         self.wait_cb = _WAIT(self._wait)
 
@@ -214,10 +219,11 @@ class _Runtime:
         c, keep = call  # keep: what c points into, alive while lockstep reads it
         site, step = program_site().encode(), self.steps.current()
         if results is None:
-            self._room_for(1)
-            begun = self.lib.ls_begin(group, ctypes.byref(c), site, step)
-            if begun >= 0:
-                return self._begun([begun], run)
+            with self.issue_lock:
+                self._room_for(1)
+                begun = self.lib.ls_begin(group, ctypes.byref(c), site, step)
+                if begun >= 0:
+                    return self._begun([begun], run)
             if self.finished:
                 return run()
         self.settle()  # ls_carry waits until every collective begun has ended
@@ -249,15 +255,16 @@ class _Runtime:
         if not calls or len(calls) > self.MAX_MEMBERS or self.finished:
             return None
         site, step = program_site().encode(), self.steps.current()
-        self._room_for(len(calls))
-        ids = []
-        for c, keep in calls:
-            begun = self.lib.ls_begin(group, ctypes.byref(c), site, step)
-            if begun < 0:
-                break
-            ids.append(begun)
-        if len(ids) == len(calls):
-            return self._begun(ids, run)
+        with self.issue_lock:
+            self._room_for(len(calls))
+            ids = []
+            for c, keep in calls:
+                begun = self.lib.ls_begin(group, ctypes.byref(c), site, step)
+                if begun < 0:
+                    break
+                ids.append(begun)
+            if len(ids) == len(calls):
+                return self._begun(ids, run)
         if ids:  # cannot happen: lockstep begins every call or none
             raise RuntimeError("lockstep: a coalesced call was begun in part")
         work = None
