@@ -257,12 +257,34 @@ TEST_F(BaselineTest, ARunOnAnotherTorchIsNotFiledUnderTheSameEnvironment) {
   EXPECT_NO_THROW(store.record(test_env("e"), run, dir_, 1));  // the same torch again
   run.results[0].system = "torch 2.15.0";
   EXPECT_EQ(test::message_of<InputError>([&] { store.record(test_env("e"), run, dir_, 2); }),
-            "environment 'e' recorded t.s0 running on torch 1.13.0, this run ran it on torch 2.15.0: record it under an "
-            "environment of its own (--env NAME); nothing of this run was recorded");
+            "environment 'e' recorded t.s0 running on torch 1.13.0, this run ran it on torch 2.15.0 (torch 1.13.0 -> 2.15.0): record it "
+            "under an environment of its own (--env NAME); nothing of this run was recorded");
   EXPECT_EQ(store.runs("e").size(), 2u);
   EXPECT_EQ(store.runs("e").at(0).results.at(0).system, "torch 1.13.0");
   EXPECT_EQ(store.runs("e").at(0).results.at(1).system, "") << "lockstep's own workloads report none";
   EXPECT_NO_THROW(store.record(test_env("e2"), run, dir_, 0));  // under a name of its own
+}
+
+// A program's identity names its torch, CUDA, NCCL, Python and the GNN packages it imported: a
+// run that differs in any component both runs name is refused, naming each difference; a record
+// made before identities had components ("torch <version>" alone) still accepts the same torch,
+// and a package only one of the runs imported is not a difference.
+TEST_F(BaselineTest, ARunIsRefusedNamingEveryComponentItRanOnThatDiffers) {
+  Store store(path("b.db"), Access::kCreate);
+  auto run = summary(2, 1.0);
+  run.results[0].system = "torch 2.15.0";
+  store.record(test_env("e"), run, dir_, 0);
+  run.results[0].system = "torch 2.15.0, cuda 13.2, nccl 2.28.9, python 3.11.2, numpy 2.4.6";
+  EXPECT_NO_THROW(store.record(test_env("e"), run, dir_, 1)) << "the old record names the same torch";
+  run.results[0].system = "torch 2.15.0, cuda 13.2, nccl 2.28.9, python 3.11.2, numpy 2.4.6, torch_geometric 2.8.1";
+  EXPECT_NO_THROW(store.record(test_env("e"), run, dir_, 2)) << "a package the last record did not import";
+  run.results[0].system = "torch 2.15.0, cuda 13.2, nccl 2.30.7, python 3.11.2, numpy 2.4.6, torch_geometric 2.9.0";
+  EXPECT_EQ(test::message_of<InputError>([&] { store.record(test_env("e"), run, dir_, 3); }),
+            "environment 'e' recorded t.s0 running on torch 2.15.0, cuda 13.2, nccl 2.28.9, python 3.11.2, numpy 2.4.6, "
+            "torch_geometric 2.8.1, this run ran it on torch 2.15.0, cuda 13.2, nccl 2.30.7, python 3.11.2, numpy 2.4.6, "
+            "torch_geometric 2.9.0 (nccl 2.28.9 -> 2.30.7, torch_geometric 2.8.1 -> 2.9.0): record it under an environment of its "
+            "own (--env NAME); nothing of this run was recorded");
+  EXPECT_EQ(store.runs("e").size(), 3u);
 }
 
 TEST_F(BaselineTest, ExportImportRoundTripsByteForByte) {

@@ -136,6 +136,35 @@ TEST(ProgramUnderTorchTest, Seed001UnderTorch2FromPyPI) {
   expect_seed001_under(path, "2.");
 }
 
+// What a program ran on is read from its own interpreter when it creates its default group: its
+// torch, the CUDA and NCCL that torch was built with ("none" in Debian's CPU build), Python, and
+// the GNN packages it has imported by then, here a fake torchrec and dgl whose versions no real
+// install has (a package it did not import, torch_geometric, is not named). The expected
+// components come from the interpreter itself, asked separately.
+TEST(ProgramUnderTorchTest, TheIdentityNamesTorchCudaNcclPythonAndTheImportedPackages) {
+  if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+  lockstep::test::TempDir tmp("lockstep_program_identity");
+  std::ofstream(tmp.path() + "/ident.py") << "import sys, types
+"
+                                             "for name, v in ((\"torchrec\", \"9.9.9-fake\"), (\"dgl\", \"0.0.1-fake\")):\n"
+                                             "    m = types.ModuleType(name); m.__version__ = v; sys.modules[name] = m\n"
+                                             "import torch, torch.distributed as dist\n"
+                                             "dist.init_process_group('gloo')\n"
+                                             "t = torch.ones(2); dist.all_reduce(t)\n"
+                                             "dist.destroy_process_group()\n";
+  const auto run = run_program(tmp, "ident", "[\"{python}\", \"{dir}/ident.py\"]");
+  EXPECT_EQ(run.code, 0) << run.log;
+  ASSERT_FALSE(run.scenario.is_null()) << run.log;
+  const std::string system = run.scenario.value("system", "");
+  const std::string torch = capture("/usr/bin/python3 -c 'import torch; print(torch.__version__)'");
+  const std::string python = capture("/usr/bin/python3 -c 'import platform; print(platform.python_version())'");
+  EXPECT_EQ(system.rfind("torch " + torch.substr(0, torch.find('\n')) + ", cuda none, nccl none, python " + python.substr(0, python.find('\n')), 0), 0u)
+      << system;
+  EXPECT_NE(system.find(", torchrec 9.9.9-fake"), std::string::npos) << system;
+  EXPECT_NE(system.find(", dgl 0.0.1-fake"), std::string::npos) << system;
+  EXPECT_EQ(system.find("torch_geometric"), std::string::npos) << system;
+}
+
 // A program lockstep was to verify that never creates its default group had nothing checked: the
 // scenario is an error, never a pass, and the run exits non-zero.
 TEST(ProgramUnderTorchTest, AProgramWithoutAProcessGroupIsAnErrorNotAPass) {

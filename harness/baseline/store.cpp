@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <tuple>
 
@@ -88,6 +89,36 @@ StoredResult stored_result(const report::ScenarioResult& r) {
   return s;
 }
 
+
+// What a run ran on, by component: "torch 2.15.0, cuda 13.2, python 3.11.2" -> {torch: 2.15.0, ...}
+// (a program's identity, lockstep_torch/identity.py; before it, "torch <version>" alone).
+std::map<std::string, std::string> components_of(const std::string& system) {
+  std::map<std::string, std::string> out;
+  std::size_t at = 0;
+  while (at < system.size()) {
+    std::size_t end = system.find(", ", at);
+    if (end == std::string::npos) end = system.size();
+    const std::string part = system.substr(at, end - at);
+    const std::size_t space = part.find(' ');
+    if (space == std::string::npos) out[part] = "";
+    else out[part.substr(0, space)] = part.substr(space + 1);
+    at = end + 2;
+  }
+  return out;
+}
+
+// The components both runs name whose versions differ, "torch 1.13.0 -> 2.15.0, python 3.11.2 ->
+// 3.12.1"; "" when none does (a package one of them did not import is not a difference).
+std::string differences(const std::string& before, const std::string& now) {
+  const auto a = components_of(before), b = components_of(now);
+  std::string out;
+  for (const auto& [name, version] : a) {
+    const auto it = b.find(name);
+    if (it == b.end() || it->second == version) continue;
+    out += (out.empty() ? "" : ", ") + name + " " + version + " -> " + it->second;
+  }
+  return out;
+}
 }  // namespace
 
 Store::Store(const std::string& path, Access access) : db_(file::open_checked(path, access)) {
@@ -327,9 +358,11 @@ void Store::refuse_other_system(const std::string& environment, const StoredRun&
     if (r.system.empty()) continue;
     st.reset();
     st.bind(1, environment).bind(2, r.scenario);
-    if (!st.step() || st.text(0) == r.system) continue;
+    if (!st.step()) continue;
+    const std::string changed = differences(st.text(0), r.system);
+    if (changed.empty()) continue;
     throw InputError("environment '" + environment + "' recorded " + r.scenario + " running on " + st.text(0) +
-                     ", this run ran it on " + r.system + ": record it under an environment of its own (--env NAME); " +
+                     ", this run ran it on " + r.system + " (" + changed + "): record it under an environment of its own (--env NAME); " +
                      "nothing of this run was recorded");
   }
 }

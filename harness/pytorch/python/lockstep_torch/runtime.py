@@ -9,6 +9,7 @@ import threading
 from typing import Any, Callable, List, Optional, Tuple
 
 from . import torch_private
+from .identity import identity
 from .binding import _START, _WAIT, _Call, _codes, _error_into, _error_text, _load_library, call_fields
 from .sites import _failure_step, program_site
 from .steps import _parameter_digest, _Steps
@@ -151,7 +152,7 @@ class _Runtime:
         self.control = dist.ProcessGroupGloo(dist.PrefixStore("lockstep-control/", store), self.rank, self.size)
         self.controls[0] = self.control
         err = ctypes.create_string_buffer(1024)
-        if self.lib.ls_open(self.rank, self.size, ("torch " + self.torch.__version__).encode(), self.start_cb, self.wait_cb, err, 1024) != 0:
+        if self.lib.ls_open(self.rank, self.size, identity(self.torch).encode(), self.start_cb, self.wait_cb, err, 1024) != 0:
             raise RuntimeError("lockstep: " + err.value.decode(errors="replace"))
 
     def field(self, c: _Call, name: str) -> int:
