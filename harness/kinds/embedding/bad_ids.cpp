@@ -27,7 +27,9 @@ BadGroup bad_group(const Options& o, std::uint64_t seed, const std::string& step
   const std::string g = step.substr(0, dot);
   const std::int64_t n = o.rows;
   BadGroup bg;
-  bg.ids = g == "past_end" ? I64{n, n + 1, n + 7, 2 * n} : I64{-1, -2, -n, -(n + 1)};
+  if (g == "past_end") bg.ids = I64{n, n + 1, n + 7, 2 * n};
+  else if (g == "negative") bg.ids = I64{-1, -2, -n, -(n + 1)};
+  else bg.ids = I64{std::min<std::int64_t>(1, n - 1), -1, n - 1, n};  // mixed: valid ids beside bad ones
   if (o.int32_ids) {
     for (auto& id : bg.ids) id = std::max<std::int64_t>(std::min<std::int64_t>(id, 2147483647), -2147483647 - 1);
   }
@@ -56,8 +58,10 @@ std::vector<std::string> bad_steps(const Options& o) {
 
 namespace {
 
-// The row an id outside [0, N) stands for under `rule`, or -1 when it has none (reject, ignore).
+// The row an id stands for under `rule`: its own inside [0, N); outside, the rule's, or -1 when
+// it has none (reject, ignore).
 std::int64_t bad_row(BadIds rule, std::int64_t id, std::int64_t n) {
+  if (id >= 0 && id < n) return id;
   switch (rule) {
     case BadIds::kRowZero: return 0;
     case BadIds::kClamp: return std::clamp<std::int64_t>(id, 0, n - 1);
@@ -121,6 +125,11 @@ void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOu
     ++t;
     const BadGroup bg = bad_group(o, s.seed, g);
     const std::string ids_text = preview(bg.ids, 4);
+    I64 outside, inside;  // the step's ids outside [0, N), and its valid ones (a mixed group's)
+    for (const auto id : bg.ids) (id < 0 || id >= o.rows ? outside : inside).push_back(id);
+    // "(outside [0, N))", or for a mixed group "(-1, 1009 outside [0, N))".
+    const std::string range = "[0, " + std::to_string(o.rows) + ")";
+    const std::string outside_text = inside.empty() ? " (outside " + range + ")" : " (" + preview(outside, 4).substr(1, preview(outside, 4).size() - 2) + " outside " + range + ")";
     const F32 table_after = out.floats(0, "bad." + g + ".table", Declared::kFloat32, &shape);
     if (table_after.size() != w.size()) contract_violation(0, "bad." + g + ".table", "expected float32 [" + std::to_string(o.rows) + ", " + std::to_string(o.dim) + "]");
     auto problem = [&](DiagnosisKind kind, const std::string& msg, const std::string& brief) {
@@ -128,6 +137,25 @@ void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOu
       w = table_after;  // what follows is judged from the system's own table
     };
     const auto why = out.rejected(0, "bad." + g + ".pulled");
+    if (outside.empty()) {
+      // A valid id alone (from a mixed group): a plain step of its row, whatever the rule.
+      if (why) {
+        problem(DiagnosisKind::kResultMismatch, " (inside " + range + ") were rejected (" + *why + "): a valid id must be pulled and stepped",
+                "valid, rejected");
+        continue;
+      }
+      const F32 pulled = out.floats(0, "bad." + g + ".pulled", Declared::kFloat32, &shape);
+      F32 w2 = w, s1b = s1, s2b = s2;
+      const F32 want = bad_step(o, o.declared, bg, ws, t, w2, s1b, s2b);
+      const std::int64_t row = want.size() == pulled.size() ? first_changed_row(w2, table_after, o.dim, tol) : -2;
+      if (row != -1 || first_changed_row(want, pulled, o.dim, tol) >= 0) {
+        const std::string what = row >= 0 ? "row " + std::to_string(row) + " differs from the step's" : "the pulled rows differ";
+        problem(DiagnosisKind::kResultMismatch, " (inside " + range + ") were not pulled and stepped as a valid id is: " + what, "valid, " + what);
+        continue;
+      }
+      w = tol > 0 ? table_after : std::move(w2), s1 = std::move(s1b), s2 = std::move(s2b);
+      continue;
+    }
     if (why) {
       if (o.declared.bad != BadIds::kReject) {
         problem(DiagnosisKind::kResultMismatch, " were rejected (" + *why + "), where the declared rule has them " + bad_rule(o.declared.bad),
@@ -163,8 +191,9 @@ void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOu
       continue;
     }
     // Accepted without a declared rule.
-    std::string moved;
+    std::string moved;  // rows moved other than the valid ids' own (a step moves those)
     for (std::int64_t r = 0; r < o.rows; ++r) {
+      if (std::find(inside.begin(), inside.end(), r) != inside.end()) continue;
       for (std::int64_t c = 0; c < o.dim; ++c) {
         const auto i = static_cast<std::size_t>(r * o.dim + c);
         if (!close(w[i], table_after[i], 0)) {
@@ -185,12 +214,11 @@ void check_bad_ids(const Options& o, const scenario::Scenario& s, const SystemOu
     if (!moved.empty()) {
       const bool one = moved.find(',') == std::string::npos;
       const std::string rows = (one ? "row " : "rows ") + moved;
-      problem(DiagnosisKind::kResultMismatch, " (outside [0, " + std::to_string(o.rows) + ")) were accepted and moved " + rows +
-                                                  (one ? ", a real row" : ", real rows") + explained,
+      problem(DiagnosisKind::kResultMismatch, outside_text + " were accepted and moved " + rows + (one ? ", a real row" : ", real rows") + explained,
               "moved " + rows);
     } else {
       problem(DiagnosisKind::kInvariantViolation,
-              " (outside [0, " + std::to_string(o.rows) + ")) were accepted (no row moved); a pull must reject them" + explained,
+              outside_text + " were accepted (no row moved" + (inside.empty() ? "" : " but the valid ids'") + "); a pull must reject them" + explained,
               "accepted, no row moved");
     }
   }

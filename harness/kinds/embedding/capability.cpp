@@ -44,7 +44,7 @@ Options read_options(const scenario::Scenario& s) {
   o.bad_groups = c.get_string_list("bad_id_groups", {});
   for (const auto& g : o.bad_groups) {
     if (std::find(kBadIdGroups.begin(), kBadIdGroups.end(), g) == kBadIdGroups.end()) {
-      c.fail("bad_id_groups", "unknown group \"" + g + "\"; allowed: past_end, negative");
+      c.fail("bad_id_groups", "unknown group \"" + g + "\"; allowed: past_end, negative, mixed");
     }
   }
   if (!o.bad_groups.empty() && o.optimizer.kind == ref::OptimizerKind::kAdam) {

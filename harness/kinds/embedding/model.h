@@ -24,7 +24,9 @@ using F32 = std::vector<float>;
 enum class BadIds { kReject, kRowZero, kClamp, kIgnore };
 // In BadIds order; the one list of the `bad_ids` rules (read_choice takes it as it is).
 constexpr std::initializer_list<const char*> kBadIdNames = {"reject", "row_zero", "clamp", "ignore"};
-const std::vector<std::string> kBadIdGroups = {"past_end", "negative"};
+// past_end: N, N+1, N+7, 2N; negative: -1, -2, -N, -(N+1); mixed: valid ids beside bad ones,
+// min(1, N-1), -1, N-1, N.
+const std::vector<std::string> kBadIdGroups = {"past_end", "negative", "mixed"};
 
 // How a system applies the updates. The reference's own semantics are the defaults.
 struct Semantics {

@@ -53,6 +53,8 @@ real systems do, so the scenarios beside it prove that lockstep catches each one
                    torch.nn.EmbeddingBag gives zeros         -> result_mismatch (empty bag, NaN)
   weights_ignored  per-sample weights are ignored (pooled and spread with weight 1)
                                                            -> result_mismatch (weights ignored)
+  skip_bad_batch   (with bad_ids = "ignore") a pull and step holding any id outside the table is
+                   skipped whole, its valid ids too          -> result_mismatch (mixed group)
   mean_by_count    a weighted bag's mean is divided by its length, not by the sum of its weights
                                                            -> result_mismatch (averaged over their length)
 
@@ -329,6 +331,8 @@ def embedding(inp, out, bug):
                 raise IndexError("embedding id outside [0, %d)" % n)
             mapped = np.clip(ids, 0, n - 1) if bad_rule == "clamp" else np.where(bad, 0, ids)
             keep = ~bad if bad_rule == "ignore" else np.ones(ids.size, dtype=bool)
+            if bug == "skip_bad_batch" and bad.any():
+                keep = np.zeros(ids.size, dtype=bool)
             pulled = np.zeros((ids.size, table.shape[1]), f32)
             pulled[keep] = table[mapped[keep]]
             if keep.any():
