@@ -144,8 +144,7 @@ TEST(ProgramUnderTorchTest, Seed001UnderTorch2FromPyPI) {
 TEST(ProgramUnderTorchTest, TheIdentityNamesTorchCudaNcclPythonAndTheImportedPackages) {
   if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
   lockstep::test::TempDir tmp("lockstep_program_identity");
-  std::ofstream(tmp.path() + "/ident.py") << "import sys, types
-"
+  std::ofstream(tmp.path() + "/ident.py") << "import sys, types\n"
                                              "for name, v in ((\"torchrec\", \"9.9.9-fake\"), (\"dgl\", \"0.0.1-fake\")):\n"
                                              "    m = types.ModuleType(name); m.__version__ = v; sys.modules[name] = m\n"
                                              "import torch, torch.distributed as dist\n"
