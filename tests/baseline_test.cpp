@@ -285,6 +285,14 @@ TEST_F(BaselineTest, ARunIsRefusedNamingEveryComponentItRanOnThatDiffers) {
             "torch_geometric 2.9.0 (nccl 2.28.9 -> 2.30.7, torch_geometric 2.8.1 -> 2.9.0): record it under an environment of its "
             "own (--env NAME); nothing of this run was recorded");
   EXPECT_EQ(store.runs("e").size(), 3u);
+  // A system under test's identity, "NAME (package version, ...)", by the same rule.
+  auto sut = summary(2, 1.0);
+  sut.results[0].system = "pyg (torch 2.14.1, torch_geometric 2.8.1)";
+  store.record(test_env("s"), sut, dir_, 0);
+  sut.results[0].system = "pyg (torch 2.14.1, torch_geometric 2.8.1, numpy 2.4.6)";
+  EXPECT_NO_THROW(store.record(test_env("s"), sut, dir_, 1)) << "a package the last record did not name";
+  sut.results[0].system = "pyg (torch 2.15.0, torch_geometric 2.8.1, numpy 2.4.6)";
+  EXPECT_NE(test::message_of<InputError>([&] { store.record(test_env("s"), sut, dir_, 2); }).find("(torch 2.14.1 -> 2.15.0)"), std::string::npos);
 }
 
 TEST_F(BaselineTest, ExportImportRoundTripsByteForByte) {

@@ -91,9 +91,15 @@ StoredResult stored_result(const report::ScenarioResult& r) {
 
 
 // What a run ran on, by component: "torch 2.15.0, cuda 13.2, python 3.11.2" -> {torch: 2.15.0, ...}
-// (a program's identity, lockstep_torch/identity.py; before it, "torch <version>" alone).
-std::map<std::string, std::string> components_of(const std::string& system) {
+// (a program's identity, lockstep_torch/identity.py; before it, "torch <version>" alone); a
+// system under test's "pyg (torch 2.14.1, torch_geometric 2.8.1)" -> {system: pyg, torch: ...}.
+std::map<std::string, std::string> components_of(std::string system) {
   std::map<std::string, std::string> out;
+  const std::size_t open = system.find(" (");
+  if (open != std::string::npos && !system.empty() && system.back() == ')') {
+    out["system"] = system.substr(0, open);
+    system = system.substr(open + 2, system.size() - open - 3);
+  }
   std::size_t at = 0;
   while (at < system.size()) {
     std::size_t end = system.find(", ", at);

@@ -67,7 +67,7 @@ LS_API int ls_open_group(const std::int32_t* ranks, int n, int me);
 // caller then starts the program's call itself, and calls ls_end with the id when it has
 // completed (`failure` "") or failed (the engine's error), from any thread. Several collectives
 // may be in flight at once, on any groups, in the order the program issued them (at most 16:
-// ls_begin then waits for the oldest to end); a group's records are compared as soon as they
+// ls_begin then waits for one to end); a group's records are compared as soon as they
 // arrive, so a mismatch that hangs the program's engine is still named. ls_end checks the call as
 // ls_carry does (a diagnosis or an engine failure ends the process). ls_carry, ls_open_group,
 // ls_check_same_count and ls_finish first wait for every collective begun to end. ls_end returns

@@ -55,8 +55,9 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
         return [s * row for s in splits]
 
     class CheckedWork(dist.Work):
-        """The program's Work, checked by lockstep when the program waits for it, asks for its
-        future or finds it completed, on the thread that does: a point-to-point call (the engine's
+        """The program's Work, checked by lockstep when the program waits for it or finds it
+        completed, on the thread that does, or (a future asked for) on the engine's thread when it
+        completes: a point-to-point call (the engine's
         send and recv Works have no future to chain a check to) or, where torch keeps a Python Work
         alive (torch_private.python_work_kept_alive), a collective begun in lockstep's chain
         (`runtime` given: held in runtime.outstanding until it is ended, as `calls` collectives)."""
@@ -75,6 +76,8 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
             try:
                 out = self._work.wait() if timeout is None else self._work.wait(timeout)
             except BaseException as e:  # noqa: B036
+                if timeout is not None and self._runtime is not None and not self._work.is_completed():
+                    raise  # the program's own timeout: the collective may still complete
                 self._finish(_error_text(e))
                 raise
             self._finish(b"")
@@ -113,7 +116,7 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
                 # for twice: it is checked when the program waits for it).
                 try:
                     self.wait()
-                except BaseException:  # noqa: B036: _finish has handed the failure to lockstep
+                except Exception:  # noqa: BLE001: _finish has handed the failure to lockstep
                     pass
             return done
 
@@ -411,10 +414,11 @@ def _wrap_new_group(c10d: Any, runtime: Any, group_class: type, pg: Any) -> Any:
         return pg
     ranks = torch_private._group_ranks(c10d, pg)
     me = pg.rank()
-    runtime.settle()  # ls_open_group waits for every begun collective to end
     store = torch_private.default_store(runtime.dist)
     control = dist.ProcessGroupGloo(dist.PrefixStore("lockstep-control/%s/" % torch_private._group_name(c10d, pg), store), me, pg.size())
-    gid = runtime.lib.ls_open_group((ctypes.c_int32 * len(ranks))(*ranks), len(ranks), me)
+    with runtime.issue_lock:  # no collective begins between the settle and ls_open_group's drain
+        runtime.settle()  # ls_open_group waits for every begun collective to end
+        gid = runtime.lib.ls_open_group((ctypes.c_int32 * len(ranks))(*ranks), len(ranks), me)
     if gid < 0:
         return pg
     runtime.controls[gid] = control

@@ -1,5 +1,5 @@
 """What the program ran on, as lockstep records it (results.json's `system`, the baseline store's
-environment check): "torch 2.15.0+cu132, cuda 13.2, nccl 2.28.9, python 3.11.2, numpy 2.4.6,
+environment check): "torch 2.15.0+cu132, cuda 13.2, nccl 2.30.7, python 3.11.7, numpy 2.4.6,
 torch_geometric 2.8.1". Read from the program's own interpreter when it creates its default
 process group: its torch and the CUDA and NCCL that torch was built with ("none" for a CPU build or
 a torch without NCCL), Python, and the GNN and embedding packages the program has imported by then

@@ -6,6 +6,7 @@ import ctypes
 import os
 import sys
 import threading
+import time
 from typing import Any, Callable, List, Optional, Tuple
 
 from . import torch_private
@@ -68,10 +69,11 @@ class _Runtime:
         self.unverified = {}
         self.finished = False
         # A collective begun in lockstep's chain is ended (ls_end: checked, its end traced) when the
-        # program waits for its Work, asks for its future or finds it completed, on the thread that
-        # does, so the engine's thread runs no Python (and never waits for the GIL) when the call
-        # completes. Where torch would drop such a Work's Python half (python_work_kept_alive), a
-        # wrapped collective returns a Work made from a future chained to lockstep's end instead.
+        # program waits for its Work or finds it completed, on the thread that does, so the engine's
+        # thread runs no Python (and never waits for the GIL) when such a call completes; a future
+        # the program asks for (DDP's reducer) is chained to the end, which then runs on the
+        # engine's thread. Where torch would drop such a Work's Python half (python_work_kept_alive),
+        # a wrapped collective returns a Work made from a future chained to lockstep's end instead.
         self.end_at_wait = torch_private.python_work_kept_alive(torch)
         self.work_class = None  # groups.CheckedWork, once the group class is made
         self.outstanding = {}   # the collectives' Works begun and not yet ended, oldest first
@@ -227,11 +229,12 @@ class _Runtime:
                     return self._begun([begun], run)
             if self.finished:
                 return run()
-        self.settle()  # ls_carry waits until every collective begun has ended
-        token = self.next_token
-        self.next_token += 1
-        self.pending[token] = run
-        carried = self.lib.ls_carry(group, token, ctypes.byref(c), site, step)
+        with self.issue_lock:  # no collective begins between the settle and ls_carry's drain
+            self.settle()  # ls_carry waits until every collective begun has ended
+            token = self.next_token
+            self.next_token += 1
+            self.pending[token] = run
+            carried = self.lib.ls_carry(group, token, ctypes.byref(c), site, step)
         if carried != 0:
             self.pending.pop(token, None)
             return run()
@@ -302,6 +305,9 @@ class _Runtime:
         except BaseException as e:  # noqa: B036: refused at once (torch 1.13's Gloo and bf16)
             end(_error_text(e))  # explains it (a mismatch) and ends the process
             raise
+        if work is None:  # a call the engine ran to its end and gave no Work for (NCCL's synchronous coalesced calls)
+            end(b"")
+            return None
         if self.end_at_wait and self.work_class is not None:
             return self.work_class(work, end, None, self, len(ids))
         try:
@@ -333,26 +339,24 @@ class _Runtime:
 
     def _room_for(self, n: int) -> None:
         """Before `n` collectives are begun: the program's Works it has not waited for yet are ended
-        (those completed, then the oldest, waited for) until the `n` fit."""
+        as they complete, in any order (as ls_begin itself would wait for any to end), until the
+        `n` fit."""
         if self.outstanding_ids + n > self.MAX_IN_FLIGHT:
             self.settle(self.MAX_IN_FLIGHT - n)
 
     def settle(self, keep: int = 0) -> None:
-        """Ends the collectives begun and not yet ended until they hold at most `keep` calls: first
-        every one already completed, then the oldest, each waited for (it was started: it completes
-        as it would have). Before anything of lockstep's that waits for every begun collective to
-        end (ls_carry, a new group, the DataLoader check, the end of the program)."""
-        if self.outstanding_ids <= keep:
-            return
-        with self.outstanding_lock:
-            works = list(self.outstanding.values())
-        for work in works:
-            work.is_completed()
-        for work in works:
-            if self.outstanding_ids <= keep:
-                break
-            if work._once:  # not ended yet
-                work.wait()
+        """Ends the collectives begun and not yet ended, each as it completes, whichever first (one
+        on another group may need this rank's later calls; every one was started, so each completes
+        as it would have), until they hold at most `keep` calls. Before anything of lockstep's that
+        waits for every begun collective to end (ls_carry, a new group, the DataLoader check, the
+        end of the program), with issue_lock held there so that none begins meanwhile."""
+        while self.outstanding_ids > keep:
+            with self.outstanding_lock:
+                works = list(self.outstanding.values())
+            for work in works:
+                work.is_completed()  # ends it when it has completed
+            if self.outstanding_ids > keep:
+                time.sleep(1e-4)
 
     def done(self, results: list) -> Any:
         future = self.torch.futures.Future()
@@ -363,7 +367,6 @@ class _Runtime:
         self.unverified[name] = self.unverified.get(name, 0) + 1
 
     def check_loader(self, loader: Any) -> None:
-        self.settle()  # ls_check_same_count waits for every begun collective to end
         try:
             n = len(loader)
         except TypeError:  # an iterable-style dataset: no length to compare
@@ -371,9 +374,15 @@ class _Runtime:
         epoch = getattr(getattr(loader, "sampler", None), "epoch", None)
         what = "the DataLoaders' batches in an epoch differ between the ranks at the start of its iteration (%s)" % (
             "epoch %d" % epoch if epoch is not None else "DataLoader iteration")
-        self.lib.ls_check_same_count(n, what.encode(), b"batches", self.steps.current())
+        with self.issue_lock:
+            self.settle()  # ls_check_same_count waits for every begun collective to end
+            self.lib.ls_check_same_count(n, what.encode(), b"batches", self.steps.current())
 
     def finish(self, failure: str) -> None:
+        with self.issue_lock:  # no collective begins between the settle and ls_finish's drain
+            self._finish(failure)
+
+    def _finish(self, failure: str) -> None:
         if self.finished:
             return
         if not failure:
