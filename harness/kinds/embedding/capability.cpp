@@ -163,27 +163,6 @@ F32 initial_table(const Options& o, std::uint64_t seed) {
   return t;
 }
 
-// DGL's SparseAdam (dgl.distributed.optim), each tensor operation rounded to f32 in its order:
-//   m <- b1*m + (1-b1)*g;  v <- b2*v + (1-b2)*(g*g);  bc = 1 - pow(b, t) in f32;
-//   w <- w - (lr * (m / bc1)) / (sqrt(v / bc2) + eps)
-void dgl_adam_update(const ref::OptimizerOptions& opt, std::int64_t t, std::int64_t dim, const float* g, float* w, float* m, float* v) {
-  const float b1 = static_cast<float>(opt.beta1), b2 = static_cast<float>(opt.beta2);
-  const float c1 = static_cast<float>(1.0 - opt.beta1), c2 = static_cast<float>(1.0 - opt.beta2);
-  const float lr = static_cast<float>(opt.lr), eps = static_cast<float>(opt.resolved_eps());
-  const float bc1 = 1.0f - std::pow(b1, static_cast<float>(t)), bc2 = 1.0f - std::pow(b2, static_cast<float>(t));
-  for (std::int64_t c = 0; c < dim; ++c) {
-    const float bm = b1 * m[c], cg = c1 * g[c];
-    m[c] = bm + cg;
-    const float gg = g[c] * g[c];
-    const float bv = b2 * v[c], cv = c2 * gg;
-    v[c] = bv + cv;
-    const float mc = m[c] / bc1, vc = v[c] / bc2;
-    const float num = lr * mc, den = std::sqrt(vc) + eps;
-    const float step = num / den;
-    w[c] = w[c] - step;
-  }
-}
-
 struct Observed {
   std::vector<std::vector<F32>> pulled;  // [step][rank]
   std::vector<F32> table;                // [step], rank 0

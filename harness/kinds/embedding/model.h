@@ -65,6 +65,9 @@ struct Trajectory {
 
 // The optimizer state's columns per row: dim, or 1 for row-wise Adagrad.
 std::int64_t state_cols(const Options& o);
+// DGL's SparseAdam (dgl.distributed.optim) on one row (t 1-based), each tensor operation
+// rounded to f32 in its order (the profile's adam_form = "dgl"); m and v point at the row's state.
+void dgl_adam_update(const ref::OptimizerOptions& opt, std::int64_t t, std::int64_t dim, const float* g, float* w, float* m, float* v);
 // One row's update under o's optimizer (t 1-based): s1 and s2 point at the row's state.
 void update_row(const Options& o, std::int64_t t, const float* g, float* w, float* s1, float* s2);
 // Whether got is within `ulps` units of 2^-23 * max(scale, 2^-6) of want; scale is |want|
