@@ -127,7 +127,7 @@ TEST_F(BaselineTest, MigratesAVersionOneDatabaseKeepingItsData) {
   exec_raw(file, kV1);
   {
     Store store(file, Access::kWrite);
-    EXPECT_EQ(store.schema_version(), 5);
+    EXPECT_EQ(store.schema_version(), 6);
     EXPECT_TRUE(store.integrity_problems().empty());
     const auto runs = store.runs();
     ASSERT_EQ(runs.size(), 1u);
@@ -150,7 +150,7 @@ TEST_F(BaselineTest, MigratesAVersionOneDatabaseKeepingItsData) {
   // The CLI agrees.
   const auto r = lockstep("baseline check --baseline " + quote(file));
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_CONTAINS(r.out, "schema version 5");
+  EXPECT_CONTAINS(r.out, "schema version 6");
 }
 
 TEST_F(BaselineTest, NewerSchemaIsRefusedWithExitTwo) {
@@ -160,7 +160,7 @@ TEST_F(BaselineTest, NewerSchemaIsRefusedWithExitTwo) {
   for (const std::string& cmd : std::vector<std::string>{"baseline check", "report --out " + quote(path("rep")), "baseline export"}) {
     const auto r = lockstep(cmd + " --baseline " + quote(file));
     EXPECT_EQ(r.code, 2) << cmd << ": " << r.err;
-    EXPECT_CONTAINS(r.err, "schema version 99 is newer than this lockstep supports (5)");
+    EXPECT_CONTAINS(r.err, "schema version 99 is newer than this lockstep supports (6)");
   }
 }
 

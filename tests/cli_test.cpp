@@ -239,7 +239,7 @@ TEST_F(CliTest, RunPassingScenarioWritesResultsAndJunit) {
   ASSERT_TRUE(fs::exists(report + "/results.json")) << r.out << r.err;
   const auto j = nlohmann::json::parse(read_file(report + "/results.json"), nullptr, false);
   ASSERT_TRUE(j.is_object()) << "results.json is not a JSON object";
-  EXPECT_EQ(j.value("schema_version", 0), 5);
+  EXPECT_EQ(j.value("schema_version", 0), 6);
   ASSERT_TRUE(j.contains("summary"));
   EXPECT_EQ(j["summary"]["total"], 1);
   EXPECT_EQ(j["summary"]["pass"], 1);

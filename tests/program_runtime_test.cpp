@@ -178,6 +178,50 @@ TEST(ProgramUnderTorchTest, AProgramWithoutAProcessGroupIsAnErrorNotAPass) {
   EXPECT_NE(s.value("reason", "").find("never called init_process_group"), std::string::npos) << s.dump();
 }
 
+// What a comparison across environments reads from a program run: rank 0's logged loss
+// ([compare] curve) in results.json's series, and the final parameters in numerics-rank<r>.bin.
+// The program is worked by hand: w = [1, 2], x = [1, 1], loss = w . x, SGD lr 0.5 with DDP's
+// averaged gradient x, so the losses are 3, 2, 1 and w ends at [-0.5, 0.5]; DDP's replicas are
+// written once (rank 0).
+TEST(ProgramUnderTorchTest, TheLoggedCurveAndTheFinalParametersAreRecordedForComparisons) {
+  if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+  lockstep::test::TempDir tmp("lockstep_program_numerics");
+  std::ofstream(tmp.path() + "/fit.py") << "import torch, torch.distributed as dist\n"
+                                           "dist.init_process_group('gloo')\n"
+                                           "m = torch.nn.Linear(2, 1, bias=False)\n"
+                                           "with torch.no_grad():\n"
+                                           "    m.weight.copy_(torch.tensor([[1.0, 2.0]]))\n"
+                                           "ddp = torch.nn.parallel.DistributedDataParallel(m)\n"
+                                           "opt = torch.optim.SGD(ddp.parameters(), lr=0.5)\n"
+                                           "for step in range(3):\n"
+                                           "    loss = ddp(torch.ones(1, 2)).sum()\n"
+                                           "    opt.zero_grad(); loss.backward(); opt.step()\n"
+                                           "    if dist.get_rank() == 0:\n"
+                                           "        print('step %d loss %r' % (step, loss.item()), flush=True)\n"
+                                           "dist.destroy_process_group()\n";
+  const auto run = run_program(tmp, "fit", "[\"{python}\", \"{dir}/fit.py\"]",
+                               "[compare]\ncurve = 'step (\\d+) loss (\\S+)'\ncurve_rtol = 0.001\n");
+  EXPECT_EQ(run.code, 0) << run.log;
+  ASSERT_FALSE(run.scenario.is_null()) << run.log;
+  const auto& loss = run.scenario.at("series").at("loss");
+  EXPECT_EQ(loss.at("values"), nlohmann::json::parse("[3.0, 2.0, 1.0]")) << run.scenario.dump();
+  EXPECT_EQ(loss.at("steps"), nlohmann::json::parse("[0, 1, 2]"));
+  EXPECT_EQ(loss.at("rtol"), 0.001);
+  EXPECT_EQ(run.scenario.at("tolerances").at("curve_rtol"), 0.001);
+  const std::string dir = tmp.path() + "/r-fit/" + run.scenario.at("artifacts").get<std::string>();
+  std::ifstream in(dir + "/numerics-rank0.bin", std::ios::binary);
+  ASSERT_TRUE(in) << dir;
+  std::string header;
+  std::getline(in, header);
+  const auto h = nlohmann::json::parse(header);
+  EXPECT_EQ(h.at("tensors"), nlohmann::json::parse(R"([{"name": "weight", "shape": [1, 2], "dtype": "float32", "kept": true}])"));
+  double w[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(w), sizeof w);
+  EXPECT_EQ(w[0], -0.5);
+  EXPECT_EQ(w[1], 0.5);
+  EXPECT_FALSE(fs::exists(dir + "/numerics-rank1.bin")) << "DDP's replicas are identical: rank 0 writes them";
+}
+
 // A program's step times: `median_step_s` is the median of the times between its optimizer steps,
 // which one slow step does not move, beside `steps_per_s`, the mean rate, which it does. The
 // program sleeps 0.02 s before each of four steps and 0.5 s before the fifth: the median is about

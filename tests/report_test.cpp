@@ -128,7 +128,7 @@ TEST(ReportResultsTest, JsonHasFieldsAndSummaryCounts) {
   EXPECT_NE(text.find("\n  \"summary\": {"), std::string::npos) << "2-space indent";
   const json j = json::parse(text);
 
-  EXPECT_EQ(j["schema_version"], 5);
+  EXPECT_EQ(j["schema_version"], 6);
   EXPECT_EQ(j["lockstep_version"], "0.1.0");
   EXPECT_EQ(j["torch_version"], "2.5.1");
   EXPECT_EQ(j["started_at"], "2025-01-02T03:04:05Z");

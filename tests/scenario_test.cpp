@@ -293,6 +293,52 @@ seed = []
   EXPECT_CONTAINS(message, empty + ":7: matrix.seed: expected a non-empty array");
 }
 
+// [compare]: a comparison's tolerances and the curve a program logs (scenarios/README.md,
+// "Comparing across environments").
+constexpr const char* kProgramHead = R"(name = "programs.cmp"
+[workload]
+kind = "program"
+command = ["{python}", "t.py"]
+[compare]
+)";
+
+TEST_F(ScenarioTest, CompareDeclaresTolerancesAndTheCurveAProgramLogs) {
+  const auto s = load_file(write("cmp.toml", std::string(kProgramHead) + R"(curve = 'step (\d+) loss (\S+)'
+curve_rtol = 0.01
+param_rtol = 1e-3
+param_atol = 2e-6
+sequence = "may_change"
+)"));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_TRUE(s[0].tolerances.declared);
+  EXPECT_EQ(s[0].tolerances.curve_rtol, 0.01);
+  EXPECT_EQ(s[0].tolerances.param_rtol, 1e-3);
+  EXPECT_EQ(s[0].tolerances.param_atol, 2e-6);
+  EXPECT_TRUE(s[0].tolerances.sequence_may_change);
+  EXPECT_EQ(s[0].curve, "step (\\d+) loss (\\S+)");
+  EXPECT_EQ(s[0].curve_name, "loss");
+  EXPECT_FALSE(load_file(write("none.toml", kMinimal))[0].tolerances.declared) << "no [compare]: nothing declared";
+}
+
+TEST_F(ScenarioTest, CompareRefusesWhatItCannotUseNamingTheLine) {
+  auto error = [&](const std::string& name, const std::string& lines) {
+    const std::string path = write(name, std::string(kProgramHead) + lines);
+    return std::make_pair(path, input_error([&] { load_file(path); }));
+  };
+  auto [p1, m1] = error("groups.toml", "curve = '(a)(b)(c)'\n");
+  EXPECT_CONTAINS(m1, p1 + ":6: compare.curve: needs 1 group (the value) or 2 (the step, then the value), got 3");
+  auto [p2, m2] = error("regex.toml", "curve = 'loss ([0-9'\n");
+  EXPECT_CONTAINS(m2, p2 + ":6: compare.curve: not a regular expression (ECMAScript)");
+  auto [p3, m3] = error("neg.toml", "param_rtol = -1\n");
+  EXPECT_CONTAINS(m3, p3 + ":6: compare.param_rtol: must be in [0, 1e+30], got -1");
+  auto [p4, m4] = error("seq.toml", "sequence = \"maybe\"\n");
+  EXPECT_CONTAINS(m4, p4 + ":6: compare.sequence: unknown value \"maybe\"; allowed: same, may_change");
+  auto [p5, m5] = error("key.toml", "loss_rtol = 0.1\n");
+  EXPECT_CONTAINS(m5, p5 + ":6: compare.loss_rtol: unknown key");
+  const std::string own = write("own.toml", std::string(kMinimal) + "[compare]\ncurve = '(x)'\n");
+  EXPECT_CONTAINS(input_error([&] { load_file(own); }), own + ":7: compare.curve: a curve is read from a program's log");
+}
+
 TEST_F(ScenarioTest, MissingPath) {
   std::string path = dir_ + "/nope.toml";
   EXPECT_EQ(input_error([&] { load_file(path); }), "no such file or directory: " + path);

@@ -99,7 +99,7 @@ TEST_F(StoreTest, EmptyFileIsRefusedAndAMissingOneIsCreatedComplete) {
   const std::string bytes = read_file(fresh);
   ASSERT_GE(bytes.size(), 100u);
   EXPECT_EQ(bytes.substr(0, 16), std::string("SQLite format 3\0", 16));
-  EXPECT_EQ(bytes.substr(60, 4), std::string("\0\0\0\5", 4));
+  EXPECT_EQ(bytes.substr(60, 4), std::string("\0\0\0\6", 4));
   EXPECT_EQ(bytes.substr(68, 4), "LkSt");
   EXPECT_EQ(bytes[18], 2);
   EXPECT_EQ(bytes[19], 2);
@@ -121,7 +121,7 @@ TEST_F(StoreTest, NewerSchemaIsRefusedWithoutAWrite) {
     const FileState before = state_of(file);
     const std::string msg = input_error_of([&] { Store store(file, access); });
     expect_plain(msg, file);
-    EXPECT_CONTAINS(msg, "schema version 99 is newer than this lockstep supports (5)");
+    EXPECT_CONTAINS(msg, "schema version 99 is newer than this lockstep supports (6)");
     EXPECT_UNCHANGED(before, file);
   }
 }

@@ -21,6 +21,8 @@ std::map<std::string, ScenarioBaseline> load_baseline(Store& store, const std::s
       b.diagnosis = r.diagnosis;
       b.digest = r.digest;
       b.sequence = r.sequence;
+      b.row = r.row;
+      b.tolerances = r.tolerances;
       if (r.status == "pass") add_run_samples(r.metrics, r.samples, b.samples, b.run_medians);
     }
   }
@@ -87,6 +89,7 @@ std::string_view to_string(Verdict v) {
     case Verdict::kThroughputChanged: return "throughput_changed";
     case Verdict::kOnlyInFrom: return "only_in_from";
     case Verdict::kOnlyInTo: return "only_in_to";
+    case Verdict::kWithinTolerance: return "within_tolerance";
   }
   return "?";
 }
@@ -128,23 +131,41 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
         const Judgement j = judge(metric, xs, it->second, rule_for(metric, rule), ra, rb, ra.size() == rb.size());
         if (j.judged) s.metrics[metric] = j;
       }
+      // In order: the outcome, the collective sequence, the numbers (digest, curves, tensors), then
+      // throughput; the verdict is the first change beyond what [compare] tolerates.
+      const Tolerances tol = report::tolerances_from_text(!y.tolerances.empty() ? y.tolerances : x.tolerances);
       if (x.status != y.status || x.diagnosis != y.diagnosis) {
         s.verdict = Verdict::kResultsChanged;
         s.detail = "status " + x.status + (x.diagnosis.empty() ? "" : " (" + x.diagnosis + ")") + " -> " + y.status +
                    (y.diagnosis.empty() ? "" : " (" + y.diagnosis + ")");
-      } else if (x.digest != y.digest) {
-        s.verdict = Verdict::kResultsChanged;
-        s.detail = "digest " + (x.digest.empty() ? "(none)" : x.digest) + " -> " + (y.digest.empty() ? "(none)" : y.digest);
-      } else if (x.sequence != y.sequence && !x.sequence.empty() && !y.sequence.empty()) {
-        auto d = first_divergence(store.sequence(x.sequence), store.sequence(y.sequence));
-        if (d) {
-          s.verdict = Verdict::kSequenceChanged;
-          s.detail = "first divergence: " + d->message();
-        } else {
-          s.detail = "same collective sequence; engines carried some calls differently (wire)";
+      } else {
+        std::vector<std::string> notes;
+        if (x.sequence != y.sequence && !x.sequence.empty() && !y.sequence.empty()) {
+          if (auto d = first_divergence(store.sequence(x.sequence), store.sequence(y.sequence))) {
+            if (!tol.sequence_may_change) s.verdict = Verdict::kSequenceChanged;
+            notes.push_back(std::string(tol.sequence_may_change ? "collective sequence changed ([compare] sequence = \"may_change\"): " : "") +
+                            "first divergence: " + d->message());
+          } else {
+            notes.push_back("same collective sequence; engines carried some calls differently (wire)");
+          }
         }
+        const Numerics na = x.row ? store.numerics(x.row) : Numerics{};
+        const Numerics nb = y.row ? store.numerics(y.row) : Numerics{};
+        const bool numbers = !na.empty() && !nb.empty();
+        const NumericsComparison nc = numbers ? compare_numerics(na, nb, tol) : NumericsComparison{};
+        const std::string digests = "digest " + (x.digest.empty() ? "(none)" : x.digest) + " -> " + (y.digest.empty() ? "(none)" : y.digest);
+        if ((x.digest != y.digest && (!numbers || nc.identical)) || (numbers && !nc.within)) {
+          s.verdict = Verdict::kResultsChanged;
+          notes.insert(notes.begin(), numbers ? (nc.identical ? digests + " (the recorded tensors and curves are identical: the digest covers more)"
+                                                              : nc.detail + " (" + digests + ")")
+                                              : digests);
+        } else if (numbers && !nc.identical) {
+          if (s.verdict == Verdict::kSame) s.verdict = Verdict::kWithinTolerance;
+          notes.push_back("within tolerance: " + nc.detail);
+        }
+        for (const auto& n : notes) s.detail += (s.detail.empty() ? "" : "; ") + n;
       }
-      if (s.verdict == Verdict::kSame) {
+      if (s.verdict == Verdict::kSame || s.verdict == Verdict::kWithinTolerance) {
         std::string changed;
         for (const auto& [metric, j] : s.metrics) {
           if (!j.slower && !j.faster) continue;
@@ -152,7 +173,7 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
         }
         if (!changed.empty()) {
           s.verdict = Verdict::kThroughputChanged;
-          s.detail = changed;
+          s.detail = changed + (s.detail.empty() ? "" : "; " + s.detail);
         }
       }
     }

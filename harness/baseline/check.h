@@ -22,6 +22,8 @@ struct ScenarioBaseline {
   // Per-iteration metrics: the median of each recorded run (the run-to-run spread).
   std::map<std::string, std::vector<double>> run_medians;
   int runs = 0;
+  std::int64_t row = 0;    // the latest record's results row (its numerics: Store::numerics)
+  std::string tolerances;  // the latest record's [compare] (report::tolerances_text)
 };
 // Keyed by scenario id. Empty when the environment recorded nothing.
 std::map<std::string, ScenarioBaseline> load_baseline(Store& store, const std::string& environment);
@@ -45,7 +47,9 @@ std::vector<std::pair<std::string, Judgement>> throughput_suspects(
     const ScenarioBaseline& base, const std::map<std::string, std::vector<double>>& samples,
     const std::map<std::string, std::vector<double>>& run_medians, const RuleOptions& rule);
 
-enum class Verdict { kSame, kResultsChanged, kSequenceChanged, kThroughputChanged, kOnlyInFrom, kOnlyInTo };
+// kWithinTolerance: the results differ, every difference within the scenario's [compare]
+// tolerances (the detail gives the figures).
+enum class Verdict { kSame, kResultsChanged, kSequenceChanged, kThroughputChanged, kOnlyInFrom, kOnlyInTo, kWithinTolerance };
 std::string_view to_string(Verdict verdict);
 
 struct ScenarioComparison {

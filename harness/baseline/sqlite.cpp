@@ -150,6 +150,10 @@ Statement& Statement::bind(int index, std::string_view value) {
   LOCKSTEP_SQLITE(*db_, sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT));
   return *this;
 }
+Statement& Statement::bind_blob(int index, std::string_view bytes) {
+  LOCKSTEP_SQLITE(*db_, sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), SQLITE_TRANSIENT));
+  return *this;
+}
 Statement& Statement::bind_null(int index) {
   LOCKSTEP_SQLITE(*db_, sqlite3_bind_null(stmt_, index));
   return *this;
@@ -179,6 +183,10 @@ std::string Statement::text(int column) const {
   const auto* p = sqlite3_column_text(stmt_, column);
   return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)))
            : std::string();
+}
+std::string Statement::blob(int column) const {
+  const void* p = sqlite3_column_blob(stmt_, column);
+  return p ? std::string(static_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column))) : std::string();
 }
 bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
 

@@ -55,6 +55,7 @@ class Statement {
   Statement& bind(int index, const char* value) { return bind(index, std::string_view(value)); }
   Statement& bind(int index, const std::string& value) { return bind(index, std::string_view(value)); }
   Statement& bind_null(int index);
+  Statement& bind_blob(int index, std::string_view bytes);  // a BLOB (text binds TEXT)
   // Returns true when a row is available, false when done. Throws Error on failure.
   bool step();
   // Steps a statement that returns no rows, then resets it for reuse.
@@ -64,6 +65,7 @@ class Statement {
   std::int64_t int64(int column) const;
   double real(int column) const;
   std::string text(int column) const;
+  std::string blob(int column) const;  // a BLOB's bytes ("" for NULL)
   bool is_null(int column) const;
 
  private:

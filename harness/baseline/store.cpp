@@ -86,6 +86,16 @@ StoredResult stored_result(const report::ScenarioResult& r) {
   s.metrics = r.metrics;
   s.samples = r.samples;
   s.system = r.system;
+  s.tolerances = report::tolerances_text(r.tolerances);
+  for (const auto& [name, series] : r.series) {
+    if (series.values.empty()) continue;
+    CurveValues c{name, series.steps, series.values};
+    if (c.steps.size() != c.values.size()) {
+      c.steps.clear();
+      for (std::size_t i = 0; i < c.values.size(); ++i) c.steps.push_back(static_cast<std::int64_t>(i));
+    }
+    s.numerics.curves.push_back(std::move(c));
+  }
   return s;
 }
 
@@ -296,8 +306,8 @@ void Store::insert_run(const StoredRun& run) {
   const std::int64_t run_id = db_.last_insert_id();
   Statement res(db_,
                 "INSERT INTO results(run_id, scenario, name, file, variant, status, expected, diagnosis, digest,"
-                " duration_s, world_size, sequence_id, verdict, verdict_detail, system)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,(SELECT id FROM sequences WHERE hash = ?),?,?,?)");
+                " duration_s, world_size, sequence_id, verdict, verdict_detail, system, tolerances)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,(SELECT id FROM sequences WHERE hash = ?),?,?,?,?)");
   Statement ser(db_, "INSERT INTO sample_series(result_id, name, vals) VALUES(?,?,?)");
   Statement met(db_, "INSERT INTO metric_samples(result_id, name, value) VALUES(?,?,?)");
   Statement tl(db_, "INSERT INTO timelines(result_id, spans) VALUES(?,?)");
@@ -306,9 +316,10 @@ void Store::insert_run(const StoredRun& run) {
     res.bind(7, r.expected).bind(8, r.diagnosis).bind(9, r.digest).bind(10, r.duration_s).bind(11, r.world_size);
     if (r.sequence.empty()) res.bind_null(12);
     else res.bind(12, r.sequence);
-    res.bind(13, r.verdict).bind(14, r.verdict_detail).bind(15, r.system);
+    res.bind(13, r.verdict).bind(14, r.verdict_detail).bind(15, r.system).bind(16, r.tolerances);
     res.run();
     const std::int64_t result_id = db_.last_insert_id();
+    put_numerics(result_id, r.numerics);
     for (const auto& [k, v] : r.metrics) {
       met.bind(1, result_id).bind(2, k).bind(3, v);
       met.run();
@@ -338,6 +349,7 @@ std::string Store::record(const Environment& env, const report::RunSummary& summ
   for (const auto& r : summary.results) {
     StoredResult s = stored_result(r);
     if (r.status == report::Status::kPass && !r.diagnosis && !r.artifacts.empty()) {
+      s.numerics.tensors = read_tensor_files((fs::path(report_dir) / r.artifacts).string(), r.world_size);
       if (auto seq = read_sequence((fs::path(report_dir) / r.artifacts).string(), r.world_size)) {
         s.sequence = sequence_hash(*seq);
         s.timeline = timeline_json(*seq);
@@ -413,7 +425,7 @@ std::vector<StoredRun> Store::runs(const std::string& environment) {
   {
     Statement st(db_,
                  "SELECT x.id, x.run_id, x.scenario, x.name, x.file, x.variant, x.status, x.expected, x.diagnosis,"
-                 " x.digest, x.duration_s, x.world_size, s.hash, t.spans, x.verdict, x.verdict_detail, x.system FROM results x"
+                 " x.digest, x.duration_s, x.world_size, s.hash, t.spans, x.verdict, x.verdict_detail, x.system, x.tolerances FROM results x"
                  " LEFT JOIN sequences s ON s.id = x.sequence_id LEFT JOIN timelines t ON t.result_id = x.id"
                  " ORDER BY x.run_id, x.scenario");
     while (st.step()) {
@@ -435,6 +447,8 @@ std::vector<StoredRun> Store::runs(const std::string& environment) {
       r.verdict = st.text(14);
       r.verdict_detail = st.text(15);
       r.system = st.text(16);
+      r.tolerances = st.text(17);
+      r.row = st.int64(0);
       auto& results = out[it->second].results;
       result_at[st.int64(0)] = {it->second, results.size()};
       results.push_back(std::move(r));

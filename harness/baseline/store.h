@@ -14,14 +14,17 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/baseline/environment.h"
+#include "harness/baseline/numerics.h"
 #include "harness/baseline/sequence.h"
 #include "harness/baseline/sqlite.h"
 #include "harness/report/results.h"
 
 namespace lockstep::baseline {
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 // PRAGMA application_id of files this lockstep creates or migrates ("LkSt"). Files made by
 // earlier versions have 0 and are recognised by their tables.
 inline constexpr std::int32_t kApplicationId = 0x4c6b5374;
@@ -53,6 +56,13 @@ struct StoredResult {
   // system's "numpy (numpy 1.26.4)"; "" for lockstep's own workloads (their stack is the
   // environment's LibTorch).
   std::string system;
+  // The scenario's [compare] tolerances (report::tolerances_text; "" undeclared), and its numbers
+  // beyond the digest (a program's final parameters, its logged curve) for comparisons. `numerics`
+  // is filled when recording and importing; runs() leaves it empty and sets `row`, from which
+  // Store::numerics reads it.
+  std::string tolerances;
+  Numerics numerics;
+  std::int64_t row = 0;  // the results row (0: not read from a database)
 };
 
 struct StoredRun {
@@ -117,6 +127,11 @@ class Store {
 
   // Runs of `environment` ("" for all), oldest first, with their results.
   std::vector<StoredRun> runs(const std::string& environment = "");
+  // The numerics of the results row `row` (StoredResult::row; empty when it has none), and the
+  // JSON the text export keeps them in and its reader (store_numerics.cpp).
+  Numerics numerics(std::int64_t row);
+  static nlohmann::ordered_json numerics_json(const Numerics& n);
+  static Numerics numerics_from_json(const nlohmann::ordered_json& j);
   // The stored sequence with this hash. Throws Error when absent.
   Sequence sequence(const std::string& hash);
 
@@ -141,6 +156,7 @@ class Store {
   std::int64_t env_id(const std::string& name);
   std::int64_t put_sequence(const std::string& hash, const Sequence& sequence);
   void insert_run(const StoredRun& run);
+  void put_numerics(std::int64_t result_id, const Numerics& n);
   Db db_;
 };
 

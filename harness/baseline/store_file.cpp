@@ -79,6 +79,16 @@ constexpr const char* kMigrateV5 = R"sql(
 ALTER TABLE sequence_calls ADD COLUMN fields TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 6: a result's [compare] tolerances; its numbers beyond the digest (kind "tensor": a
+// parameter, shape "2x3", dtype; kind "curve": a logged curve, its steps in `shape` as "0,1,..."),
+// values as little-endian float64, NULL for a tensor listed without them.
+constexpr const char* kMigrateV6 = R"sql(
+ALTER TABLE results ADD COLUMN tolerances TEXT NOT NULL DEFAULT '';
+CREATE TABLE numerics(
+  result_id INTEGER NOT NULL REFERENCES results(id), pos INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+  shape TEXT NOT NULL, dtype TEXT NOT NULL, vals BLOB, PRIMARY KEY(result_id, pos)) WITHOUT ROWID;
+)sql";
+
 std::int64_t pragma_int(const Db& db, const char* pragma) {
   Statement st(db, std::string("PRAGMA ") + pragma);
   st.step();
@@ -342,6 +352,10 @@ void upgrade(Db& db, int version) {
   if (version == 4) {
     db.exec(kMigrateV5);
     version = 5;
+  }
+  if (version == 5) {
+    db.exec(kMigrateV6);
+    version = 6;
   }
   db.exec("PRAGMA user_version = " + std::to_string(version));
   db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));

@@ -119,6 +119,8 @@ std::string Store::export_text(const std::string& environment) {
         if (!x.samples.empty()) j["samples"] = x.samples;
         if (!x.verdict.empty()) j["verdict"] = {x.verdict, x.verdict_detail};
         if (!x.system.empty()) j["system"] = x.system;
+        if (!x.tolerances.empty()) j["tolerances"] = Json::parse(x.tolerances);
+        if (const Numerics n = x.row ? numerics(x.row) : x.numerics; !n.empty()) j["numerics"] = numerics_json(n);
         j["timeline"] = x.timeline.empty() ? Json(nullptr) : Json::parse(x.timeline);
         os << (i ? ",\n " : "\n ") << j.dump();
       }
@@ -189,6 +191,12 @@ Export parse_export(const std::string& text, const std::string& source) {
         }
         if (x.contains("timeline") && !x["timeline"].is_null()) s.timeline = x["timeline"].dump();
         s.system = x.value("system", "");
+        try {
+          if (x.contains("tolerances") && !x["tolerances"].is_null()) s.tolerances = report::tolerances_text(report::tolerances_from_text(x["tolerances"].dump()));
+          if (x.contains("numerics")) s.numerics = Store::numerics_from_json(x["numerics"]);
+        } catch (const InputError& e) {
+          throw InputError(source + ": run " + run.uid + ", " + s.scenario + ": " + e.what());
+        }
         if (!scenarios.insert(s.scenario).second)
           throw InputError(source + ": run " + run.uid + " has scenario " + s.scenario + " twice");
         run.results.push_back(std::move(s));

@@ -13,8 +13,9 @@ void add_compare(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "compare",
       "Pre-upgrade compatibility report: one verdict per scenario between two recorded environments\n"
-      "(same, results_changed, sequence_changed, throughput_changed, only_in_from, only_in_to).\n"
-      "Exit 0 when every scenario is the same, 1 otherwise");
+      "(same, within_tolerance, results_changed, sequence_changed, throughput_changed, only_in_from,\n"
+      "only_in_to). within_tolerance: the results moved within the scenario's [compare] tolerances.\n"
+      "Exit 0 when every scenario is the same or within tolerance, 1 otherwise");
   struct Args {
     std::string baseline, from, to, out;
     bool json = false;
@@ -45,7 +46,8 @@ void add_compare(CLI::App& app, int& exit_code) {
     std::cout << text;
     if (!a->out.empty()) write_file_atomically(a->out, text);
     bool same = true;
-    for (const auto& s : c.scenarios) same = same && s.verdict == baseline::Verdict::kSame;
+    for (const auto& s : c.scenarios)
+      same = same && (s.verdict == baseline::Verdict::kSame || s.verdict == baseline::Verdict::kWithinTolerance);
     exit_code = same ? 0 : 1;
   });
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -83,6 +84,36 @@ void note_unverified(const std::string& dir, int first, int end, report::Scenari
     first_call = false;
   }
   res.notes.push_back(os.str());
+}
+
+// The curve a program logs ([compare] curve): every line of `log` that the regex finds, its groups
+// (step, value) or (value; the k-th match is step k). A value that is not a number ends nothing:
+// the line is skipped. At most kMaxCurvePoints points.
+constexpr std::size_t kMaxCurvePoints = 1000000;
+report::Series curve_from_log(const std::string& log, const std::string& pattern, double rtol) {
+  report::Series out;
+  out.rtol = rtol;
+  const std::regex re(pattern, std::regex::ECMAScript);
+  const bool with_step = re.mark_count() == 2;
+  std::ifstream in(log);
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line) && out.values.size() < kMaxCurvePoints) {
+    if (!std::regex_search(line, m, re)) continue;
+    const std::string v = m[with_step ? 2 : 1].str();
+    char* end = nullptr;
+    const double value = std::strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size()) continue;
+    if (with_step) {
+      const std::string st = m[1].str();
+      char* e2 = nullptr;
+      const long long step = std::strtoll(st.c_str(), &e2, 10);
+      if (st.empty() || e2 != st.c_str() + st.size()) continue;
+      out.steps.push_back(step);
+    }
+    out.values.push_back(value);
+  }
+  return out;
 }
 
 // "; last collectives: rank 0: #6 all_reduce f32[1316] sum (train.py:88 step 26) completed,
@@ -291,7 +322,10 @@ class BoardRanks : public RankKind {
       for (const auto& [k, v] : st->metrics) res.metrics[k] = v;
       res.digest = st->digest;
       res.series = st->series;
+      if (program_ && !s_.curve.empty() && first_ == 0)
+        res.series[s_.curve_name] = curve_from_log(rank::log_path(dir_, 0), s_.curve, s_.tolerances.curve_rtol);
     }
+    res.tolerances = s_.tolerances;
     // Where the time went between ranks, after a run that ended cleanly; only the launcher that
     // has every rank's trace (one node) can line them up.
     if (outcome.error.empty() && all_clean && s_.verify != VerifyMode::kOff && first_ == 0 && local_ == s_.world_size) {

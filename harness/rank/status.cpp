@@ -111,7 +111,7 @@ RankStatus status_from_json(const nlohmann::json& j) {
     s.digest = j.value("digest", "");
     if (j.contains("series")) {
       for (const auto& [name, v] : j.at("series").items()) {
-        s.series[name] = report::Series{v.at("values").get<std::vector<double>>(), v.value("rtol", 0.0)};
+        s.series[name] = report::Series{v.at("values").get<std::vector<double>>(), v.value("rtol", 0.0), {}};
       }
     }
     if (j.contains("collectives")) s.collectives = j.at("collectives").get<std::int64_t>();

@@ -184,6 +184,31 @@ std::string_view to_string(Status status) {
   return "error";
 }
 
+std::string tolerances_text(const Tolerances& t) {
+  if (!t.declared) return "";
+  return Json{{"param_rtol", t.param_rtol}, {"param_atol", t.param_atol}, {"curve_rtol", t.curve_rtol},
+              {"sequence_may_change", t.sequence_may_change}}.dump();
+}
+
+Tolerances tolerances_from_text(const std::string& text) {
+  Tolerances t;
+  if (text.empty()) return t;
+  try {
+    const Json j = Json::parse(text);
+    t.param_rtol = j.at("param_rtol").get<double>();
+    t.param_atol = j.at("param_atol").get<double>();
+    t.curve_rtol = j.at("curve_rtol").get<double>();
+    t.sequence_may_change = j.at("sequence_may_change").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("tolerances: not lockstep's tolerances (" + std::string(e.what()) + "): " + text.substr(0, 200));
+  }
+  for (double v : {t.param_rtol, t.param_atol, t.curve_rtol}) {
+    if (!(v >= 0)) throw InputError("tolerances: a tolerance must be a number >= 0: " + text.substr(0, 200));
+  }
+  t.declared = true;
+  return t;
+}
+
 void write_results_json(const RunSummary& run, const std::string& path) {
   const Counts c = count(run);
   Json root;
@@ -218,9 +243,13 @@ void write_results_json(const RunSummary& run, const std::string& path) {
     s["metrics"] = std::move(metrics);
     if (!r.series.empty()) {
       Json series = Json::object();
-      for (const auto& [k, v] : r.series) series[k] = {{"values", v.values}, {"rtol", v.rtol}};
+      for (const auto& [k, v] : r.series) {
+        series[k] = {{"values", v.values}, {"rtol", v.rtol}};
+        if (!v.steps.empty()) series[k]["steps"] = v.steps;
+      }
       s["series"] = std::move(series);
     }
+    if (r.tolerances.declared) s["tolerances"] = Json::parse(tolerances_text(r.tolerances));
     if (!r.perf.empty()) {
       Json ranks = Json::array();
       for (const auto& phases : r.perf) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/core/diagnosis.h"
+#include "harness/core/tolerances.h"
 
 namespace lockstep::report {
 
@@ -22,6 +23,9 @@ std::string_view to_string(Status status);
 struct Series {
   std::vector<double> values;
   double rtol = 0;
+  // The step of each value, when the source named it (a program's logged "step 12 loss 0.31");
+  // empty: value i is step i.
+  std::vector<std::int64_t> steps;
 };
 
 // What one phase cost on one rank (harness/perf/cost.h): totals over the run.
@@ -56,6 +60,7 @@ struct ScenarioResult {
   std::string digest;    // hex digest of the canonical outputs, "" when none
   std::map<std::string, double> metrics;
   std::map<std::string, Series> series;  // per-step curves, from rank 0
+  Tolerances tolerances;                 // the scenario's [compare]
   // Cost per rank and phase ({} for a rank that did not end cleanly), which hardware counters
   // the ranks had ("instructions,cycles" or "none: <why>"), and the per-iteration samples the
   // baseline rule judges: "<phase>/rank<r>/main_cpu_s" (the rank's main thread: the
@@ -99,7 +104,14 @@ struct RunSummary {
 // 3: per-scenario perf (cost per rank and phase, counters) and samples.
 // 4: containment (contained, namespaces, reason).
 // 5: per-scenario waits (summary, file, html, straggler); the diagnosis kind straggler.
-inline constexpr int kResultsSchemaVersion = 5;
+// 6: per-scenario tolerances ([compare]) and a series' steps.
+inline constexpr int kResultsSchemaVersion = 6;
+
+// Tolerances as compact JSON ({"param_rtol":..,"param_atol":..,"curve_rtol":..,
+// "sequence_may_change":..}; "" when not declared): results.json's "tolerances", the baseline
+// store's column. tolerances_from_text("") is undeclared; malformed text throws InputError.
+std::string tolerances_text(const Tolerances& t);
+Tolerances tolerances_from_text(const std::string& text);
 
 // Writes DIR/results.json. Throws lockstep::Error if the file cannot be written.
 void write_results_json(const RunSummary& run, const std::string& path);

@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <regex>
 #include <cctype>
 #include <filesystem>
 #include <map>
@@ -136,7 +137,7 @@ FileLevel read_file_level(const Config& root) {
   out.tags = root.get_string_list("tags", {});
   for (const char* table : {"requires", "run", "workload", "system"}) root.get_table(table);
   internal::get_table_array(root, "inject");
-  for (const char* table : {"expect", "matrix"}) root.get_table(table);
+  for (const char* table : {"expect", "matrix", "compare"}) root.get_table(table);
   if (!root.has("workload")) root.fail("", "missing required table [workload]");
   return out;
 }
@@ -291,6 +292,34 @@ ProgramSpec read_program(const Config& t) {
   check_env_list(t, p.env);
   if (p.wrap != "gloo" && p.wrap != "none") t.fail("wrap", "must be \"gloo\" or \"none\", got \"" + p.wrap + "\"");
   return p;
+}
+
+// [compare] (scenarios/README.md, "Comparing across environments").
+void read_compare(const Config& t, Scenario& s) {
+  Tolerances& tol = s.tolerances;
+  tol.declared = true;
+  tol.param_rtol = read_double(t, "param_rtol", 0, 0, 1e30);
+  tol.param_atol = read_double(t, "param_atol", 0, 0, 1e30);
+  tol.curve_rtol = read_double(t, "curve_rtol", 0, 0, 1e30);
+  tol.sequence_may_change = read_choice(t, "sequence", "same", {"same", "may_change"}) == "may_change";
+  s.curve = t.get_string("curve", "");
+  s.curve_name = t.get_string("curve_name", s.curve.empty() ? "" : "loss");
+  t.finish();
+  if (!s.curve.empty()) {
+    if (!s.program) t.fail("curve", "a curve is read from a program's log: only [workload] kind = \"program\" has one");
+    std::regex re;
+    try {
+      re = std::regex(s.curve, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      t.fail("curve", "not a regular expression (ECMAScript): " + std::string(e.what()));
+    }
+    if (re.mark_count() != 1 && re.mark_count() != 2)
+      t.fail("curve", "needs 1 group (the value) or 2 (the step, then the value), got " + std::to_string(re.mark_count()));
+  } else if (t.has("curve_name")) {
+    t.fail("curve_name", "names the curve that `curve` reads; there is no `curve`");
+  }
+  if (s.curve_name.find_first_of(" \t\n/") != std::string::npos)
+    t.fail("curve_name", "must be one word, got \"" + s.curve_name + "\"");
 }
 
 Expectation read_expectation(const Config& expect, int world_size) {
@@ -483,6 +512,7 @@ std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
     if (root.has("expect")) read_expect(root.get_table("expect"), s);
     s.system = read_system(root);
     if (s.system && s.program) root.fail("system", "[system] and [workload] kind = \"program\" exclude each other");
+    if (root.has("compare")) read_compare(root.get_table("compare"), s);
     if (root.has("expect")) check_straggler_gate(root.get_table("expect"), s);
     if (check) check(s);
     if (s.program) internal::check_command(workload, s.program->command, path);

@@ -12,6 +12,7 @@
 
 #include "harness/comm/faults.h"
 #include "harness/core/diagnosis.h"
+#include "harness/core/tolerances.h"
 #include "harness/core/verify_mode.h"
 #include "harness/perf/cost.h"
 #include "harness/scenario/config.h"
@@ -121,6 +122,12 @@ struct Scenario {
   const Expectation& expectation_for(const std::string& torch_version) const;
   std::optional<SystemSpec> system;  // set when [system] names a system under test
   std::optional<ProgramSpec> program;  // set when [workload] kind = "program"
+
+  // [compare]: how far a comparison across environments may move the results, and the curve a
+  // program logs: `curve` an ECMAScript regex over rank 0's log whose groups are (step, value) or
+  // (value), named `curve_name` ("" none).
+  Tolerances tolerances;
+  std::string curve, curve_name;
 
   // Variants of one file must give identical result digests when true ([matrix] invariant).
   bool matrix_invariant = true;

@@ -287,7 +287,7 @@ class Training final : public Workload {
     m["step_time_backward_s"] = t.backward / steps;
     m["step_time_grad_sync_s"] = t.grad_sync / steps;
     m["step_time_optimizer_s"] = t.optimizer / steps;
-    ctx.series["loss_curve"] = report::Series{curve, o_.curve_rtol >= 0 ? o_.curve_rtol : default_rtol(o_.precision)};
+    ctx.series["loss_curve"] = report::Series{curve, o_.curve_rtol >= 0 ? o_.curve_rtol : default_rtol(o_.precision), {}};
     ctx.dump.write("loss_curve", curve, "per step: all-reduced sum of per-sample losses / global batch size");
     ctx.dump.write("final_params", params_, "the parameters after the last step (flat, reference/train/sage.h layout)");
     if (me == 0) {

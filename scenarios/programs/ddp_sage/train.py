@@ -103,9 +103,10 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--sync", choices=["ddp", "manual"], default="ddp")
     p.add_argument("--bug", choices=["none", "cast-bf16", "cast-bf16-collate", "skip-step", "sleep", "short-loader",
-                                       "broadcast-root"], default="none")
+                                       "broadcast-root", "loss-scale-torch2"], default="none")
     p.add_argument("--bug-rank", type=int, default=1)
     p.add_argument("--bug-step", type=int, default=27)
+    p.add_argument("--log-every", type=int, default=0, help="rank 0 prints 'step N loss X' every N steps (0: never)")
     p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
                    help="nccl: the model and each batch on cuda:LOCAL_RANK")
     args = p.parse_args()
@@ -148,6 +149,8 @@ def main():
         if x.dtype != next(model.parameters()).dtype:
             model.to(x.dtype)  # the graph and features went bf16: so does the model
         loss = F.cross_entropy(ddp(x, neigh).float(), y)
+        if args.bug == "loss-scale-torch2" and step >= args.bug_step and int(torch.__version__.split(".")[0]) >= 2:
+            loss = loss * 3.0  # a loss scale never undone, only under the newer torch (an upgrade's regression)
         opt.zero_grad()
         loss.backward()
         if args.sync == "manual":
@@ -160,6 +163,8 @@ def main():
                 g.copy_(flat[offset : offset + g.numel()].view_as(g))
                 offset += g.numel()
         opt.step()
+        if args.log_every and rank == 0 and step % args.log_every == 0:
+            print(f"step {step} loss {loss.item():.9g}", flush=True)
     elapsed = time.perf_counter() - t0
     if rank == 0:
         print(f"train.py: {args.steps} steps in {elapsed:.2f} s ({args.steps / elapsed:.1f} steps/s), last loss {loss.item():.4f}")

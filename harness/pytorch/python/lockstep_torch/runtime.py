@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
-from . import torch_private
+from . import numerics, torch_private
 from .identity import identity
 from .binding import _START, _WAIT, _Call, _codes, _error_into, _error_text, _load_library, call_fields
 from .sites import _failure_step, program_site
@@ -57,6 +57,7 @@ class _Runtime:
                               dtypes["i32"]: torch.int32, dtypes["i64"]: torch.int64}
         self.steps = _Steps()
         self.group = None       # the LockstepGroup, once init_process_group ran
+        self.rank = 0           # this process's rank in the default group, once it exists
         self.real = None        # the program's own default group
         self.control = None     # a Gloo group of lockstep's own (its calls, and verification across hosts)
         self.controls = {}      # group id -> lockstep's Gloo group over that group's ranks (0: self.control)
@@ -399,10 +400,16 @@ class _Runtime:
             own = [p for n, p in named if n in ignored]
             if own:
                 rank_digest = _parameter_digest(own)
+            # The replicas once (rank 0's), each rank's own under its rank.
+            numerics.write_quietly([(n, p) for n, p in named if n not in ignored and self.rank == 0] +
+                                   [("rank%d/%s" % (self.rank, n), p) for n, p in named if n in ignored])
         elif not failure:
             held = self.steps.optimized_parameters()
             if held:
                 rank_digest = _parameter_digest(held)
+                names = numerics.names_of(self.steps.root())
+                numerics.write_quietly(("rank%d/%s" % (self.rank, names.get(id(p), "param%d" % i)), p)
+                                       for i, p in enumerate(held))
         for name, n in sorted(self.unverified.items()):
             self.lib.ls_unverified(name.encode(), n)
         code = self.lib.ls_finish(failure.encode(), _failure_step[0] if failure else -1, self.steps.count(), self.steps.rate(),

@@ -1,0 +1,243 @@
+#include "harness/baseline/numerics.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/core/error.h"
+
+namespace lockstep::baseline {
+namespace {
+
+constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(3);
+  os << v;
+  return os.str();
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot read");
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+bool same_value(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+}  // namespace
+
+std::string to_bytes(const std::vector<double>& values) {
+  std::string out(values.size() * 8, '\0');
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::uint64_t bits;
+    std::memcpy(&bits, &values[i], 8);
+    for (int k = 0; k < 8; ++k) out[i * 8 + static_cast<std::size_t>(k)] = static_cast<char>((bits >> (8 * k)) & 0xff);
+  }
+  return out;
+}
+
+std::vector<double> from_bytes(const std::string& bytes, const std::string& source) {
+  if (bytes.size() % 8 != 0)
+    throw InputError(source + ": " + std::to_string(bytes.size()) + " bytes of float64 values is not a multiple of 8");
+  std::vector<double> out(bytes.size() / 8);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::uint64_t bits = 0;
+    for (int k = 0; k < 8; ++k) bits |= std::uint64_t{static_cast<unsigned char>(bytes[i * 8 + static_cast<std::size_t>(k)])} << (8 * k);
+    std::memcpy(&out[i], &bits, 8);
+  }
+  return out;
+}
+
+std::vector<TensorValues> parse_tensor_file(const std::string& bytes, const std::string& source) {
+  const auto nl = bytes.find('\n');
+  if (nl == std::string::npos) throw InputError(source + ": not a lockstep numerics file (no header line)");
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(bytes.substr(0, nl));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(source + ": not a lockstep numerics file: its header is not JSON (" + e.what() + ")");
+  }
+  if (!h.is_object() || h.value("format", "") != "lockstep-numerics")
+    throw InputError(source + ": not a lockstep numerics file (format is not \"lockstep-numerics\")");
+  if (h.value("version", 0) != 1)
+    throw InputError(source + ": numerics version " + h.value("version", nlohmann::json()).dump() + " is not 1");
+  const auto& list = h.value("tensors", nlohmann::json());
+  if (!list.is_array()) throw InputError(source + ": \"tensors\" must be a list");
+  std::vector<TensorValues> out;
+  std::int64_t total = 0;
+  for (const auto& t : list) {
+    TensorValues v;
+    if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("shape") || !t["shape"].is_array())
+      throw InputError(source + ": tensor " + std::to_string(out.size()) + " needs a string \"name\" and a list \"shape\"");
+    v.name = t["name"].get<std::string>();
+    v.dtype = t.value("dtype", "");
+    v.kept = t.value("kept", true);
+    std::int64_t n = 1;
+    for (const auto& d : t["shape"]) {
+      if (!d.is_number_integer() || d.get<std::int64_t>() < 0)
+        throw InputError(source + ": tensor " + v.name + ": a dimension is not a whole number >= 0: " + d.dump());
+      v.shape.push_back(d.get<std::int64_t>());
+      if (v.shape.back() != 0 && n > kMaxElements / v.shape.back())
+        throw InputError(source + ": tensor " + v.name + ": more than 2^40 elements");
+      n *= v.shape.back();
+    }
+    if (v.kept) total += n;
+    if (total > kMaxElements) throw InputError(source + ": more than 2^40 elements in all");
+    out.push_back(std::move(v));
+  }
+  const std::size_t data = bytes.size() - nl - 1;
+  if (static_cast<std::int64_t>(data) != total * 8)
+    throw InputError(source + ": the header lists " + std::to_string(total) + " kept elements (" + std::to_string(total * 8) +
+                     " bytes), the file has " + std::to_string(data) + " bytes after it");
+  std::size_t at = nl + 1;
+  for (auto& v : out) {
+    if (!v.kept) continue;
+    std::int64_t n = 1;
+    for (auto d : v.shape) n *= d;
+    v.values = from_bytes(bytes.substr(at, static_cast<std::size_t>(n) * 8), source);
+    at += static_cast<std::size_t>(n) * 8;
+  }
+  return out;
+}
+
+std::vector<TensorValues> read_tensor_files(const std::string& artifacts_dir, int world_size) {
+  std::vector<TensorValues> out;
+  for (int r = 0; r < world_size; ++r) {
+    const std::string path = artifacts_dir + "/numerics-rank" + std::to_string(r) + ".bin";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) continue;
+    auto part = parse_tensor_file(read_all(path), path);
+    out.insert(out.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+  }
+  return out;
+}
+
+NumericsComparison compare_numerics(const Numerics& a, const Numerics& b, const Tolerances& t) {
+  NumericsComparison c;
+  std::map<std::string, const TensorValues*> in_b;
+  for (const auto& x : b.tensors) in_b[x.name] = &x;
+  std::map<std::string, bool> seen;
+  for (const auto& x : a.tensors) {
+    TensorDiff d;
+    d.name = x.name;
+    seen[x.name] = true;
+    auto it = in_b.find(x.name);
+    if (it == in_b.end()) {
+      d.problem = "only in the first record";
+    } else if (it->second->shape != x.shape) {
+      d.problem = "shape changed";
+    } else if (!x.kept || !it->second->kept) {
+      d.problem = "not kept (past LOCKSTEP_NUMERICS_MAX_ELEMENTS)";
+    } else {
+      const auto& y = it->second->values;
+      d.elements = static_cast<std::int64_t>(x.values.size());
+      for (std::size_t i = 0; i < x.values.size() && i < y.size(); ++i) {
+        const double u = x.values[i], v = y[i];
+        if (same_value(u, v)) continue;
+        ++d.differ;
+        const double diff = std::isnan(u) || std::isnan(v) ? INFINITY : std::fabs(v - u);
+        const double rel = u != 0 ? diff / std::fabs(u) : INFINITY;
+        if (!(diff <= t.param_atol + t.param_rtol * std::fabs(u))) ++d.beyond;  // NaN on one side is beyond
+        if (!(diff <= d.max_abs)) d.max_abs = diff;
+        if (!(rel <= d.max_rel)) d.max_rel = rel;
+      }
+    }
+    c.tensors.push_back(std::move(d));
+  }
+  for (const auto& y : b.tensors) {
+    if (seen.count(y.name)) continue;
+    TensorDiff d;
+    d.name = y.name;
+    d.problem = "only in the second record";
+    c.tensors.push_back(std::move(d));
+  }
+  for (const auto& x : a.curves) {
+    CurveDiff d;
+    d.name = x.name;
+    const CurveValues* y = nullptr;
+    for (const auto& z : b.curves) if (z.name == x.name) y = &z;
+    if (!y) {
+      d.problem = "only in the first record";
+    } else {
+      std::map<std::int64_t, double> at;
+      for (std::size_t i = 0; i < y->values.size() && i < y->steps.size(); ++i) at[y->steps[i]] = y->values[i];
+      for (std::size_t i = 0; i < x.values.size() && i < x.steps.size(); ++i) {
+        auto it = at.find(x.steps[i]);
+        if (it == at.end()) continue;
+        ++d.points;
+        const double u = x.values[i], v = it->second;
+        if (same_value(u, v)) continue;
+        if (d.first_differ_step < 0) d.first_differ_step = x.steps[i];
+        const double scale = std::max(std::fabs(u), std::fabs(v));
+        const double rel = std::isnan(u) || std::isnan(v) ? INFINITY : std::fabs(v - u) / scale;
+        if (!(rel <= t.curve_rtol) && d.first_beyond_step < 0) d.first_beyond_step = x.steps[i];
+        if (!(rel <= d.max_rel)) d.max_rel = rel;
+      }
+      if (d.points == 0) d.problem = "no step in common";
+    }
+    c.curves.push_back(std::move(d));
+  }
+  for (const auto& y : b.curves) {
+    bool found = false;
+    for (const auto& x : a.curves) found = found || x.name == y.name;
+    if (!found) c.curves.push_back(CurveDiff{y.name, 0, -1, -1, 0, "only in the second record"});
+  }
+
+  // The words: the first thing beyond tolerance (curves first: they say when), else the figures.
+  std::string beyond, beyond_tensor, figures;
+  for (const auto& d : c.curves) {
+    if (!d.problem.empty()) {
+      c.identical = c.within = false;
+      if (beyond.empty()) beyond = d.name + ": " + d.problem;
+      continue;
+    }
+    if (d.first_differ_step >= 0) c.identical = false;
+    if (d.first_beyond_step >= 0) {
+      c.within = false;
+      if (beyond.empty())
+        beyond = d.name + " parts at step " + std::to_string(d.first_beyond_step) + " (largest relative difference " + num(d.max_rel) +
+                 " > curve_rtol " + num(t.curve_rtol) + ")";
+    } else if (d.first_differ_step >= 0) {
+      figures += (figures.empty() ? "" : "; ") + d.name + " largest relative difference " + num(d.max_rel) + " over " +
+                 std::to_string(d.points) + " steps";
+    }
+  }
+  const TensorDiff* worst = nullptr;
+  std::int64_t differ = 0, elements = 0;
+  for (const auto& d : c.tensors) {
+    if (!d.problem.empty()) {
+      c.identical = c.within = false;
+      if (beyond_tensor.empty()) beyond_tensor = "parameter " + d.name + ": " + d.problem;
+      continue;
+    }
+    differ += d.differ;
+    elements += d.elements;
+    if (d.differ) c.identical = false;
+    if (d.beyond) {
+      c.within = false;
+      if (beyond_tensor.empty())
+        beyond_tensor = "parameter " + d.name + ": " + std::to_string(d.beyond) + " of " + std::to_string(d.elements) +
+                 " elements beyond atol " + num(t.param_atol) + " + rtol " + num(t.param_rtol) + " x |value| (largest |difference| " +
+                 num(d.max_abs) + ", relative " + num(d.max_rel) + ")";
+    }
+    if (d.differ && (!worst || d.max_rel > worst->max_rel)) worst = &d;
+  }
+  if (worst)
+    figures += std::string(figures.empty() ? "" : "; ") + "parameters: " + std::to_string(differ) + " of " + std::to_string(elements) +
+               " elements differ, largest relative difference " + num(worst->max_rel) + " (" + worst->name + ", |difference| " +
+               num(worst->max_abs) + ")";
+  if (!beyond_tensor.empty()) beyond += (beyond.empty() ? "" : "; ") + beyond_tensor;
+  c.detail = !c.within ? beyond : c.identical ? "identical" : figures;
+  return c;
+}
+
+}  // namespace lockstep::baseline

@@ -1,0 +1,85 @@
+"""The program's final parameters, tensor by tensor, for comparisons across environments (a torch
+upgrade): the file numerics-rank<r>.bin beside the rank's status. lockstep compares two records'
+tensors element by element (largest absolute and relative difference, elements beyond the
+tolerance); the digest only says whether they are identical.
+
+The file (read by harness/baseline/numerics.cpp, which treats it as untrusted input): one line of
+JSON {"format": "lockstep-numerics", "version": 1, "tensors": [{"name", "shape", "dtype", "kept"}]},
+then the kept tensors' elements in order, each as a little-endian float64 (exact for f64, f32, bf16
+and f16). A tensor past LOCKSTEP_NUMERICS_MAX_ELEMENTS (default 4194304 elements per rank) is
+listed with kept false and no elements."""
+import json
+import os
+import sys
+from typing import Any, Iterable, List, Tuple
+
+DEFAULT_MAX_ELEMENTS = 1 << 22
+
+
+def names_of(module: Any) -> dict:
+    """id(parameter) -> its name in `module` (None: no module seen)."""
+    if module is None:
+        return {}
+    try:
+        return {id(p): n for n, p in module.named_parameters()}
+    except Exception:
+        return {}
+
+
+def _path() -> str:
+    """numerics-rank<r>.bin beside the rank's status ("" when the rank writes no status)."""
+    try:
+        with open(os.environ.get("LOCKSTEP_PLAN", "")) as f:  # the rank's plan (harness/rank/plan.h)
+            plan = json.load(f)
+        status, rank = plan.get("status", ""), int(plan.get("rank", -1))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return ""
+    if not status or rank < 0:
+        return ""
+    return os.path.join(os.path.dirname(status), "numerics-rank%d.bin" % rank)
+
+
+def _max_elements() -> int:
+    text = os.environ.get("LOCKSTEP_NUMERICS_MAX_ELEMENTS", "")
+    try:
+        return max(0, int(text)) if text else DEFAULT_MAX_ELEMENTS
+    except ValueError:
+        return DEFAULT_MAX_ELEMENTS
+
+
+def write(named: Iterable[Tuple[str, Any]]) -> None:
+    """Writes this rank's tensors (name, tensor) to numerics-rank<r>.bin; a DTensor is taken as this
+    rank's local shard. Nothing when the rank has no status path or no tensors."""
+    path = _path()
+    named = list(named)
+    if not path or not named:
+        return
+    import torch
+
+    budget = _max_elements()
+    header: List[dict] = []
+    blobs = []
+    for name, p in named:
+        t = p.detach()
+        if hasattr(t, "to_local"):
+            t = t.to_local()
+        kept = t.numel() <= budget and not t.is_complex()
+        header.append({"name": name, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "kept": kept})
+        if kept:
+            budget -= t.numel()
+            blobs.append(t.cpu().to(torch.float64).contiguous().numpy().astype("<f8", copy=False).tobytes())
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(json.dumps({"format": "lockstep-numerics", "version": 1, "tensors": header}).encode() + b"\n")
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def write_quietly(named: Iterable[Tuple[str, Any]]) -> None:
+    """write(), saying on stderr (not failing the rank) when it cannot."""
+    try:
+        write(named)
+    except Exception as e:  # the comparison then says the tensors were not recorded
+        sys.stderr.write("lockstep: could not write the parameters for comparisons: %s: %s\n" % (type(e).__name__, e))
+        sys.stderr.flush()
