@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/baseline/check.h"
+#include "harness/baseline/report.h"
 #include "harness/baseline/store.h"
 #include "harness/core/error.h"
 #include "tests/test_util.h"
@@ -148,9 +149,8 @@ struct Compared {
   Verdict verdict;
   std::string detail;
 };
-Compared compare_two(const std::string& from_numerics, const std::string& to_numerics, const std::string& tolerances,
-                     const std::string& from_digest = "d1", const std::string& to_digest = "d2") {
-  test::TempDir dir("lockstep_numerics");
+std::string export_two(const std::string& from_numerics, const std::string& to_numerics, const std::string& tolerances,
+                       const std::string& from_digest, const std::string& to_digest) {
   auto run = [&](const std::string& uid, const std::string& env, const std::string& digest, const std::string& numerics) {
     return R"({"uid": ")" + uid + R"(", "environment": ")" + env + R"(", "started_at": "2026-01-01T00:00:0)" + uid.substr(1) +
            R"(Z", "kind": "record", "repeat": 0, "lockstep_rev": "r", "host": "h", "results": [{"scenario": "p", "name": "p",
@@ -162,11 +162,16 @@ Compared compare_two(const std::string& from_numerics, const std::string& to_num
     return R"({"name": ")" + name + R"(", "torch": "1", "torch_line": "t", "cuda": "none", "nccl": "none", "compiler": "c",
                "cpu": "c", "gpu": "none", "driver": "none", "lockstep_rev": "r"})";
   };
-  const std::string text = R"({"format": "lockstep-baseline", "schema_version": 6, "environments": [)" + env("a") + "," + env("b") +
-                           R"(], "sequences": [], "runs": [)" + run("u1", "a", from_digest, from_numerics) + "," +
-                           run("u2", "b", to_digest, to_numerics) + "]}";
+  return R"({"format": "lockstep-baseline", "schema_version": 6, "environments": [)" + env("a") + "," + env("b") +
+         R"(], "sequences": [], "runs": [)" + run("u1", "a", from_digest, from_numerics) + "," + run("u2", "b", to_digest, to_numerics) +
+         "]}";
+}
+
+Compared compare_two(const std::string& from_numerics, const std::string& to_numerics, const std::string& tolerances,
+                     const std::string& from_digest = "d1", const std::string& to_digest = "d2") {
+  test::TempDir dir("lockstep_numerics");
   Store store(dir.path() + "/s.db", Access::kCreate);
-  EXPECT_EQ(store.import_text(text, "t.json"), 2);
+  EXPECT_EQ(store.import_text(export_two(from_numerics, to_numerics, tolerances, from_digest, to_digest), "t.json"), 2);
   // The export keeps what was imported: NaN as "nan", a tensor without values as kept false.
   const std::string again = store.export_text();
   EXPECT_CONTAINS(again, "\"numerics\":");
@@ -208,6 +213,32 @@ TEST(NumericsTest, WithoutDeclaredTolerancesAnyDifferenceIsAChange) {
   const auto d = compare_two(nums("[1, 4]", "[3, 2, 1]"), nums("[1, 4]", "[3, 2, 1]"), kTol);
   EXPECT_EQ(to_string(d.verdict), "results_changed");
   EXPECT_CONTAINS(d.detail, "the recorded tensors and curves are identical: the digest covers more");
+}
+
+// The report's program upgrade section: what each side ran on, the curve of both overlaid, the
+// table of parameters that differ (the imported figures: fc.weight[0] moved 0.5, relative 0.5).
+TEST(NumericsTest, TheReportShowsTheUpgradeTheCurvesAndTheParametersThatDiffer) {
+  test::TempDir dir("lockstep_numerics_report");
+  {
+    Store store(dir.path() + "/s.db", Access::kCreate);
+    std::string text = export_two(nums("[1, 4]", "[3, 2, 1]"), nums("[1.5, 4]", "[3, 2.5, 1.5]"), kTol, "d1", "d2");
+    const std::string ran = R"("metrics": {},)";
+    const std::size_t first = text.find(ran), second = text.find(ran, first + ran.size());
+    text.replace(second, ran.size(), R"("metrics": {}, "system": "torch 2.15.0+cu132, python 3.11.7",)");
+    text.replace(first, ran.size(), R"("metrics": {}, "system": "torch 1.13.0a0, python 3.11.2",)");
+    ASSERT_EQ(store.import_text(text, "t.json"), 2);
+  }
+  Store store(dir.path() + "/s.db", Access::kRead);
+  write_report(store, dir.path() + "/out");
+  const std::string md = test::read_file(dir.path() + "/out/report.md");
+  EXPECT_CONTAINS(md, "### Program upgrade: a to b");
+  EXPECT_CONTAINS(md, "| programs ran on | torch 1.13.0a0, python 3.11.2 | torch 2.15.0+cu132, python 3.11.7 |");
+  EXPECT_CONTAINS(md, "#### p: results\\_changed");
+  EXPECT_CONTAINS(md, "| fc.weight | 1 of 2 | 1 | 0.5 | 0.5 |");
+  const std::string html = test::read_file(dir.path() + "/out/index.html");
+  EXPECT_CONTAINS(html, "<title>p: loss</title>");
+  EXPECT_CONTAINS(html, ">step</text>");
+  EXPECT_CONTAINS(html, "<td>fc.weight</td><td>1 of 2</td><td class=\"bad\">1</td>");
 }
 
 TEST(NumericsTest, AnExportWithValuesThatDoNotFitTheShapeIsRefusedNamingIt) {

@@ -22,6 +22,7 @@ std::map<std::string, ScenarioBaseline> load_baseline(Store& store, const std::s
       b.digest = r.digest;
       b.sequence = r.sequence;
       b.row = r.row;
+      b.system = r.system;
       b.tolerances = r.tolerances;
       if (r.status == "pass") add_run_samples(r.metrics, r.samples, b.samples, b.run_medians);
     }
@@ -106,6 +107,11 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
   for (const auto& r : store.runs(to)) c.to_runs += r.kind == "record";
   const auto a = load_baseline(store, from);
   const auto b = load_baseline(store, to);
+  std::set<std::string> fs, ts;
+  for (const auto& [_, x] : a) if (!x.system.empty()) fs.insert(x.system);
+  for (const auto& [_, y] : b) if (!y.system.empty()) ts.insert(y.system);
+  c.from_systems.assign(fs.begin(), fs.end());
+  c.to_systems.assign(ts.begin(), ts.end());
   std::set<std::string> ids;
   for (const auto& [k, _] : a) ids.insert(k);
   for (const auto& [k, _] : b) ids.insert(k);
@@ -133,6 +139,8 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
       }
       // In order: the outcome, the collective sequence, the numbers (digest, curves, tensors), then
       // throughput; the verdict is the first change beyond what [compare] tolerates.
+      s.from_system = x.system;
+      s.to_system = y.system;
       const Tolerances tol = report::tolerances_from_text(!y.tolerances.empty() ? y.tolerances : x.tolerances);
       if (x.status != y.status || x.diagnosis != y.diagnosis) {
         s.verdict = Verdict::kResultsChanged;
@@ -143,6 +151,7 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
         if (x.sequence != y.sequence && !x.sequence.empty() && !y.sequence.empty()) {
           if (auto d = first_divergence(store.sequence(x.sequence), store.sequence(y.sequence))) {
             if (!tol.sequence_may_change) s.verdict = Verdict::kSequenceChanged;
+            s.sequence = d->message();
             notes.push_back(std::string(tol.sequence_may_change ? "collective sequence changed ([compare] sequence = \"may_change\"): " : "") +
                             "first divergence: " + d->message());
           } else {
@@ -153,6 +162,10 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
         const Numerics nb = y.row ? store.numerics(y.row) : Numerics{};
         const bool numbers = !na.empty() && !nb.empty();
         const NumericsComparison nc = numbers ? compare_numerics(na, nb, tol) : NumericsComparison{};
+        if (numbers) s.numbers = nc;
+        for (const auto& ca : na.curves)
+          for (const auto& cb : nb.curves)
+            if (ca.name == cb.name) s.curves.emplace_back(ca, cb);
         const std::string digests = "digest " + (x.digest.empty() ? "(none)" : x.digest) + " -> " + (y.digest.empty() ? "(none)" : y.digest);
         if ((x.digest != y.digest && (!numbers || nc.identical)) || (numbers && !nc.within)) {
           s.verdict = Verdict::kResultsChanged;
@@ -207,6 +220,8 @@ nlohmann::ordered_json comparison_json(const Comparison& c) {
   nlohmann::ordered_json j;
   j["from"] = env_json(c.from);
   j["to"] = env_json(c.to);
+  j["from"]["ran_on"] = c.from_systems;
+  j["to"]["ran_on"] = c.to_systems;
   j["from_runs"] = c.from_runs;
   j["to_runs"] = c.to_runs;
   std::map<std::string, int> counts;
@@ -228,6 +243,19 @@ nlohmann::ordered_json comparison_json(const Comparison& c) {
                  {"changed", jd.slower ? "slower" : jd.faster ? "faster" : "no"}};
     }
     x["metrics"] = std::move(m);
+    if (!s.from_system.empty() || !s.to_system.empty()) x["ran_on"] = {s.from_system, s.to_system};
+    if (!s.sequence.empty()) x["first_sequence_divergence"] = s.sequence;
+    if (!s.numbers.tensors.empty() || !s.numbers.curves.empty()) {
+      auto tensors = nlohmann::ordered_json::array(), curves = nlohmann::ordered_json::array();
+      for (const auto& t : s.numbers.tensors)
+        tensors.push_back({{"name", t.name}, {"elements", t.elements}, {"differ", t.differ}, {"beyond", t.beyond},
+                           {"max_abs", t.max_abs}, {"max_rel", t.max_rel}, {"problem", t.problem}});
+      for (const auto& cd : s.numbers.curves)
+        curves.push_back({{"name", cd.name}, {"steps", cd.points}, {"first_differ_step", cd.first_differ_step},
+                          {"first_beyond_step", cd.first_beyond_step}, {"max_rel", cd.max_rel}, {"problem", cd.problem}});
+      x["numbers"] = {{"identical", s.numbers.identical}, {"within", s.numbers.within}, {"tensors", std::move(tensors)},
+                      {"curves", std::move(curves)}};
+    }
     arr.push_back(std::move(x));
   }
   j["summary"] = counts;
@@ -242,7 +270,13 @@ std::string comparison_markdown(const Comparison& c) {
   auto row = [&](const char* what, const std::string& a, const std::string& b) {
     os << "| " << what << " | " << md_escape(a) << " | " << md_escape(b) << " |\n";
   };
-  row("LibTorch", c.from.torch + " (" + c.from.torch_line + ")", c.to.torch + " (" + c.to.torch_line + ")");
+  auto joined = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : "; ") + x;
+    return out.empty() ? std::string("(lockstep's own workloads only)") : out;
+  };
+  if (!c.from_systems.empty() || !c.to_systems.empty()) row("programs ran on", joined(c.from_systems), joined(c.to_systems));
+  row("lockstep's LibTorch", c.from.torch + " (" + c.from.torch_line + ")", c.to.torch + " (" + c.to.torch_line + ")");
   row("CUDA", c.from.cuda, c.to.cuda);
   row("NCCL", c.from.nccl, c.to.nccl);
   row("compiler", c.from.compiler, c.to.compiler);

@@ -22,6 +22,7 @@ struct ScenarioBaseline {
   // Per-iteration metrics: the median of each recorded run (the run-to-run spread).
   std::map<std::string, std::vector<double>> run_medians;
   int runs = 0;
+  std::string system;      // what the latest record ran on
   std::int64_t row = 0;    // the latest record's results row (its numerics: Store::numerics)
   std::string tolerances;  // the latest record's [compare] (report::tolerances_text)
 };
@@ -57,9 +58,18 @@ struct ScenarioComparison {
   Verdict verdict = Verdict::kSame;
   std::string detail;  // what changed; for sequences the first divergence
   std::map<std::string, Judgement> metrics;  // every judged metric
+  // Both records' numbers beyond the digest, compared (numbers.tensors empty when either has none),
+  // each curve of both records (from, to), and the first sequence divergence ("" none).
+  NumericsComparison numbers;
+  std::vector<std::pair<CurveValues, CurveValues>> curves;
+  std::string sequence;
+  std::string from_system, to_system;  // what each record ran on (a program's torch and packages)
 };
 struct Comparison {
   Environment from, to;
+  // What the environments' latest records ran on (their results' `system`, distinct, sorted): a
+  // program's "torch 2.15.0+cu132, python 3.11.2, ...", which lockstep's own LibTorch is not.
+  std::vector<std::string> from_systems, to_systems;
   int from_runs = 0, to_runs = 0;
   std::vector<ScenarioComparison> scenarios;  // sorted by scenario id
 };

@@ -18,9 +18,10 @@
 #include "harness/rules/waits.h"
 #include "harness/rules/stats.h"
 #include "harness/core/fs.h"
+#include "harness/baseline/report_parts.h"
 
 namespace lockstep::baseline {
-namespace {
+namespace parts {
 
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
@@ -54,13 +55,6 @@ std::string md_escape(const std::string& s) {
   return out;
 }
 
-struct Point {
-  int x;     // global run ordinal
-  double y;
-  std::string mark;  // "": plain; else why this run is marked (a check's declared change)
-  bool check = false;  // a `run --baseline` check (hollow), not a recorded sample
-};
-
 // 1-2-5 "nice" tick values spanning [lo, hi], about `want` of them.
 std::vector<double> nice_ticks(double lo, double hi, int want) {
   const double raw = (hi - lo) / std::max(1, want);
@@ -80,7 +74,7 @@ std::vector<double> nice_ticks(double lo, double hi, int want) {
 // tooltip says what was declared.
 std::string line_chart(const std::string& title, const std::string& unit,
                        const std::vector<std::pair<std::string, std::vector<Point>>>& series,
-                       const std::vector<std::string>& run_labels) {
+                       const std::vector<std::string>& run_labels, const std::string& x_axis) {
   const double W = 560, L = 58, R = 12, T = 22, plot_h = 120;
   double lo = INFINITY, hi = -INFINITY;
   int x_lo = INT32_MAX, x_hi = INT32_MIN;
@@ -134,11 +128,13 @@ std::string line_chart(const std::string& title, const std::string& unit,
   for (int x : xt) {
     // The first and last labels are anchored inside the plot, so that they are never cut.
     const char* anchor = x == x_lo && x_lo != x_hi ? " style=\"text-anchor:start\"" : x == x_hi && x_lo != x_hi ? " style=\"text-anchor:end\"" : "";
-    os << "<text x=\"" << px(X(x)) << "\" y=\"" << axis_y + 12 << "\" class=\"xl\"" << anchor << ">#" << x + 1
+    os << "<text x=\"" << px(X(x)) << "\" y=\"" << axis_y + 12 << "\" class=\"xl\"" << anchor << ">"
+       << (x_axis.empty() ? "#" + std::to_string(x + 1) : std::to_string(x))
        << (static_cast<std::size_t>(x) < run_labels.size() ? " " + html_escape(run_labels[static_cast<std::size_t>(x)]) : "")
        << "</text>";
   }
-  os << "<text x=\"" << W - R << "\" y=\"" << axis_y + 24 << "\" class=\"yl\">run # and lockstep revision, in recording order</text>";
+  os << "<text x=\"" << W - R << "\" y=\"" << axis_y + 24 << "\" class=\"yl\">"
+     << (x_axis.empty() ? "run # and lockstep revision, in recording order" : html_escape(x_axis)) << "</text>";
   for (std::size_t i = 0; i < series.size(); ++i) {
     const std::string color = kColors[i % 8];
     std::string pts;
@@ -149,7 +145,7 @@ std::string line_chart(const std::string& title, const std::string& unit,
       if (!marked && !p.check) continue;
       os << "<circle cx=\"" << px(X(p.x)) << "\" cy=\"" << px(Y(p.y)) << "\" r=\"" << (marked ? 4.5 : 2.5) << "\" fill=\""
          << (p.check ? "#fff" : color) << "\" stroke=\"" << (marked ? "#d00" : color) << "\" stroke-width=\""
-         << (marked ? 2 : 1) << "\"><title>run #" << p.x + 1 << " " << html_escape(series[i].first) << ": " << num(p.y)
+         << (marked ? 2 : 1) << "\"><title>" << (x_axis.empty() ? "run #" + std::to_string(p.x + 1) : x_axis + " " + std::to_string(p.x)) << " " << html_escape(series[i].first) << ": " << num(p.y)
          << (marked ? "; " + html_escape(p.mark) : "") << "</title></circle>";
     }
   }
@@ -162,6 +158,10 @@ std::string line_chart(const std::string& title, const std::string& unit,
   os << "</svg>";
   return os.str();
 }
+
+}  // namespace parts
+using namespace parts;
+namespace {
 
 constexpr const char* kCss = R"css(
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
@@ -243,8 +243,9 @@ void summarize_comparison(const Comparison& c, std::ostringstream& h, std::ostri
   h << "<h3>" << html_escape(head) << "</h3><p class=\"counts\">";
   md << "### " << md_escape(head) << "\n\n";
   for (const auto& [k, n] : counts) {
-    h << "<span class=\"" << (k == "same" ? "okc" : "bad") << "\">" << n << " " << html_escape(k) << "</span> ";
-    md << (k == "same" ? "" : "**") << n << " " << md_escape(k) << (k == "same" ? "" : "**") << "; ";
+    const bool ok = k == "same" || k == "within_tolerance";
+    h << "<span class=\"" << (ok ? "okc" : "bad") << "\">" << n << " " << html_escape(k) << "</span> ";
+    md << (ok ? "" : "**") << n << " " << md_escape(k) << (ok ? "" : "**") << "; ";
   }
   h << "</p>";
   md << "\n\n";
@@ -413,7 +414,11 @@ void write_report(Store& store, const std::string& out_dir, const ReportOptions&
     from = envs[0].name;
     to = envs[1].name;
   }
-  if (!from.empty() && !to.empty()) summarize_comparison(compare(store, from, to, options.rule), h, md);
+  if (!from.empty() && !to.empty()) {
+    const Comparison c = compare(store, from, to, options.rule);
+    summarize_comparison(c, h, md);
+    upgrade_section(c, h, md);
+  }
   if (!last_check && (from.empty() || to.empty())) {
     h << "<p>No check recorded yet (<code>lockstep run --baseline</code> keeps each check here), and no pair of "
          "environments to compare (<code>--from</code>, <code>--to</code>).</p>";
