@@ -164,6 +164,49 @@ TEST(ProgramUnderTorchTest, TheIdentityNamesTorchCudaNcclPythonAndTheImportedPac
   EXPECT_EQ(system.find("torch_geometric"), std::string::npos) << system;
 }
 
+// The environment is named by what ran: an interpreter whose torch reports another version (a
+// fake interpreter: a script that runs Debian's python with the program told to report torch
+// 2.15.0-fake) is refused under the environment recorded with torch 1.13, exit 2 naming the
+// difference, and nothing of it is recorded; under a new environment it is recorded, and compare
+// shows what each side ran on.
+TEST(ProgramUnderTorchTest, ARunOnAnotherTorchIsRefusedUnderTheEnvironmentOfTheFirst) {
+  if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
+  lockstep::test::TempDir tmp("lockstep_program_env");
+  std::ofstream(tmp.path() + "/p.py") << "import os, torch, torch.distributed as dist\n"
+                                         "if os.environ.get('FAKE_TORCH'):\n"
+                                         "    torch.__version__ = os.environ['FAKE_TORCH']\n"
+                                         "dist.init_process_group('gloo')\n"
+                                         "t = torch.ones(2); dist.all_reduce(t)\n"
+                                         "dist.destroy_process_group()\n";
+  const std::string fake = tmp.path() + "/fake-python";
+  std::ofstream(fake) << "#!/bin/sh\nFAKE_TORCH=2.15.0-fake exec /usr/bin/python3 \"$@\"\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  const std::string toml = tmp.path() + "/p.toml", db = tmp.path() + "/b.db";
+  std::ofstream(toml) << "name = \"programs.env\"\n[run]\nworld_size = 2\ntimeout_s = 60\n[workload]\nkind = \"program\"\n"
+                      << "command = [\"{python}\", \"{dir}/p.py\"]\n";
+  auto record = [&](const std::string& env, const std::string& python, const std::string& dir) {
+    return lockstep::test::run_cli(LOCKSTEP_BINARY, "record '" + toml + "' --repeat 1 --baseline '" + db + "' --env " + env +
+                                                        " --python '" + python + "' --report-dir '" + tmp.path() + "/" + dir + "'",
+                                   tmp.path());
+  };
+  auto r = record("torch-1.13", "/usr/bin/python3", "r1");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  r = record("torch-1.13", fake, "r2");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("ran it on torch 2.15.0-fake"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("-> 2.15.0-fake): record it under an environment of its own (--env NAME); nothing of this run was recorded"),
+            std::string::npos)
+      << r.err;
+  r = record("torch-2.15-fake", fake, "r3");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = lockstep::test::run_cli(LOCKSTEP_BINARY, "compare --baseline '" + db + "' --from torch-1.13 --to torch-2.15-fake --json", tmp.path());
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  EXPECT_EQ(j.at("from_runs"), 1) << "the refused run was not recorded";
+  EXPECT_EQ(j.at("to").at("ran_on").at(0).get<std::string>().rfind("torch 2.15.0-fake, ", 0), 0u) << j.dump();
+  EXPECT_EQ(j.at("from").at("ran_on").at(0).get<std::string>().rfind("torch 1.13", 0), 0u) << j.dump();
+}
+
 // A program lockstep was to verify that never creates its default group had nothing checked: the
 // scenario is an error, never a pass, and the run exits non-zero.
 TEST(ProgramUnderTorchTest, AProgramWithoutAProcessGroupIsAnErrorNotAPass) {
