@@ -135,7 +135,10 @@ TEST(NumericsTest, ACurveIsComparedStepByStepAndPartsAtTheFirstStepBeyondItsTole
   EXPECT_EQ(c.curves[0].points, 5);
   EXPECT_EQ(c.curves[0].first_differ_step, 3);
   EXPECT_EQ(c.curves[0].first_beyond_step, 4);
-  EXPECT_EQ(c.detail, "loss parts at step 4 (largest relative difference 0.167 > curve_rtol 0.05)");
+  EXPECT_EQ(c.detail, "loss parts at step 4 (relative difference 0.167 > curve_rtol 0.05)");
+  // Where the curves part is not where they are furthest apart: both are named.
+  const auto e = compare_numerics(curve({0, 1, 2}, {1, 1, 1}), curve({0, 1, 2}, {1, 1.1, 1.5}), t);
+  EXPECT_EQ(e.detail, "loss parts at step 1 (relative difference 0.0909 > curve_rtol 0.05; largest 0.333 at step 2)");
   // Logged every 10 steps: the steps are the program's, not the points' positions.
   t.curve_rtol = 0.5;
   const auto d = compare_numerics(curve({0, 10, 20}, {2, 2, 2}), curve({0, 10, 20}, {2, 2, 2.5}), t);
@@ -198,7 +201,7 @@ TEST(NumericsTest, CompareNamesTheStepAndTheTensorOfAResultsChange) {
   // Loss step 1: |2.5 - 2| / 2.5 = 0.2 > 0.01; fc.weight[0]: |1.5 - 1| = 0.5 > 1e-3.
   const auto c = compare_two(nums("[1, 4]", "[3, 2, 1]"), nums("[1.5, 4]", "[3, 2.5, \"nan\"]"), kTol);
   EXPECT_EQ(to_string(c.verdict), "results_changed");
-  EXPECT_CONTAINS(c.detail, "loss parts at step 1 (largest relative difference");
+  EXPECT_CONTAINS(c.detail, "loss parts at step 1 (relative difference 0.2 > curve_rtol 0.01; largest inf at step 2)");
   EXPECT_CONTAINS(c.detail, "parameter fc.weight: 1 of 2 elements beyond atol 0 + rtol 0.001 x |value|");
   EXPECT_CONTAINS(c.detail, "(digest d1 -> d2)");
 }

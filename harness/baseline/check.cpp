@@ -34,10 +34,20 @@ std::optional<Diagnosis> check_exact(Store& store, const ScenarioBaseline& base,
   if (!obs.clean || base.status != "pass" || !base.diagnosis.empty()) return std::nullopt;
   for (std::size_t i = 0; i < obs.digests.size(); ++i) {
     if (!base.digest.empty() && obs.digests[i] != base.digest) {
+      // What moved, where both sides kept their numbers: exactly (a check is of the same
+      // environment, so [compare]'s tolerances do not apply).
+      std::string what;
+      if (i < obs.numbers.size() && !obs.numbers[i].empty() && base.row) {
+        const Numerics recorded = store.numerics(base.row);
+        if (!recorded.empty()) {
+          const auto nc = compare_numerics(recorded, obs.numbers[i], Tolerances{});
+          if (!nc.identical) what = ": " + nc.detail;
+        }
+      }
       return Diagnosis{DiagnosisKind::kResultMismatch,
                        obs.scenario + ": output digest " + (obs.digests[i].empty() ? "(none)" : obs.digests[i]) +
                            " differs from the recorded " + base.digest +
-                           (obs.digests.size() > 1 ? " (repeat " + std::to_string(i + 1) + ")" : ""),
+                           (obs.digests.size() > 1 ? " (repeat " + std::to_string(i + 1) + ")" : "") + what,
                        -1, -1};
     }
   }

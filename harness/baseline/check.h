@@ -35,6 +35,7 @@ struct Observation {
   bool clean = false;  // passed with no diagnosis in every repeat: only these are checked
   std::vector<std::string> digests;          // per repeat
   std::vector<std::optional<Sequence>> sequences;  // per repeat
+  std::vector<Numerics> numbers;                   // per repeat: its curves and tensors (numerics_of)
   std::map<std::string, std::vector<double>> samples;
   std::map<std::string, std::vector<double>> run_medians;  // per-iteration metrics, per repeat
 };

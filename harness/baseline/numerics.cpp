@@ -179,8 +179,14 @@ NumericsComparison compare_numerics(const Numerics& a, const Numerics& b, const 
         if (d.first_differ_step < 0) d.first_differ_step = x.steps[i];
         const double scale = std::max(std::fabs(u), std::fabs(v));
         const double rel = std::isnan(u) || std::isnan(v) ? INFINITY : std::fabs(v - u) / scale;
-        if (!(rel <= t.curve_rtol) && d.first_beyond_step < 0) d.first_beyond_step = x.steps[i];
-        if (!(rel <= d.max_rel)) d.max_rel = rel;
+        if (!(rel <= t.curve_rtol) && d.first_beyond_step < 0) {
+          d.first_beyond_step = x.steps[i];
+          d.first_beyond_rel = rel;
+        }
+        if (!(rel <= d.max_rel)) {
+          d.max_rel = rel;
+          d.max_step = x.steps[i];
+        }
       }
       if (d.points == 0) d.problem = "no step in common";
     }
@@ -189,7 +195,12 @@ NumericsComparison compare_numerics(const Numerics& a, const Numerics& b, const 
   for (const auto& y : b.curves) {
     bool found = false;
     for (const auto& x : a.curves) found = found || x.name == y.name;
-    if (!found) c.curves.push_back(CurveDiff{y.name, 0, -1, -1, 0, "only in the second record"});
+    if (!found) {
+      CurveDiff d;
+      d.name = y.name;
+      d.problem = "only in the second record";
+      c.curves.push_back(std::move(d));
+    }
   }
 
   // The words: the first thing beyond tolerance (curves first: they say when), else the figures.
@@ -204,8 +215,9 @@ NumericsComparison compare_numerics(const Numerics& a, const Numerics& b, const 
     if (d.first_beyond_step >= 0) {
       c.within = false;
       if (beyond.empty())
-        beyond = d.name + " parts at step " + std::to_string(d.first_beyond_step) + " (largest relative difference " + num(d.max_rel) +
-                 " > curve_rtol " + num(t.curve_rtol) + ")";
+        beyond = d.name + " parts at step " + std::to_string(d.first_beyond_step) + " (relative difference " + num(d.first_beyond_rel) +
+                 " > curve_rtol " + num(t.curve_rtol) +
+                 (d.max_step != d.first_beyond_step ? "; largest " + num(d.max_rel) + " at step " + std::to_string(d.max_step) : "") + ")";
     } else if (d.first_differ_step >= 0) {
       figures += (figures.empty() ? "" : "; ") + d.name + " largest relative difference " + num(d.max_rel) + " over " +
                  std::to_string(d.points) + " steps";

@@ -57,6 +57,8 @@ struct CurveDiff {
   std::int64_t first_beyond_step = -1; // the first step whose values part beyond curve_rtol, -1 none
   std::int64_t first_differ_step = -1;
   double max_rel = 0;                  // largest |b - a| / max(|a|, |b|)
+  std::int64_t max_step = -1;          // where it is
+  double first_beyond_rel = 0;         // the relative difference at first_beyond_step
   std::string problem;
 };
 

@@ -71,6 +71,7 @@ int check_session(Store& store, const std::string& environment, const std::vecto
       obs.digests.push_back(r.digest);
       obs.sequences.push_back(clean(r) ? read_sequence((fs::path(session.dirs[k]) / r.artifacts).string(), r.world_size)
                                        : std::nullopt);
+      obs.numbers.push_back(clean(r) ? numerics_of(r, (fs::path(session.dirs[k]) / r.artifacts).string()) : Numerics{});
       if (clean(r)) add_run_samples(r.metrics, r.samples, obs.samples, obs.run_medians);
     }
     if (!obs.clean || b.status != "pass" || !b.diagnosis.empty()) {

@@ -87,15 +87,6 @@ StoredResult stored_result(const report::ScenarioResult& r) {
   s.samples = r.samples;
   s.system = r.system;
   s.tolerances = report::tolerances_text(r.tolerances);
-  for (const auto& [name, series] : r.series) {
-    if (series.values.empty()) continue;
-    CurveValues c{name, series.steps, series.values};
-    if (c.steps.size() != c.values.size()) {
-      c.steps.clear();
-      for (std::size_t i = 0; i < c.values.size(); ++i) c.steps.push_back(static_cast<std::int64_t>(i));
-    }
-    s.numerics.curves.push_back(std::move(c));
-  }
   return s;
 }
 
@@ -335,6 +326,21 @@ void Store::insert_run(const StoredRun& run) {
   }
 }
 
+Numerics numerics_of(const report::ScenarioResult& r, const std::string& artifacts_dir) {
+  Numerics n;
+  for (const auto& [name, series] : r.series) {
+    if (series.values.empty()) continue;
+    CurveValues c{name, series.steps, series.values};
+    if (c.steps.size() != c.values.size()) {
+      c.steps.clear();
+      for (std::size_t i = 0; i < c.values.size(); ++i) c.steps.push_back(static_cast<std::int64_t>(i));
+    }
+    n.curves.push_back(std::move(c));
+  }
+  n.tensors = read_tensor_files(artifacts_dir, r.world_size);
+  return n;
+}
+
 std::string Store::record(const Environment& env, const report::RunSummary& summary, const std::string& report_dir,
                           int repeat) {
   StoredRun run;
@@ -349,7 +355,7 @@ std::string Store::record(const Environment& env, const report::RunSummary& summ
   for (const auto& r : summary.results) {
     StoredResult s = stored_result(r);
     if (r.status == report::Status::kPass && !r.diagnosis && !r.artifacts.empty()) {
-      s.numerics.tensors = read_tensor_files((fs::path(report_dir) / r.artifacts).string(), r.world_size);
+      s.numerics = numerics_of(r, (fs::path(report_dir) / r.artifacts).string());
       if (auto seq = read_sequence((fs::path(report_dir) / r.artifacts).string(), r.world_size)) {
         s.sequence = sequence_hash(*seq);
         s.timeline = timeline_json(*seq);

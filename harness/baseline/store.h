@@ -98,6 +98,10 @@ struct Export {
 // malformed or unsupported input.
 Export parse_export(const std::string& text, const std::string& source);
 
+// A clean result's numbers beyond its digest: its series as curves (value i at step i when the
+// series has no steps) and the tensors its ranks wrote in `artifacts_dir` (numerics-rank<r>.bin).
+Numerics numerics_of(const report::ScenarioResult& r, const std::string& artifacts_dir);
+
 class Store {
  public:
   // Opens `path` for `access` after checking it (see the top of this file); a writing open
