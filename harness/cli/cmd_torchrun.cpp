@@ -110,6 +110,8 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     std::string redirects = "0";
     std::string tee;
     std::string log_dir;
+    std::string curve;
+    Tolerances tolerances;
   };
   auto a = std::make_shared<Args>();
   cmd->prefix_command();  // the first argument that is not one of these options is the script
@@ -152,6 +154,13 @@ void add_torchrun(CLI::App& app, int& exit_code) {
                   "the ranks' output in their logs only (REPORT_DIR/<scenario>/rank<N>.log)");
   cmd->add_option("--tee,-t", a->tee, "torchrun's: accepted; the ranks' output always goes to their logs (and the console, see --redirects)");
   cmd->add_option("--log-dir,--log_dir", a->log_dir, "torchrun's: as --report-dir when that is not given");
+  cmd->add_option("--curve", a->curve,
+                  "[compare] curve: a regex over rank 0's log, groups (step, value) or (value), kept as results.json's "
+                  "series \"loss\" (e.g. 'step (\\d+) loss (\\S+)')");
+  cmd->add_option("--param-rtol", a->tolerances.param_rtol, "[compare] param_rtol, recorded in results.json's tolerances")
+      ->check(CLI::Range(0.0, 1e30));
+  cmd->add_option("--param-atol", a->tolerances.param_atol, "[compare] param_atol")->check(CLI::Range(0.0, 1e30));
+  cmd->add_option("--curve-rtol", a->tolerances.curve_rtol, "[compare] curve_rtol")->check(CLI::Range(0.0, 1e30));
   add_no_contain_flag(cmd, a->no_contain);
   cmd->footer(
       "Examples:\n"
@@ -163,7 +172,7 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     if (rest.front().size() > 1 && rest.front()[0] == '-' && rest.front() != "-m" && rest.front() != "--module") {
       throw InputError("torchrun: unsupported option '" + rest.front() +
                        "' (lockstep torchrun takes torchrun's --nproc-per-node, --nnodes, --node-rank, --master-addr, "
-                       "--master-port and --standalone, and lockstep's --python, --report-dir, --timeout-s and --no-contain, before the script)");
+                       "--master-port and --standalone, and lockstep's --python, --report-dir, --timeout-s, --no-contain, --curve, --param-rtol, --param-atol and --curve-rtol, before the script)");
     }
     // `-m package.module [args]` runs a module, as torchrun's -m / python -m do.
     const bool module = rest.front() == "-m" || rest.front() == "--module";
@@ -209,6 +218,13 @@ void add_torchrun(CLI::App& app, int& exit_code) {
     p.python_modules = {"torch"};
     p.where = "lockstep torchrun";
     s.program = std::move(p);
+    if (!a->curve.empty()) {
+      if (const std::string why = scenario::curve_problem(a->curve); !why.empty()) throw InputError("--curve: " + why);
+      s.curve = a->curve;
+      s.curve_name = "loss";
+    }
+    s.tolerances = a->tolerances;
+    s.tolerances.declared = !a->curve.empty() || cmd->count("--param-rtol") || cmd->count("--param-atol") || cmd->count("--curve-rtol");
     check_python(a->python, {s});  // a misspelt --python or LOCKSTEP_PYTHON: exit 2, naming it
 
     launch::LaunchOptions opts;

@@ -307,14 +307,7 @@ void read_compare(const Config& t, Scenario& s) {
   t.finish();
   if (!s.curve.empty()) {
     if (!s.program) t.fail("curve", "a curve is read from a program's log: only [workload] kind = \"program\" has one");
-    std::regex re;
-    try {
-      re = std::regex(s.curve, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      t.fail("curve", "not a regular expression (ECMAScript): " + std::string(e.what()));
-    }
-    if (re.mark_count() != 1 && re.mark_count() != 2)
-      t.fail("curve", "needs 1 group (the value) or 2 (the step, then the value), got " + std::to_string(re.mark_count()));
+    if (const std::string why = curve_problem(s.curve); !why.empty()) t.fail("curve", why);
   } else if (t.has("curve_name")) {
     t.fail("curve_name", "names the curve that `curve` reads; there is no `curve`");
   }
@@ -523,6 +516,18 @@ std::vector<Scenario> load(const std::string& path, const VariantCheck& check) {
 }
 
 }  // namespace
+
+std::string curve_problem(const std::string& regex) {
+  std::regex re;
+  try {
+    re = std::regex(regex, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return "not a regular expression (ECMAScript): " + std::string(e.what());
+  }
+  if (re.mark_count() != 1 && re.mark_count() != 2)
+    return "needs 1 group (the value) or 2 (the step, then the value), got " + std::to_string(re.mark_count());
+  return "";
+}
 
 std::string_view to_string(Backend backend) {
   switch (backend) {

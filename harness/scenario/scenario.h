@@ -139,6 +139,10 @@ struct Scenario {
   std::string slug() const;
 };
 
+// Why `regex` cannot be a [compare] curve ("" it can): not an ECMAScript regular expression, or
+// not 1 group (the value) or 2 (the step, the value).
+std::string curve_problem(const std::string& regex);
+
 // Called with each variant as soon as it is parsed, before the next one (validate::check).
 using VariantCheck = std::function<void(Scenario&)>;
 
