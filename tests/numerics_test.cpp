@@ -68,9 +68,13 @@ TEST(NumericsTest, AFileThatDisagreesWithItsHeaderIsRefusedByName) {
                   "tensor w: a dimension is not a whole number >= 0: -1");
   EXPECT_CONTAINS(input_error(R"({"format": "lockstep-numerics", "version": 1, "tensors": [{"name": "w", "shape": [1048576, 1048576, 2]}]})" "\n"),
                   "tensor w: more than 2^40 elements");
+  EXPECT_CONTAINS(input_error(R"({"format": 7})" "\n"), "numerics-rank0.bin: not a lockstep numerics file: ");
+  EXPECT_CONTAINS(input_error(R"({"format": "lockstep-numerics", "version": 1, "tensors": [{"name": "w", "shape": [1], "kept": "yes"}]})" "\n"),
+                  "numerics-rank0.bin: not a lockstep numerics file: ");
 }
 
 Numerics tensors(const std::vector<double>& w) { return Numerics{{TensorValues{"w", {4}, "float32", true, w}}, {}}; }
+Numerics curve(const std::vector<std::int64_t>& steps, const std::vector<double>& v) { return Numerics{{}, {CurveValues{"loss", steps, v}}}; }
 
 TEST(NumericsTest, TensorsWithinTheToleranceGiveTheirFigures) {
   Tolerances t;
@@ -109,6 +113,39 @@ TEST(NumericsTest, NanEqualsNanAndANewNanIsBeyondAnyTolerance) {
   EXPECT_EQ(c.tensors[0].beyond, 1);
 }
 
+TEST(NumericsTest, AnInfinityOnEitherSideIsBeyondAnyTolerance) {
+  Tolerances loose;
+  loose.param_rtol = 1e9;
+  loose.curve_rtol = 1e9;
+  // |1 - inf| <= rtol * |inf| would hold: a value that is not finite is never within.
+  EXPECT_EQ(compare_numerics(tensors({INFINITY, 1, 2, 3}), tensors({1, 1, 2, 3}), loose).tensors[0].beyond, 1);
+  EXPECT_EQ(compare_numerics(tensors({INFINITY, 1, 2, 3}), tensors({-INFINITY, 1, 2, 3}), loose).tensors[0].beyond, 1);
+  EXPECT_TRUE(compare_numerics(tensors({INFINITY, 1, 2, 3}), tensors({INFINITY, 1, 2, 3}), loose).identical);
+  EXPECT_FALSE(compare_numerics(curve({0}, {INFINITY}), curve({0}, {1}), loose).within);
+}
+
+TEST(NumericsTest, TensorsListedWithoutValuesAndCurvesInOneRecordAreNamedNotCompared) {
+  Tolerances t;
+  t.param_rtol = 1e-3;
+  Numerics a = tensors({1, 2, 3, 4}), b = tensors({1, 2.001, 3, 4});
+  a.tensors.push_back(TensorValues{"big", {1000}, "float32", false, {}});
+  b.tensors.push_back(TensorValues{"big", {1000}, "float32", false, {}});
+  a.curves.push_back(CurveValues{"loss", {0}, {1}});
+  const auto c = compare_numerics(a, b, t);
+  EXPECT_TRUE(c.within) << c.detail;
+  EXPECT_FALSE(c.identical);
+  EXPECT_EQ(c.detail, "parameters: 1 of 4 elements differ, largest relative difference 0.0005 (w, |difference| 0.001); not compared: loss "
+                      "(only in the first record), 1 parameter tensors past LOCKSTEP_NUMERICS_MAX_ELEMENTS (listed without values)");
+}
+
+TEST(NumericsTest, AStepLoggedTwiceIsComparedAtItsFirstOccurrence) {
+  Tolerances t;
+  // Steps 0, 1, 0, 1 (a counter per epoch): the first 0 and 1 of each side are compared, 2 points.
+  const auto c = compare_numerics(curve({0, 1, 0, 1}, {5, 4, 3, 2}), curve({0, 1, 0, 1}, {5, 4, 9, 9}), t);
+  EXPECT_TRUE(c.identical) << c.detail;
+  EXPECT_EQ(c.curves[0].points, 2);
+}
+
 TEST(NumericsTest, ATensorInOneRecordOnlyOrReshapedIsNotWithinTolerance) {
   Tolerances t;
   Numerics a = tensors({1, 2, 3, 4});
@@ -123,7 +160,6 @@ TEST(NumericsTest, ATensorInOneRecordOnlyOrReshapedIsNotWithinTolerance) {
   EXPECT_EQ(c.tensors[1].problem, "only in the second record");
 }
 
-Numerics curve(const std::vector<std::int64_t>& steps, const std::vector<double>& v) { return Numerics{{}, {CurveValues{"loss", steps, v}}}; }
 
 TEST(NumericsTest, ACurveIsComparedStepByStepAndPartsAtTheFirstStepBeyondItsTolerance) {
   Tolerances t;
@@ -175,9 +211,16 @@ Compared compare_two(const std::string& from_numerics, const std::string& to_num
   test::TempDir dir("lockstep_numerics");
   Store store(dir.path() + "/s.db", Access::kCreate);
   EXPECT_EQ(store.import_text(export_two(from_numerics, to_numerics, tolerances, from_digest, to_digest), "t.json"), 2);
-  // The export keeps what was imported: NaN as "nan", a tensor without values as kept false.
+  // The export keeps what was imported (NaN as "nan"): exporting it again gives the same.
   const std::string again = store.export_text();
   EXPECT_CONTAINS(again, "\"numerics\":");
+  if (from_numerics.find("\"nan\"") != std::string::npos || to_numerics.find("\"nan\"") != std::string::npos) {
+    EXPECT_CONTAINS(again, "\"nan\"");
+  }
+  test::TempDir copy("lockstep_numerics_copy");
+  Store other(copy.path() + "/s.db", Access::kCreate);
+  EXPECT_EQ(other.import_text(again, "again.json"), 2);
+  EXPECT_EQ(other.export_text(), again);
   const Comparison c = compare(store, "a", "b", RuleOptions{});
   EXPECT_EQ(c.scenarios.size(), 1u);
   return c.scenarios.empty() ? Compared{Verdict::kSame, ""} : Compared{c.scenarios[0].verdict, c.scenarios[0].detail};
@@ -204,6 +247,12 @@ TEST(NumericsTest, CompareNamesTheStepAndTheTensorOfAResultsChange) {
   EXPECT_CONTAINS(c.detail, "loss parts at step 1 (relative difference 0.2 > curve_rtol 0.01; largest inf at step 2)");
   EXPECT_CONTAINS(c.detail, "parameter fc.weight: 1 of 2 elements beyond atol 0 + rtol 0.001 x |value|");
   EXPECT_CONTAINS(c.detail, "(digest d1 -> d2)");
+}
+
+TEST(NumericsTest, EqualDigestsAreTheSameWhateverTensorsWereKept) {
+  const std::string unkept =
+      R"({"tensors": [{"name": "big", "shape": [9], "dtype": "float32", "kept": false}], "curves": [{"name": "loss", "steps": [0], "values": [1]}]})";
+  EXPECT_EQ(to_string(compare_two(unkept, unkept, kTol, "d", "d").verdict), "same");
 }
 
 TEST(NumericsTest, WithoutDeclaredTolerancesAnyDifferenceIsAChange) {

@@ -37,10 +37,11 @@ std::optional<Diagnosis> check_exact(Store& store, const ScenarioBaseline& base,
       // What moved, where both sides kept their numbers: exactly (a check is of the same
       // environment, so [compare]'s tolerances do not apply).
       std::string what;
-      if (i < obs.numbers.size() && !obs.numbers[i].empty() && base.row) {
+      const Numerics observed = i < obs.numbers.size() && obs.numbers[i] && base.row ? obs.numbers[i]() : Numerics{};
+      if (!observed.empty()) {
         const Numerics recorded = store.numerics(base.row);
         if (!recorded.empty()) {
-          const auto nc = compare_numerics(recorded, obs.numbers[i], Tolerances{});
+          const auto nc = compare_numerics(recorded, observed, Tolerances{});
           if (!nc.identical) what = ": " + nc.detail;
         }
       }
@@ -147,8 +148,10 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
         const Judgement j = judge(metric, xs, it->second, rule_for(metric, rule), ra, rb, ra.size() == rb.size());
         if (j.judged) s.metrics[metric] = j;
       }
-      // In order: the outcome, the collective sequence, the numbers (digest, curves, tensors), then
-      // throughput; the verdict is the first change beyond what [compare] tolerates.
+      // The detail keeps every finding in this order: the collective sequence, the numbers
+      // (digest, curves, tensors), throughput. The verdict is the most severe beyond what
+      // [compare] tolerates: results_changed (the outcome, or the numbers), sequence_changed,
+      // throughput_changed, within_tolerance.
       s.from_system = x.system;
       s.to_system = y.system;
       const Tolerances tol = report::tolerances_from_text(!y.tolerances.empty() ? y.tolerances : x.tolerances);
@@ -168,8 +171,10 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
             notes.push_back("same collective sequence; engines carried some calls differently (wire)");
           }
         }
-        const Numerics na = x.row ? store.numerics(x.row) : Numerics{};
-        const Numerics nb = y.row ? store.numerics(y.row) : Numerics{};
+        // Equal digests cover the parameters: then only the curves are read and compared.
+        const bool tensors = x.digest != y.digest || x.digest.empty();
+        const Numerics na = x.row ? store.numerics(x.row, tensors) : Numerics{};
+        const Numerics nb = y.row ? store.numerics(y.row, tensors) : Numerics{};
         const bool numbers = !na.empty() && !nb.empty();
         const NumericsComparison nc = numbers ? compare_numerics(na, nb, tol) : NumericsComparison{};
         if (numbers) s.numbers = nc;
@@ -305,7 +310,8 @@ std::string comparison_markdown(const Comparison& c) {
   for (const auto& s : c.scenarios) {
     std::string metrics;
     for (const auto& [name, j] : s.metrics) metrics += (metrics.empty() ? "" : "<br>") + md_escape(name) + " " + md_escape(describe(j));
-    os << "| " << md_escape(s.scenario) << " | " << (s.verdict == Verdict::kSame ? "same" : "**" + std::string(to_string(s.verdict)) + "**")
+    const bool ok = s.verdict == Verdict::kSame || s.verdict == Verdict::kWithinTolerance;
+    os << "| " << md_escape(s.scenario) << " | " << (ok ? md_escape(std::string(to_string(s.verdict))) : "**" + std::string(to_string(s.verdict)) + "**")
        << " | " << md_escape(s.detail) << " | " << metrics << " |\n";
   }
   return os.str();

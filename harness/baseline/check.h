@@ -1,6 +1,7 @@
 #pragma once
 // Checking observed runs against an environment's recorded baseline, and comparing two
 // environments (the pre-upgrade compatibility report).
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,7 +36,8 @@ struct Observation {
   bool clean = false;  // passed with no diagnosis in every repeat: only these are checked
   std::vector<std::string> digests;          // per repeat
   std::vector<std::optional<Sequence>> sequences;  // per repeat
-  std::vector<Numerics> numbers;                   // per repeat: its curves and tensors (numerics_of)
+  // Per repeat: reads its curves and tensors (numerics_of), when a digest differs.
+  std::vector<std::function<Numerics()>> numbers;
   std::map<std::string, std::vector<double>> samples;
   std::map<std::string, std::vector<double>> run_medians;  // per-iteration metrics, per repeat
 };

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +58,8 @@ std::vector<double> from_bytes(const std::string& bytes, const std::string& sour
   return out;
 }
 
+static std::vector<TensorValues> parse_tensors(const nlohmann::json& h, const std::string& bytes, std::size_t nl, const std::string& source);
+
 std::vector<TensorValues> parse_tensor_file(const std::string& bytes, const std::string& source) {
   const auto nl = bytes.find('\n');
   if (nl == std::string::npos) throw InputError(source + ": not a lockstep numerics file (no header line)");
@@ -66,6 +69,14 @@ std::vector<TensorValues> parse_tensor_file(const std::string& bytes, const std:
   } catch (const nlohmann::json::exception& e) {
     throw InputError(source + ": not a lockstep numerics file: its header is not JSON (" + e.what() + ")");
   }
+  try {
+    return parse_tensors(h, bytes, nl, source);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(source + ": not a lockstep numerics file: " + e.what());
+  }
+}
+
+static std::vector<TensorValues> parse_tensors(const nlohmann::json& h, const std::string& bytes, std::size_t nl, const std::string& source) {
   if (!h.is_object() || h.value("format", "") != "lockstep-numerics")
     throw InputError(source + ": not a lockstep numerics file (format is not \"lockstep-numerics\")");
   if (h.value("version", 0) != 1)
@@ -136,17 +147,20 @@ NumericsComparison compare_numerics(const Numerics& a, const Numerics& b, const 
     } else if (it->second->shape != x.shape) {
       d.problem = "shape changed";
     } else if (!x.kept || !it->second->kept) {
-      d.problem = "not kept (past LOCKSTEP_NUMERICS_MAX_ELEMENTS)";
+      d.not_kept = true;
+    } else if (x.values.size() != it->second->values.size()) {
+      d.problem = "values do not fill its shape";
     } else {
       const auto& y = it->second->values;
       d.elements = static_cast<std::int64_t>(x.values.size());
-      for (std::size_t i = 0; i < x.values.size() && i < y.size(); ++i) {
+      for (std::size_t i = 0; i < x.values.size(); ++i) {
         const double u = x.values[i], v = y[i];
         if (same_value(u, v)) continue;
         ++d.differ;
-        const double diff = std::isnan(u) || std::isnan(v) ? INFINITY : std::fabs(v - u);
-        const double rel = u != 0 ? diff / std::fabs(u) : INFINITY;
-        if (!(diff <= t.param_atol + t.param_rtol * std::fabs(u))) ++d.beyond;  // NaN on one side is beyond
+        const bool finite = std::isfinite(u) && std::isfinite(v);
+        const double diff = finite ? std::fabs(v - u) : INFINITY;
+        const double rel = u != 0 && finite ? diff / std::fabs(u) : INFINITY;
+        if (!finite || !(diff <= t.param_atol + t.param_rtol * std::fabs(u))) ++d.beyond;
         if (!(diff <= d.max_abs)) d.max_abs = diff;
         if (!(rel <= d.max_rel)) d.max_rel = rel;
       }
@@ -168,17 +182,18 @@ NumericsComparison compare_numerics(const Numerics& a, const Numerics& b, const 
     if (!y) {
       d.problem = "only in the first record";
     } else {
-      std::map<std::int64_t, double> at;
-      for (std::size_t i = 0; i < y->values.size() && i < y->steps.size(); ++i) at[y->steps[i]] = y->values[i];
+      std::map<std::int64_t, double> at;  // a step's first value
+      for (std::size_t i = 0; i < y->values.size() && i < y->steps.size(); ++i) at.emplace(y->steps[i], y->values[i]);
+      std::set<std::int64_t> done;
       for (std::size_t i = 0; i < x.values.size() && i < x.steps.size(); ++i) {
         auto it = at.find(x.steps[i]);
-        if (it == at.end()) continue;
+        if (it == at.end() || !done.insert(x.steps[i]).second) continue;
         ++d.points;
         const double u = x.values[i], v = it->second;
         if (same_value(u, v)) continue;
         if (d.first_differ_step < 0) d.first_differ_step = x.steps[i];
         const double scale = std::max(std::fabs(u), std::fabs(v));
-        const double rel = std::isnan(u) || std::isnan(v) ? INFINITY : std::fabs(v - u) / scale;
+        const double rel = std::isfinite(u) && std::isfinite(v) ? std::fabs(v - u) / scale : INFINITY;
         if (!(rel <= t.curve_rtol) && d.first_beyond_step < 0) {
           d.first_beyond_step = x.steps[i];
           d.first_beyond_rel = rel;
@@ -204,11 +219,10 @@ NumericsComparison compare_numerics(const Numerics& a, const Numerics& b, const 
   }
 
   // The words: the first thing beyond tolerance (curves first: they say when), else the figures.
-  std::string beyond, beyond_tensor, figures;
+  std::string beyond, beyond_tensor, figures, not_compared;
   for (const auto& d : c.curves) {
     if (!d.problem.empty()) {
-      c.identical = c.within = false;
-      if (beyond.empty()) beyond = d.name + ": " + d.problem;
+      not_compared += (not_compared.empty() ? "" : ", ") + d.name + " (" + d.problem + ")";
       continue;
     }
     if (d.first_differ_step >= 0) c.identical = false;
@@ -225,7 +239,12 @@ NumericsComparison compare_numerics(const Numerics& a, const Numerics& b, const 
   }
   const TensorDiff* worst = nullptr;
   std::int64_t differ = 0, elements = 0;
+  int unkept = 0;
   for (const auto& d : c.tensors) {
+    if (d.not_kept) {
+      ++unkept;
+      continue;
+    }
     if (!d.problem.empty()) {
       c.identical = c.within = false;
       if (beyond_tensor.empty()) beyond_tensor = "parameter " + d.name + ": " + d.problem;
@@ -248,7 +267,10 @@ NumericsComparison compare_numerics(const Numerics& a, const Numerics& b, const 
                " elements differ, largest relative difference " + num(worst->max_rel) + " (" + worst->name + ", |difference| " +
                num(worst->max_abs) + ")";
   if (!beyond_tensor.empty()) beyond += (beyond.empty() ? "" : "; ") + beyond_tensor;
+  if (unkept) not_compared += std::string(not_compared.empty() ? "" : ", ") + std::to_string(unkept) +
+                              " parameter tensors past LOCKSTEP_NUMERICS_MAX_ELEMENTS (listed without values)";
   c.detail = !c.within ? beyond : c.identical ? "identical" : figures;
+  if (!not_compared.empty()) c.detail += "; not compared: " + not_compared;
   return c;
 }
 

@@ -49,7 +49,8 @@ struct TensorDiff {
   std::string name;
   std::int64_t elements = 0, differ = 0, beyond = 0;  // all, any difference, beyond the tolerance
   double max_abs = 0, max_rel = 0;                    // largest |b - a|, largest |b - a| / |a|
-  std::string problem;  // "" comparable; else why not (shape changed, only in one record, not kept)
+  std::string problem;  // "" comparable; else why not (shape changed, only in one record)
+  bool not_kept = false;  // listed without values on a side (past the element cap): not compared
 };
 struct CurveDiff {
   std::string name;
@@ -59,20 +60,23 @@ struct CurveDiff {
   double max_rel = 0;                  // largest |b - a| / max(|a|, |b|)
   std::int64_t max_step = -1;          // where it is
   double first_beyond_rel = 0;         // the relative difference at first_beyond_step
-  std::string problem;
+  std::string problem;     // why it cannot be compared: a curve in one record only is a note, not a change
 };
 
 struct NumericsComparison {
   std::vector<TensorDiff> tensors;  // in the `from` record's order, then those only in `to`
   std::vector<CurveDiff> curves;
   bool identical = true;            // no element or point differs
-  bool within = true;               // none beyond its tolerance, nothing incomparable
+  bool within = true;               // none beyond its tolerance, no tensor in one record only or reshaped
   // The verdict's words: "fc.weight: 12 of 1024 elements beyond rtol 1e-05 (largest |diff|
   // 3.1e-04, relative 2.0e-02)", or "largest relative difference 1.2e-06 (fc.weight) ...".
   std::string detail;
 };
 
-// Compares `a` (from) with `b` (to) under `t` (undeclared: tolerances 0). NaN equals NaN.
+// Compares `a` (from) with `b` (to) under `t` (undeclared: tolerances 0). NaN equals NaN; a value
+// that differs and is not finite on either side is beyond any tolerance. A step logged twice is
+// compared at its first occurrence. Tensors listed without values, and curves in one record only,
+// are named in the detail ("not compared") and change neither `identical` nor `within`.
 NumericsComparison compare_numerics(const Numerics& a, const Numerics& b, const Tolerances& t);
 
 }  // namespace lockstep::baseline

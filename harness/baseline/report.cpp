@@ -269,9 +269,12 @@ void summarize_comparison(const Comparison& c, std::ostringstream& h, std::ostri
       md << "| scenario | verdict | detail |\n|---|---|---|\n";
       any = true;
     }
-    h << "<tr><td>" << html_escape(s.scenario) << "</td><td class=\"bad\">" << to_string(s.verdict) << "</td><td>"
+    h << "<tr><td>" << html_escape(s.scenario) << "</td><td class=\"" << (s.verdict == Verdict::kWithinTolerance ? "okc" : "bad") << "\">"
+      << to_string(s.verdict) << "</td><td>"
       << html_escape(s.detail) << "</td></tr>";
-    md << "| " << md_escape(s.scenario) << " | **" << to_string(s.verdict) << "** | " << md_escape(s.detail) << " |\n";
+    const std::string v(to_string(s.verdict));
+    md << "| " << md_escape(s.scenario) << " | " << (s.verdict == Verdict::kWithinTolerance ? md_escape(v) : "**" + v + "**") << " | "
+       << md_escape(s.detail) << " |\n";
   }
   if (any) {
     h << "</table>";

@@ -10,8 +10,17 @@
 namespace lockstep::baseline::parts {
 namespace {
 
-// Most tensors listed per scenario (the largest relative differences first).
-constexpr std::size_t kTensorsShown = 8;
+// Most tensors listed per scenario (the largest relative differences first), most points drawn per
+// curve (a longer curve is drawn every k-th step, its last step kept).
+constexpr std::size_t kTensorsShown = 8, kCurvePoints = 2000;
+
+std::vector<Point> points(const CurveValues& c) {
+  std::vector<Point> out;
+  const std::size_t n = std::min(c.values.size(), c.steps.size()), every = n / kCurvePoints + 1;
+  for (std::size_t i = 0; i < n; ++i)
+    if ((i % every == 0 || i + 1 == n) && std::isfinite(c.values[i])) out.push_back(Point{static_cast<int>(c.steps[i]), c.values[i], "", false});
+  return out;
+}
 
 std::string cell(const std::string& s) { return s.empty() ? "-" : s; }
 
@@ -48,10 +57,8 @@ void upgrade_section(const Comparison& c, std::ostringstream& h, std::ostringstr
       std::vector<std::pair<std::string, std::vector<Point>>> series(2);
       series[0].first = c.from.name;
       series[1].first = c.to.name;
-      for (std::size_t i = 0; i < a.values.size() && i < a.steps.size(); ++i)
-        if (std::isfinite(a.values[i])) series[0].second.push_back(Point{static_cast<int>(a.steps[i]), a.values[i], "", false});
-      for (std::size_t i = 0; i < b.values.size() && i < b.steps.size(); ++i)
-        if (std::isfinite(b.values[i])) series[1].second.push_back(Point{static_cast<int>(b.steps[i]), b.values[i], "", false});
+      series[0].second = points(a);
+      series[1].second = points(b);
       h << line_chart(s.scenario + ": " + a.name, "", series, {}, "step");
     }
     // The parameters that differ, the largest relative differences first.

@@ -71,7 +71,8 @@ int check_session(Store& store, const std::string& environment, const std::vecto
       obs.digests.push_back(r.digest);
       obs.sequences.push_back(clean(r) ? read_sequence((fs::path(session.dirs[k]) / r.artifacts).string(), r.world_size)
                                        : std::nullopt);
-      obs.numbers.push_back(clean(r) ? numerics_of(r, (fs::path(session.dirs[k]) / r.artifacts).string()) : Numerics{});
+      const std::string artifacts = (fs::path(session.dirs[k]) / r.artifacts).string();
+      obs.numbers.push_back([&r, artifacts] { return numerics_of(r, artifacts); });
       if (clean(r)) add_run_samples(r.metrics, r.samples, obs.samples, obs.run_medians);
     }
     if (!obs.clean || b.status != "pass" || !b.diagnosis.empty()) {

@@ -133,7 +133,7 @@ class Store {
   std::vector<StoredRun> runs(const std::string& environment = "");
   // The numerics of the results row `row` (StoredResult::row; empty when it has none), and the
   // JSON the text export keeps them in and its reader (store_numerics.cpp).
-  Numerics numerics(std::int64_t row);
+  Numerics numerics(std::int64_t row, bool with_tensors = true);
   static nlohmann::ordered_json numerics_json(const Numerics& n);
   static Numerics numerics_from_json(const nlohmann::ordered_json& j);
   // The stored sequence with this hash. Throws Error when absent.

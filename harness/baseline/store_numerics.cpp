@@ -56,6 +56,17 @@ std::vector<double> values_from_json(const Json& a) {
   return out;
 }
 
+// The elements of `shape`; InputError naming `what` for a negative dimension or more than 2^40.
+std::int64_t elements_of(const std::vector<std::int64_t>& shape, const std::string& what) {
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) throw InputError(what + ": a negative dimension");
+    if (d != 0 && n > (std::int64_t{1} << 40) / d) throw InputError(what + ": more than 2^40 elements");
+    n *= d;
+  }
+  return n;
+}
+
 }  // namespace
 
 void Store::put_numerics(std::int64_t result_id, const Numerics& n) {
@@ -74,10 +85,10 @@ void Store::put_numerics(std::int64_t result_id, const Numerics& n) {
   }
 }
 
-Numerics Store::numerics(std::int64_t row) {
+Numerics Store::numerics(std::int64_t row, bool with_tensors) {
   Numerics n;
-  Statement st(db_, "SELECT kind, name, shape, dtype, vals FROM numerics WHERE result_id = ? ORDER BY pos");
-  st.bind(1, row);
+  Statement st(db_, "SELECT kind, name, shape, dtype, vals FROM numerics WHERE result_id = ?1 AND (?2 OR kind = 'curve') ORDER BY pos");
+  st.bind(1, row).bind(2, with_tensors ? 1 : 0);
   const std::string where = db_.path() + ": numerics of result " + std::to_string(row);
   while (st.step()) {
     if (st.text(0) == "tensor") {
@@ -87,6 +98,8 @@ Numerics Store::numerics(std::int64_t row) {
       t.dtype = st.text(3);
       t.kept = !st.is_null(4);
       t.values = from_bytes(st.blob(4), where);
+      if (t.kept && static_cast<std::int64_t>(t.values.size()) != elements_of(t.shape, where + ", tensor " + t.name))
+        throw InputError(where + ": tensor " + t.name + " has " + std::to_string(t.values.size()) + " values, not its shape's");
       n.tensors.push_back(std::move(t));
     } else {
       CurveValues c;
@@ -120,8 +133,7 @@ Numerics Store::numerics_from_json(const nlohmann::ordered_json& j) {
     t.dtype = x.at("dtype").get<std::string>();
     t.kept = x.at("kept").get<bool>();
     if (t.kept) t.values = values_from_json(x.at("values"));
-    std::int64_t elements = 1;
-    for (auto d : t.shape) elements *= d;
+    const std::int64_t elements = elements_of(t.shape, "numerics: tensor " + t.name);
     if (t.kept && static_cast<std::int64_t>(t.values.size()) != elements)
       throw InputError("numerics: tensor " + t.name + " has " + std::to_string(t.values.size()) + " values for its shape's " +
                        std::to_string(elements));

@@ -88,8 +88,9 @@ void note_unverified(const std::string& dir, int first, int end, report::Scenari
 
 // The curve a program logs ([compare] curve): every line of `log` that the regex finds, its groups
 // (step, value) or (value; the k-th match is step k). A value that is not a number ends nothing:
-// the line is skipped. At most kMaxCurvePoints points.
-constexpr std::size_t kMaxCurvePoints = 1000000;
+// the line is skipped, as is a line longer than kMaxCurveLine (std::regex matches recursively: a
+// long line could exhaust the stack). At most kMaxCurvePoints points.
+constexpr std::size_t kMaxCurvePoints = 1000000, kMaxCurveLine = 4096;
 report::Series curve_from_log(const std::string& log, const std::string& pattern, double rtol) {
   report::Series out;
   out.rtol = rtol;
@@ -99,7 +100,7 @@ report::Series curve_from_log(const std::string& log, const std::string& pattern
   std::string line;
   std::smatch m;
   while (std::getline(in, line) && out.values.size() < kMaxCurvePoints) {
-    if (!std::regex_search(line, m, re)) continue;
+    if (line.size() > kMaxCurveLine || !std::regex_search(line, m, re)) continue;
     const std::string v = m[with_step ? 2 : 1].str();
     char* end = nullptr;
     const double value = std::strtod(v.c_str(), &end);

@@ -7,7 +7,9 @@ The file (read by harness/baseline/numerics.cpp, which treats it as untrusted in
 JSON {"format": "lockstep-numerics", "version": 1, "tensors": [{"name", "shape", "dtype", "kept"}]},
 then the kept tensors' elements in order, each as a little-endian float64 (exact for f64, f32, bf16
 and f16). A tensor past LOCKSTEP_NUMERICS_MAX_ELEMENTS (default 4194304 elements per rank) is
-listed with kept false and no elements."""
+listed with kept false and no elements, as is one torch cannot copy out (meta, sparse, complex)."""
+import array
+import ctypes
 import json
 import os
 import sys
@@ -47,9 +49,30 @@ def _max_elements() -> int:
         return DEFAULT_MAX_ELEMENTS
 
 
+def _local(p: Any) -> Any:
+    """The tensor as this rank holds it: a DTensor's local shard."""
+    t = p.detach()
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _float64_bytes(t: Any, torch: Any) -> bytes:
+    """The tensor's elements as little-endian float64; raises when torch cannot copy them out (a
+    meta, sparse or complex tensor)."""
+    if t.is_complex() or t.layout != torch.strided or t.device.type == "meta":
+        raise ValueError("not a dense real tensor")
+    t = t.to(device="cpu", dtype=torch.float64).contiguous()
+    data = ctypes.string_at(t.data_ptr(), t.numel() * 8) if t.numel() else b""
+    if sys.byteorder != "little":
+        a = array.array("d", data)
+        a.byteswap()
+        data = a.tobytes()
+    return data
+
+
 def write(named: Iterable[Tuple[str, Any]]) -> None:
-    """Writes this rank's tensors (name, tensor) to numerics-rank<r>.bin; a DTensor is taken as this
-    rank's local shard. Nothing when the rank has no status path or no tensors."""
+    """Writes this rank's tensors (name, tensor) to numerics-rank<r>.bin. A tensor that cannot be
+    copied out, or past the element budget, is listed with kept false. Nothing when the rank has no
+    status path or no tensors."""
     path = _path()
     named = list(named)
     if not path or not named:
@@ -60,14 +83,25 @@ def write(named: Iterable[Tuple[str, Any]]) -> None:
     header: List[dict] = []
     blobs = []
     for name, p in named:
-        t = p.detach()
-        if hasattr(t, "to_local"):
-            t = t.to_local()
-        kept = t.numel() <= budget and not t.is_complex()
-        header.append({"name": name, "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "kept": kept})
-        if kept:
-            budget -= t.numel()
-            blobs.append(t.cpu().to(torch.float64).contiguous().numpy().astype("<f8", copy=False).tobytes())
+        try:
+            t = _local(p)
+        except Exception:  # noqa: BLE001: a tensor subclass without a local view
+            t = p
+        entry = {"name": name, "shape": [int(d) for d in getattr(t, "shape", ())], "dtype": str(getattr(t, "dtype", "")).replace("torch.", ""),
+                 "kept": False}
+        numel = 1
+        for d in entry["shape"]:
+            numel *= d
+        if numel <= budget:
+            try:
+                blob = _float64_bytes(t, torch)
+                if len(blob) == numel * 8:
+                    blobs.append(blob)
+                    entry["kept"] = True
+                    budget -= numel
+            except Exception:  # noqa: BLE001: listed without values; the digest still covers it
+                pass
+        header.append(entry)
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(json.dumps({"format": "lockstep-numerics", "version": 1, "tensors": header}).encode() + b"\n")
