@@ -18,14 +18,26 @@ from typing import Any, Iterable, List, Tuple
 DEFAULT_MAX_ELEMENTS = 1 << 22
 
 
-def names_of(module: Any) -> dict:
-    """id(parameter) -> its name in `module` (None: no module seen)."""
-    if module is None:
-        return {}
-    try:
-        return {id(p): n for n, p in module.named_parameters()}
-    except Exception:
-        return {}
+def parameter_names(torch: Any) -> dict:
+    """id(parameter) -> its name in the module that holds it, from the modules alive at exit that are
+    no other module's child (the program's models), in the order the collector lists them; the
+    first name wins. Read at exit, not in a forward hook: torch.compile traces those."""
+    import gc
+
+    modules = [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
+    children = set()
+    for m in modules:
+        children.update(id(c) for c in getattr(m, "_modules", {}).values() if c is not None)
+    names: dict = {}
+    for m in modules:
+        if id(m) in children:
+            continue
+        try:
+            for n, p in m.named_parameters():
+                names.setdefault(id(p), n)
+        except Exception:  # noqa: BLE001: a module whose parameters cannot be listed names none
+            pass
+    return names
 
 
 def _path() -> str:

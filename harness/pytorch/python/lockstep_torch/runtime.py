@@ -407,7 +407,7 @@ class _Runtime:
             held = self.steps.optimized_parameters()
             if held:
                 rank_digest = _parameter_digest(held)
-                names = numerics.names_of(self.steps.root())
+                names = numerics.parameter_names(self.torch)
                 numerics.write_quietly(("rank%d/%s" % (self.rank, names.get(id(p), "param%d" % i)), p)
                                        for i, p in enumerate(held))
         for name, n in sorted(self.unverified.items()):

@@ -22,7 +22,6 @@ class _Steps:
         self.has_optimizer = False
         self.optimizers = []     # weak references, in creation order
         self.ddp = None
-        self.root = lambda: None  # the first module that ran forward (names the parameters)
         self.first = self.last = 0.0
         self.starts = 0
         self.durations = array.array("d")  # seconds from each step's start to the next's
@@ -72,8 +71,6 @@ class _Steps:
 
     def forward(self, module: Any) -> None:
         self.marks = True
-        if self.root() is None:
-            self.root = weakref.ref(module)
         if self.pending:
             self._begin_next()
         if self.ddp is None and self.is_ddp(module):
