@@ -255,6 +255,19 @@ TEST(NumericsTest, EqualDigestsAreTheSameWhateverTensorsWereKept) {
   EXPECT_EQ(to_string(compare_two(unkept, unkept, kTol, "d", "d").verdict), "same");
 }
 
+TEST(NumericsTest, AScenarioSkippedInOneEnvironmentIsOnlyInTheOther) {
+  test::TempDir dir("lockstep_numerics_skip");
+  std::string text = export_two(nums("[1, 4]", "[3, 2, 1]"), nums("[1, 4]", "[3, 2, 1]"), kTol, "", "d2");
+  const std::string pass = R"("status": "pass")";
+  text.replace(text.find(pass), pass.size(), R"("status": "skip")");
+  Store store(dir.path() + "/s.db", Access::kCreate);
+  ASSERT_EQ(store.import_text(text, "t.json"), 2);
+  const Comparison c = compare(store, "a", "b", RuleOptions{});
+  ASSERT_EQ(c.scenarios.size(), 1u);
+  EXPECT_EQ(to_string(c.scenarios[0].verdict), "only_in_to");
+  EXPECT_EQ(c.scenarios[0].detail, "skipped in a (it could not run there), run in b");
+}
+
 TEST(NumericsTest, WithoutDeclaredTolerancesAnyDifferenceIsAChange) {
   const auto c = compare_two(nums("[1, 4]", "[3, 2, 1]"), nums("[1, 4.002]", "[3, 2, 1]"), "null");
   EXPECT_EQ(to_string(c.verdict), "results_changed");

@@ -130,12 +130,17 @@ Comparison compare(Store& store, const std::string& from, const std::string& to,
     ScenarioComparison s;
     s.scenario = id;
     auto ia = a.find(id), ib = b.find(id);
-    if (ib == b.end()) {
+    // A scenario skipped in one environment (it cannot run there: a module its interpreter lacks)
+    // was not run there: it is in the other only, not a changed result.
+    const bool skipped_a = ia != a.end() && ia->second.status == "skip", skipped_b = ib != b.end() && ib->second.status == "skip";
+    if (skipped_a && skipped_b) {
+      s.detail = "skipped in both";
+    } else if (ib == b.end() || skipped_b) {
       s.verdict = Verdict::kOnlyInFrom;
-      s.detail = "recorded only in " + from;
-    } else if (ia == a.end()) {
+      s.detail = skipped_b ? "skipped in " + to + " (it could not run there), run in " + from : "recorded only in " + from;
+    } else if (ia == a.end() || skipped_a) {
       s.verdict = Verdict::kOnlyInTo;
-      s.detail = "recorded only in " + to;
+      s.detail = skipped_a ? "skipped in " + from + " (it could not run there), run in " + to : "recorded only in " + to;
     } else {
       const auto& x = ia->second;
       const auto& y = ib->second;
