@@ -268,6 +268,38 @@ TEST(NumericsTest, AScenarioSkippedInOneEnvironmentIsOnlyInTheOther) {
   EXPECT_EQ(c.scenarios[0].detail, "skipped in a (it could not run there), run in b");
 }
 
+// A changed collective sequence is sequence_changed, unless [compare] says it may change: then a
+// note beside the numbers' verdict.
+TEST(NumericsTest, ASequenceThatMayChangeIsANoteBesideTheNumbersVerdict) {
+  auto verdict = [](bool may_change) {
+    test::TempDir dir("lockstep_numerics_seq");
+    const std::string tol = std::string(R"({"param_rtol": 0.001, "param_atol": 0, "curve_rtol": 0.01, "sequence_may_change": )") +
+                            (may_change ? "true" : "false") + "}";
+    std::string text = export_two(nums("[1, 4]", "[3, 2, 1]"), nums("[1, 4.002]", "[3, 2, 1]"), tol, "d1", "d2");
+    auto call = [](const char* dtype) {
+      return std::string(R"({"seq": 0, "kind": "collective", "op": "all_reduce", "dtype": ")") + dtype +
+             R"(", "count": 4, "device": "cpu", "phase": "train", "step": 0, "index": 0, "reduce": "sum"})";
+    };
+    const std::string empty = R"("sequences": [])";
+    text.replace(text.find(empty), empty.size(),
+                 R"("sequences": [{"hash": "h1", "ranks": [[)" + call("f32") + R"(]]}, {"hash": "h2", "ranks": [[)" + call("bf16") + "]]}]");
+    const std::string none = R"("sequence": "")";
+    text.replace(text.find(none), none.size(), R"("sequence": "h1")");
+    text.replace(text.find(none), none.size(), R"("sequence": "h2")");
+    Store store(dir.path() + "/s.db", Access::kCreate);
+    EXPECT_EQ(store.import_text(text, "t.json"), 2);
+    const Comparison c = compare(store, "a", "b", RuleOptions{});
+    return std::make_pair(std::string(to_string(c.scenarios.at(0).verdict)), c.scenarios.at(0).detail);
+  };
+  const auto [strict, strict_detail] = verdict(false);
+  EXPECT_EQ(strict, "sequence_changed");
+  EXPECT_CONTAINS(strict_detail, "first divergence: rank 0, call 0");
+  EXPECT_CONTAINS(strict_detail, "within tolerance: parameters: 1 of 2 elements differ");
+  const auto [loose, loose_detail] = verdict(true);
+  EXPECT_EQ(loose, "within_tolerance");
+  EXPECT_CONTAINS(loose_detail, "collective sequence changed ([compare] sequence = \"may_change\"): first divergence: rank 0, call 0");
+}
+
 TEST(NumericsTest, WithoutDeclaredTolerancesAnyDifferenceIsAChange) {
   const auto c = compare_two(nums("[1, 4]", "[3, 2, 1]"), nums("[1, 4.002]", "[3, 2, 1]"), "null");
   EXPECT_EQ(to_string(c.verdict), "results_changed");
