@@ -300,6 +300,28 @@ TEST(NumericsTest, ASequenceThatMayChangeIsANoteBesideTheNumbersVerdict) {
   EXPECT_CONTAINS(loose_detail, "collective sequence changed ([compare] sequence = \"may_change\"): first divergence: rank 0, call 0");
 }
 
+// Identical numbers and a per-iteration cost about twice the older one's (20 iterations a side,
+// 10 ms + i * 10 us against 20 ms + i * 10 us: medians 10.095 and 20.095 ms, ratio 1.9906):
+// throughput_changed, its ratio first in the detail.
+TEST(NumericsTest, IdenticalResultsThatRunSlowerAreThroughputChanged) {
+  test::TempDir dir("lockstep_numerics_slow");
+  std::string text = export_two(nums("[1, 4]", "[3, 2, 1]"), nums("[1, 4]", "[3, 2, 1]"), kTol, "d", "d");
+  auto samples = [](double base) {
+    std::string v;
+    for (int i = 0; i < 20; ++i) v += (i ? ", " : "") + std::to_string(base + i * 1e-5);
+    return R"("metrics": {}, "samples": {"train/rank0/main_cpu_s": [)" + v + "]},";
+  };
+  const std::string ran = R"("metrics": {},)";
+  const std::size_t first = text.find(ran), second = text.find(ran, first + ran.size());
+  text.replace(second, ran.size(), samples(0.020));
+  text.replace(first, ran.size(), samples(0.010));
+  Store store(dir.path() + "/s.db", Access::kCreate);
+  ASSERT_EQ(store.import_text(text, "t.json"), 2);
+  const Comparison c = compare(store, "a", "b", RuleOptions{});
+  EXPECT_EQ(to_string(c.scenarios.at(0).verdict), "throughput_changed") << c.scenarios.at(0).detail;
+  EXPECT_EQ(c.scenarios.at(0).detail.rfind("train/rank0/main_cpu_s 1.99x", 0), 0u) << c.scenarios.at(0).detail;
+}
+
 TEST(NumericsTest, WithoutDeclaredTolerancesAnyDifferenceIsAChange) {
   const auto c = compare_two(nums("[1, 4]", "[3, 2, 1]"), nums("[1, 4.002]", "[3, 2, 1]"), "null");
   EXPECT_EQ(to_string(c.verdict), "results_changed");
