@@ -2,8 +2,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -11,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/error.h"
+#include "harness/core/fs.h"
 
 namespace lockstep::baseline {
 namespace {
@@ -24,13 +23,8 @@ std::string num(double v) {
   return os.str();
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot read");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
+// The most a numerics file may hold: LOCKSTEP_NUMERICS_MAX_ELEMENTS' default (4M) is 32 MiB a rank.
+constexpr std::size_t kMaxFileBytes = std::size_t{1} << 30;
 
 bool same_value(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
@@ -123,10 +117,15 @@ static std::vector<TensorValues> parse_tensors(const nlohmann::json& h, const st
 std::vector<TensorValues> read_tensor_files(const std::string& artifacts_dir, int world_size) {
   std::vector<TensorValues> out;
   for (int r = 0; r < world_size; ++r) {
-    const std::string path = artifacts_dir + "/numerics-rank" + std::to_string(r) + ".bin";
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) continue;
-    auto part = parse_tensor_file(read_all(path), path);
+    const std::string name = "numerics-rank" + std::to_string(r) + ".bin", path = artifacts_dir + "/" + name;
+    std::string bytes;
+    try {  // written by the program: untrusted (no symlink followed, no FIFO waited on, size capped)
+      if (!open_regular(artifacts_dir, name)) continue;
+      bytes = read_regular(artifacts_dir, name, kMaxFileBytes);
+    } catch (const std::runtime_error& e) {
+      throw InputError(path + ": " + e.what());
+    }
+    auto part = parse_tensor_file(bytes, path);
     out.insert(out.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
   return out;
