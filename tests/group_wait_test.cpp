@@ -187,6 +187,45 @@ TEST(GroupWaitTest, ASenderWithASendToTheReceiverIsNotMisdirected) {
   EXPECT_FALSE(launch::misdirected_send(b, 0, 3).has_value());
 }
 
+// Rank 0 sends f32[5] and rank 1 receives its second message from rank 0 into f16[5]: the engine
+// kills rank 1 (Gloo: "Received data size doesn't match expected size") before the verifier beside
+// the transfer compares. The board still holds both records, the send even after it ended; the
+// second send pairs with the second receive (the first pair matched). Expected values: the calls
+// written here, and the verifier's p2p blame (the sender).
+TEST(GroupWaitTest, AReceiveKilledBySendOfAnotherSizeIsThePairsMismatch) {
+  test::TempDir dir("lockstep_group_wait");
+  comm::Board b = comm::Board::create(dir.path() + "/board.bin", 2, 8);
+  auto call = [&](int r, comm::Op op, int peer, comm::DType dtype, std::int64_t count, int step) {
+    comm::Call c;
+    c.op = op;
+    c.peer = peer;
+    c.in.dtype = dtype;
+    c.in.count = count;
+    c.site = comm::CallSite{"ops.py:61", step, 0};
+    return comm::p2p_issued(b.slot(r), c, peer);
+  };
+  comm::p2p_done(b.slot(0), call(0, comm::Op::kSend, 1, comm::DType::kF32, 5, 0));
+  comm::p2p_done(b.slot(1), call(1, comm::Op::kRecv, 0, comm::DType::kF32, 5, 0));
+  EXPECT_FALSE(launch::torn_p2p_pair(b, 0, 2).has_value()) << "a matched pair that ended";
+  const std::int64_t send = call(0, comm::Op::kSend, 1, comm::DType::kF32, 5, 1);
+  call(1, comm::Op::kRecv, 0, comm::DType::kF32, 5, 1);
+  EXPECT_FALSE(launch::torn_p2p_pair(b, 0, 2).has_value()) << "the same size: nothing torn";
+  call(0, comm::Op::kSend, 1, comm::DType::kF32, 5, 2);
+  comm::p2p_done(b.slot(0), send);
+  comm::p2p_done(b.slot(0), send + 1);  // the third send ended: it is on the board still
+  call(1, comm::Op::kRecv, 0, comm::DType::kF16, 5, 2);
+  // Rank 1's second receive (f32) is still in flight and pairs with the second send (f32): not it;
+  // its third (f16) pairs with the third send (f32).
+  const auto d = launch::torn_p2p_pair(b, 0, 2);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DiagnosisKind::kCollectiveMismatch);
+  EXPECT_EQ(d->rank, 0);
+  EXPECT_EQ(d->step, 2);
+  EXPECT_CONTAINS(d->message, "rank 0 send f32[5] tag=0, rank 1 recv f16[5] tag=0 (ops.py:61 step 2)");
+  // The misdirected-send rule reads only calls in flight: rank 0 has none.
+  EXPECT_FALSE(launch::misdirected_send(b, 0, 2).has_value());
+}
+
 // The Monitor numbers a program's p2p calls on the board over all its groups, with the peer as a
 // global rank, and clears each when it ends.
 TEST(GroupWaitTest, MonitorKeepsPointToPointCallsInFlightWithGlobalPeers) {

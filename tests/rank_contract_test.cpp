@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "harness/comm/board.h"
 #include "harness/core/env.h"
 #include "harness/launch/verdict.h"
 #include "harness/launch/watch.h"
@@ -201,7 +202,7 @@ launch::Child running() { return launch::Child{}; }
 
 class JudgeTest : public ::testing::Test {
  protected:
-  launch::Judgement judge(const std::vector<launch::Child>& kids, const FakeSource& src,
+  launch::Judgement judge(const std::vector<launch::Child>& kids, const launch::ProgressSource& src,
                           launch::Watchdog::Verdict v = launch::Watchdog::Verdict::kAllExited) {
     launch::Watchdog dog(static_cast<int>(kids.size()), {}, launch::Clock::now());
     return launch::judge(kids, src, dog, launch::WatchEnd{v}, 60, dir_.path());
@@ -301,6 +302,38 @@ TEST_F(JudgeTest, TheWatchdogsVerdictComesLast) {
   EXPECT_FALSE(judge({exited(0, 1), exited(0, 2)}, FakeSource(true, {true, true})).diagnosis);
   // A failed rank explains a hang the watchdog also saw.
   EXPECT_EQ(judge({exited(1, 1), running()}, src, V::kTimeout).diagnosis->message, "failure");
+}
+
+// A program's receiver killed by its engine (SIGABRT: Gloo got 20 bytes for a 10-byte buffer)
+// before the verifier compared the pair: the board's records of the pair decide, not the crash.
+// Expected values: the calls written on the board here; the sender is blamed, as for any p2p
+// mismatch. Without the pair on the board it is the crash (rank_failure of rank 1).
+TEST_F(JudgeTest, AReceiverKilledInItsEngineByASendOfAnotherSizeIsThePairsMismatch) {
+  comm::Board board = comm::Board::create(dir_.path() + "/board.bin", 2, 8);
+  auto source = launch::board_source(board, dir_.path(), /*exit_finishes=*/false);
+  const std::vector<launch::Child> kids = {exited(rank::kExitCommError, 40), killed(SIGABRT, 10)};
+  const auto crash = judge(kids, *source);
+  ASSERT_TRUE(crash.diagnosis);
+  EXPECT_EQ(crash.diagnosis->kind, DiagnosisKind::kRankFailure);
+  EXPECT_EQ(crash.diagnosis->rank, 1);
+  comm::Call send;
+  send.op = comm::Op::kSend;
+  send.peer = 1;
+  send.in.count = 5;
+  send.site = comm::CallSite{"ops.py:70", 1, 0};
+  comm::p2p_done(board.slot(0), comm::p2p_issued(board.slot(0), send, 1));
+  comm::Call recv = send;
+  recv.op = comm::Op::kRecv;
+  recv.peer = 0;
+  recv.in.dtype = comm::DType::kF16;
+  comm::p2p_issued(board.slot(1), recv, 0);
+  const auto torn = judge(kids, *source);
+  ASSERT_TRUE(torn.diagnosis);
+  EXPECT_EQ(torn.diagnosis->kind, DiagnosisKind::kCollectiveMismatch);
+  EXPECT_EQ(torn.diagnosis->rank, 0);
+  EXPECT_EQ(torn.diagnosis->step, 1);
+  EXPECT_CONTAINS(torn.diagnosis->message, "rank 0 send f32[5] tag=0, rank 1 recv f16[5] tag=0");
+  EXPECT_CONTAINS(torn.diagnosis->message, "(rank 1 was killed by SIGABRT)");
 }
 
 TEST(VerdictTest, DecideIsAFunctionOfTheEvidence) {

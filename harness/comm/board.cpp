@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <sstream>
 #include <utility>
 
@@ -341,11 +344,33 @@ std::string P2pView::describe() const {
   return os.str();
 }
 
+namespace {
+// Each rank's count of its point-to-point calls per (slot, op, peer, tag, group): their ordinals.
+// Only the issuing process writes its slot, so the counts live here, not on the board.
+std::mutex ordinal_mu;
+std::map<std::tuple<const BoardSlot*, int, int, int, std::uint64_t>, std::int64_t> ordinals;
+
+std::uint64_t group_hash(const std::vector<int>& members) {
+  std::uint64_t h = 0;
+  for (const int m : members) h = (h ^ static_cast<std::uint64_t>(m + 1)) * 1099511628211ULL;
+  return h;
+}
+}  // namespace
+
 std::int64_t p2p_issued(BoardSlot& slot, const Call& call, int peer) {
+  const std::uint64_t group = group_hash(call.group);
+  std::int64_t ordinal = 0;
+  {
+    std::lock_guard<std::mutex> lock(ordinal_mu);
+    ordinal = ordinals[{&slot, static_cast<int>(call.op), peer, call.tag, group}]++;
+  }
   const std::int64_t n = slot.p2p_next.fetch_add(1, std::memory_order_relaxed);
   P2pRecord& r = slot.p2p_flight[n % BoardSlot::kP2pRing];
   r.id1.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
+  r.ended.store(0, std::memory_order_relaxed);
+  r.ordinal.store(ordinal, std::memory_order_relaxed);
+  r.group.store(group, std::memory_order_relaxed);
   r.op.store(static_cast<std::int32_t>(call.op), std::memory_order_relaxed);
   r.peer.store(peer, std::memory_order_relaxed);
   r.tag.store(call.tag, std::memory_order_relaxed);
@@ -358,11 +383,11 @@ std::int64_t p2p_issued(BoardSlot& slot, const Call& call, int peer) {
 }
 
 void p2p_done(BoardSlot& slot, std::int64_t n) {
-  std::int64_t id1 = n + 1;
-  slot.p2p_flight[n % BoardSlot::kP2pRing].id1.compare_exchange_strong(id1, 0, std::memory_order_release);
+  P2pRecord& r = slot.p2p_flight[n % BoardSlot::kP2pRing];
+  if (r.id1.load(std::memory_order_acquire) == n + 1) r.ended.store(1, std::memory_order_release);
 }
 
-std::vector<P2pView> read_p2p_flight(const BoardSlot& slot) {
+std::vector<P2pView> read_p2p_recent(const BoardSlot& slot) {
   std::vector<std::pair<std::int64_t, P2pView>> found;
   for (const P2pRecord& r : slot.p2p_flight) {
     const std::int64_t id1 = r.id1.load(std::memory_order_acquire);
@@ -374,6 +399,9 @@ std::vector<P2pView> read_p2p_flight(const BoardSlot& slot) {
     v.dtype = static_cast<DType>(r.dtype.load(std::memory_order_relaxed));
     v.count = r.count.load(std::memory_order_relaxed);
     v.step = r.step.load(std::memory_order_relaxed);
+    v.ordinal = r.ordinal.load(std::memory_order_relaxed);
+    v.group = r.group.load(std::memory_order_relaxed);
+    v.ended = r.ended.load(std::memory_order_acquire) != 0;
     v.phase = load_phase(r.phase);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (r.id1.load(std::memory_order_relaxed) != id1) continue;  // rewritten meanwhile
@@ -382,6 +410,12 @@ std::vector<P2pView> read_p2p_flight(const BoardSlot& slot) {
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<P2pView> out;
   for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+std::vector<P2pView> read_p2p_flight(const BoardSlot& slot) {
+  std::vector<P2pView> out = read_p2p_recent(slot);
+  out.erase(std::remove_if(out.begin(), out.end(), [](const P2pView& v) { return v.ended; }), out.end());
   return out;
 }
 

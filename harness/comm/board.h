@@ -46,13 +46,19 @@ struct FlightView {
   std::string describe() const;
 };
 
-// One point-to-point call of a rank in flight (issued, not yet waited for: a Work the program never
-// waits for stays here until the ring reuses its place), in BoardSlot::p2p_flight, written by the
-// Monitor: `id1` (the slot's p2p number + 1; 0: empty) is written last and cleared when the call
-// ends. A hang where a receiver waits for a sender whose send went to another rank is named from
-// these (harness/launch/group_wait.h).
+// One of a rank's last point-to-point calls (issued; in flight until waited for: a Work the program
+// never waits for stays in flight until the ring reuses its place), in BoardSlot::p2p_flight,
+// written by the Monitor: `id1` (the slot's p2p number + 1; 0: empty) is written last; `ended` is
+// set when the call ends. A hang where a receiver waits for a sender whose send went to another rank
+// is named from the calls in flight, and a receiver killed inside its engine by a send of another
+// size from the pair (ended or not) with the same ordinal (harness/launch/group_wait.h).
 struct P2pRecord {
   std::atomic<std::int64_t> id1{0};
+  std::atomic<std::int32_t> ended{0};
+  // The call's place among this rank's calls of its op, peer, tag and group: the k-th send from S to
+  // R pairs with the k-th receive of R from S.
+  std::atomic<std::int64_t> ordinal{0};
+  std::atomic<std::uint64_t> group{0};  // its group's members, hashed (0: the default group)
   std::atomic<std::int32_t> op{0};
   std::atomic<std::int32_t> peer{-1};  // global rank
   std::atomic<std::int32_t> tag{0};
@@ -67,7 +73,9 @@ struct P2pView {
   Op op = Op::kSend;
   int peer = -1, tag = 0;
   DType dtype = DType::kF32;
-  std::int64_t count = 0, step = -1;
+  std::int64_t count = 0, step = -1, ordinal = 0;
+  std::uint64_t group = 0;
+  bool ended = false;
   std::string phase;
   // "send f32[4] to rank 2 tag=0 (pipe.py:40 step 2)"
   std::string describe() const;
@@ -111,6 +119,8 @@ std::int64_t p2p_issued(BoardSlot& slot, const Call& call, int peer);
 void p2p_done(BoardSlot& slot, std::int64_t n);
 // The rank's point-to-point calls in flight, oldest first.
 std::vector<P2pView> read_p2p_flight(const BoardSlot& slot);
+// The rank's last point-to-point calls (at most BoardSlot::kP2pRing), ended or not, oldest first.
+std::vector<P2pView> read_p2p_recent(const BoardSlot& slot);
 
 // The rank's flight recorder, oldest first (at most BoardSlot::kFlightRing records).
 std::vector<FlightView> read_flight(const BoardSlot& slot);

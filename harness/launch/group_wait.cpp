@@ -121,6 +121,33 @@ std::optional<Diagnosis> misdirected_send(const comm::Board& board, int first, i
   return std::nullopt;
 }
 
+std::optional<Diagnosis> torn_p2p_pair(const comm::Board& board, int first, int end) {
+  std::vector<std::vector<comm::P2pView>> recent;
+  for (int r = first; r < end; ++r) recent.push_back(comm::read_p2p_recent(board.slot(r)));
+  for (int r = first; r < end; ++r) {
+    for (const comm::P2pView& recv : recent[static_cast<std::size_t>(r - first)]) {
+      const int s = recv.peer;
+      if (recv.op != comm::Op::kRecv || recv.ended || s < first || s >= end || s == r) continue;
+      for (const comm::P2pView& send : recent[static_cast<std::size_t>(s - first)]) {
+        if (send.op != comm::Op::kSend || send.peer != r || send.tag != recv.tag || send.group != recv.group ||
+            send.ordinal != recv.ordinal) {
+          continue;
+        }
+        if (send.dtype == recv.dtype && send.count == recv.count) break;
+        std::ostringstream os;
+        os << "p2p (" << send.phase;
+        if (send.step >= 0) os << " step " << send.step;
+        os << "): rank " << s << " send " << comm::to_string(send.dtype) << '[' << send.count << "] tag=" << send.tag << ", rank " << r
+           << " recv " << comm::to_string(recv.dtype) << '[' << recv.count << "] tag=" << recv.tag << " (" << recv.phase;
+        if (recv.step >= 0) os << " step " << recv.step;
+        os << "); the pair's records were on the board when rank " << r << " failed in its engine";
+        return Diagnosis{DiagnosisKind::kCollectiveMismatch, os.str(), s, -1, send.step};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<Diagnosis> stuck_waits(const comm::Board& board, int first, int end, bool same_site) {
   if (auto d = crossed_groups(board, first, end, same_site)) return d;
   return misdirected_send(board, first, end);

@@ -70,6 +70,11 @@ class BoardSource final : public ProgressSource {
     const int r = rank_of(child);
     const auto v = board_.view(r);
     std::ostringstream os;
+    // A send/recv pair that differs, seen by the engine before the verifier beside it: the pair.
+    if (auto torn = torn_p2p_pair(board_, first_, end_)) {
+      torn->message += " (rank " + std::to_string(r) + (WIFSIGNALED(c.status) ? " was killed by " : " ended with ") + way_of_exit(c) + ")";
+      return *torn;
+    }
     os << "rank " << r;
     // A program's uncaught exception is in its status (with where it was raised and its step),
     // even when the interpreter was then killed by a signal on its way out.
