@@ -266,6 +266,39 @@ TEST(FailureWordsTest, NumbersReadAsAnyNumberOtherWordsDoNot) {
   EXPECT_EQ(launch::failure_words(""), "");
 }
 
+TEST(FailureWordsTest, ARaisedLineIsAPythonExceptionsLastLine) {
+  EXPECT_TRUE(launch::raised_line("RuntimeError: ProcessGroupGloo::allgather: invalid tensor size at index 0"));
+  EXPECT_TRUE(launch::raised_line("torch.distributed.DistBackendError: NCCL error"));
+  EXPECT_TRUE(launch::raised_line("KeyboardInterrupt"));
+  EXPECT_TRUE(launch::raised_line("ValueError: bad batch (raised at train.py:44, step 5)"));
+  EXPECT_FALSE(launch::raised_line("terminate called without an active exception"));
+  EXPECT_FALSE(launch::raised_line("Segmentation fault"));
+  EXPECT_FALSE(launch::raised_line("step 3 loss 0.25"));
+  EXPECT_FALSE(launch::raised_line("  File \"train.py\", line 44, in main"));
+  EXPECT_FALSE(launch::raised_line(""));
+}
+
+// Two ranks of a system raise the same engine error (their own indices in it); rank 1 is then
+// killed by SIGABRT on its way out (torch's Gloo thread stopped while the interpreter finalizes)
+// and is reaped first, rank 0 exits 1 30 ms later. They failed the same way: the lowest, rank 0,
+// is blamed. Rank 1 killed with no exception in its log is another way: rank 1 (the first).
+TEST_F(JudgeTest, ARankThatRaisedAndWasThenKilledOnItsWayOutFailedTheWayItsExceptionSays) {
+  const std::string tb = "Traceback (most recent call last):\n  File \"adapter.py\", line 9, in main\n";
+  dir_.write("rank0.log", tb + "RuntimeError: ProcessGroupGloo::allgather: invalid tensor size at index 1 (expected (2, 16), got (1, 16))\n");
+  dir_.write("rank1.log", tb + "RuntimeError: ProcessGroupGloo::allgather: invalid tensor size at index 0 (expected (1, 16), got (2, 16))\n"
+                               "terminate called without an active exception\n");
+  auto source = launch::file_source(2, dir_.path(), dir_.path(), "", "torchrec", 10, 60);
+  const std::vector<launch::Child> kids = {exited(1, 40), killed(SIGABRT, 10)};
+  EXPECT_EQ(source->failure_way(0, kids[0]), source->failure_way(1, kids[1]));
+  const auto j = judge(kids, *source);
+  ASSERT_TRUE(j.diagnosis);
+  EXPECT_EQ(j.diagnosis->kind, DiagnosisKind::kRankFailure);
+  EXPECT_EQ(j.diagnosis->rank, 0);
+  dir_.write("rank1.log", "terminate called without an active exception\n");
+  EXPECT_NE(source->failure_way(0, kids[0]), source->failure_way(1, kids[1]));
+  EXPECT_EQ(judge(kids, *source).diagnosis->rank, 1);
+}
+
 TEST_F(JudgeTest, AFailureAfterTheSettleWindowOrADifferentWayDoesNotTakeTheBlame) {
   const FakeSource src(false, {false, false});
   // Rank 0 failed the same way 401 ms after rank 1: outside the window, rank 1 (the first).

@@ -56,11 +56,24 @@ struct PendingGuard {
   PendingGuard& operator=(const PendingGuard&) = delete;
 };
 
+// Receives whose sender's record has not been compared yet (VerifiedRecv).
+std::atomic<int> g_recv_unchecked{0};
+
+// The engine failed: the rank ends here. A receive given more bytes than its buffer holds fails
+// the engine's transport thread, and its record may still be on its way over the control group:
+// wait (5 s at most) for the receives still unchecked, so that a mismatch they find is named
+// (its thread holds engine failures and ends the process) rather than lost in the abort.
 void abort_if_engine_failed() {
-  if (g_engine_failed.load()) {
-    std::fprintf(stderr, "terminate called after an uncaught exception in the engine: %s\n", g_engine_message);
-    std::abort();
+  if (!g_engine_failed.load()) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (g_recv_unchecked.load() > 0 && !g_hold.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  if (g_hold.load()) {
+    for (;;) ::pause();  // the thread that found the mismatch ends the process
+  }
+  std::fprintf(stderr, "terminate called after an uncaught exception in the engine: %s\n", g_engine_message);
+  std::abort();
 }
 
 
@@ -224,9 +237,21 @@ class VerifiedRecv final : public Pending {
     std::vector<std::int64_t> record;  // written by the control receive
     std::optional<Diagnosis> mismatch;
     std::exception_ptr failure;  // what the checker's control receive threw
+    std::atomic<bool> unchecked{true};  // counted in g_recv_unchecked until compared (or failed)
+    State() { g_recv_unchecked.fetch_add(1); }
+    ~State() { checked(); }
+    void checked() {
+      if (unchecked.exchange(false)) g_recv_unchecked.fetch_sub(1);
+    }
     void verify() {
-      control->wait();
+      try {
+        control->wait();
+      } catch (...) {
+        checked();
+        throw;
+      }
       mismatch = check_p2p(record, call, rank, members.empty() ? nullptr : &members);
+      if (!mismatch) checked();  // a mismatch stays counted until hold_engine_failures()
     }
   };
   std::unique_ptr<PendingGuard> guard_;

@@ -1,6 +1,7 @@
 // Rule 3's reading of the line that says why a rank failed (watch.h): every number read as any
 // number, so that ranks that failed the same way compare equal.
 #include <cctype>
+#include <regex>
 #include <string>
 
 #include "harness/launch/watch.h"
@@ -19,6 +20,12 @@ std::string failure_words(const std::string& why) {
     }
   }
   return out;
+}
+
+bool raised_line(const std::string& line) {
+  // A dotted name ending in Error, Exception, Interrupt or Exit, alone or before ": ".
+  static const std::regex kRaised(R"(^[A-Za-z_][A-Za-z0-9_.]*(Error|Exception|Interrupt|Exit)(: .*)?$)");
+  return line.size() < 4096 && std::regex_match(line, kRaised);
 }
 
 }  // namespace lockstep::launch

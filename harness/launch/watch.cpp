@@ -37,8 +37,10 @@ std::string way_of_exit(const Child& c) {
 }
 
 // Rule 3's failure_way for an exit with `why` (a status message or a log line), its numbers read
-// as any number (failure_words).
+// as any number (failure_words): the exception raised, whatever ended the process after it
+// (raised_line), else the signal, or the exit code and why.
 std::string way_of_exit(const Child& c, const std::string& why) {
+  if (raised_line(why)) return "raised " + failure_words(why);
   if (WIFSIGNALED(c.status)) return way_of_exit(c);
   return way_of_exit(c) + ": " + failure_words(why);
 }
@@ -102,7 +104,6 @@ class BoardSource final : public ProgressSource {
 
   std::string failure_way(int child, const Child& c) const override {
     const int r = rank_of(child);
-    if (WIFSIGNALED(c.status)) return way_of_exit(c);
     if (auto st = rank::read_status(rank::status_path(dir_, r)); st && !st->message.empty()) return way_of_exit(c, st->message);
     return way_of_exit(c, log_last_line(rank::log_path(dir_, r)));
   }
@@ -318,7 +319,6 @@ class FileSource final : public ProgressSource {
   }
 
   std::string failure_way(int r, const Child& c) const override {
-    if (WIFSIGNALED(c.status)) return way_of_exit(c);
     return way_of_exit(c, log_last_line(rank::log_path(dir_, r) + log_suffix_));
   }
 

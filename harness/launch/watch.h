@@ -34,6 +34,11 @@ namespace lockstep::launch {
 // (8, 8), got (6, 8))" on one rank, "index 0 (expected (6, 8), got (8, 8))" on its peer), do not
 // make one failure two.
 std::string failure_words(const std::string& why);
+// Whether `line` is a raised exception's line as Python prints it last ("RuntimeError: ...",
+// "torch.distributed.DistBackendError: ...", "KeyboardInterrupt"): a rank that raised it and was
+// then killed by a signal on its way out (an engine's thread stopped while the interpreter
+// finalized: SIGABRT) failed the way the exception says, as a rank that raised it and exited 1.
+bool raised_line(const std::string& line);
 
 // Where the loop sees a rank's progress, and how the judge describes it.
 class ProgressSource {
@@ -50,8 +55,8 @@ class ProgressSource {
   // Rule 3: why rank r's process ended as `c` says (its message and collective number).
   virtual Diagnosis failure(int r, const Child& c, const std::vector<Child>& kids) const = 0;
   // Rule 3: how rank r's process failed, compared between ranks to find those that failed the
-  // same way: the signal, or the exit code and the line that says why (its status's message, or
-  // the last line of its log) read by failure_words.
+  // same way: the exception it raised (raised_line), else the signal, or the exit code and the
+  // line that says why (its status's message, or the last line of its log) read by failure_words.
   virtual std::string failure_way(int r, const Child& c) const;
   // Rule 4: rank r exited cleanly without finishing.
   virtual Diagnosis unfinished(int r, const std::vector<Child>& kids) const = 0;

@@ -419,9 +419,10 @@ int end_external(std::int64_t id, const char* failure, bool collective) {
 }  // namespace
 
 std::int64_t ls_p2p_begin(int group, const ls_call* c, const char* site, std::int64_t step) {
-  // Where the control group verifies (ranks on several hosts), a call must match before the
-  // program's engine may start it: ls_carry.
-  if (!rt || finished || !begin_end || group < 0 || static_cast<std::size_t>(group) >= groups.size()) return -1;
+  // Checked beside the transfer wherever the verifier runs (on the board or over the control
+  // group alike: the record goes to the receiver on the control group either way), so that pairs
+  // that both send first run as natively on several hosts too.
+  if (!rt || finished || group < 0 || static_cast<std::size_t>(group) >= groups.size()) return -1;
   comm::Call call = call_of(c);
   if (!comm::is_p2p(call.op)) return -1;
   std::lock_guard<std::mutex> lock(issue_mu);  // the chain's numbering; no drain: it runs beside the rest

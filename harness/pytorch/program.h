@@ -78,8 +78,7 @@ LS_API int ls_end(std::int64_t id, const char* failure);
 // the peer on the control group, the receiver compares it) while the program's own call runs: the
 // caller starts it after ls_p2p_begin returns an id (-1: not a p2p call, or lockstep carries no
 // calls; use ls_carry) and calls ls_p2p_end with the id when the program waits for it (`failure`
-// "" when it completed). -1 too where the control group verifies (ranks on several hosts): a call
-// must match there before the program's engine starts it. Any number may be in flight at once, beside a call begun with ls_begin,
+// "" when it completed), on one host and on several alike. Any number may be in flight at once, beside a call begun with ls_begin,
 // so that pairs of isend/irecv and batch_isend_irecv run as they do natively. ls_p2p_end checks
 // the call as ls_carry does (a diagnosis or an engine failure ends the process) and returns 0, or 1
 // for an unknown id.
