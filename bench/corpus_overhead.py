@@ -8,7 +8,10 @@ of this shared machine falls on all of them alike. Each run reports its ranks' m
 (metrics.median_step_s, optimizer step to optimizer step); a mode's cost is the median over rounds
 of its median step over plain's in the same round (1.10 = 10% slower).
 
-  [LOCKSTEP_PYTHON=PY] bench/corpus_overhead.py [ROUNDS (default 5)]
+  [LOCKSTEP_PYTHON=PY] bench/corpus_overhead.py [ROUNDS (default 5)] [PROGRAM ...]
+
+PROGRAM names some of the programs below (default: all of them); a run of some writes
+reports/evidence-corpus-overhead-<names>.{md,json} instead of the whole corpus's file.
 
 Needs build/lockstep and build/python/liblockstep_program.so; PY defaults to the torch 2.15.0 venv
 that `ci/setup` makes (the 2.x-only programs are skipped under a torch without
@@ -77,6 +80,13 @@ def run_once(toml, report, python):
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    only = sys.argv[2:]
+    unknown = [n for n in only if n not in PROGRAMS]
+    if unknown:
+        sys.exit("bench/corpus_overhead.py: no program %s (the corpus: %s)" % (", ".join(unknown), ", ".join(PROGRAMS)))
+    if only:
+        for name in [n for n in PROGRAMS if n not in only]:
+            del PROGRAMS[name]
     python = os.environ.get("LOCKSTEP_PYTHON", os.path.expanduser("~/.cache/lockstep/venv-torch-2.15.0/bin/python"))
     torch_version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True,
                                    check=True).stdout.strip()
@@ -168,7 +178,7 @@ def main():
     data["detail_fails"] = no_detail
     if retries:
         md += ["", "Failed runs, each run again (only the run that passed counts):"] + ["- " + r for r in retries]
-    out = os.path.join(ROOT, "reports/evidence-corpus-overhead")
+    out = os.path.join(ROOT, "reports/evidence-corpus-overhead" + ("-" + "-".join(only) if only else ""))
     with open(out + ".md", "w") as f:
         f.write("\n".join(md) + "\n")
     with open(out + ".json", "w") as f:

@@ -153,6 +153,37 @@ TEST_P(ProgramIdiomsTest, AnExceptionIsQuotedWithItsLineAndStep) {
   EXPECT_NE(message.find("raised at train.py:" + std::to_string(raise_line)), std::string::npos) << message;
 }
 
+// lockstep keeps its group out of torch.compile's graphs once torch._dynamo is imported, and not
+// before: a program that never compiles does not import dynamo (0.7 s a rank under torch 2.15.0)
+// and its collectives go through no disabled wrapper; importing dynamo after collectives ran
+// disables the group's methods then. Expected values: what the program sees in sys.modules and on
+// the group's class (torch.compiler.disable marks a function _torchdynamo_disable).
+TEST_P(ProgramIdiomsTest, TheGroupIsKeptOutOfCompileOnlyOnceDynamoIsImported) {
+  const std::string python = test::python_for(GetParam());
+  if (!test::imports(python)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
+  if (!test::imports(python, "torch.compiler")) GTEST_SKIP() << "this torch has no torch.compiler (torch 1.13)";
+  test::TempDir tmp("lockstep_idioms_dynamo");
+  const std::string prog = tmp.path() + "/prog.py";
+  std::ofstream(prog) << "import sys, torch, torch.distributed as dist\n"
+                         "dist.init_process_group('gloo')\n"
+                         "t = torch.ones(2)\n"
+                         "dist.all_reduce(t)\n"
+                         "before = 'torch._dynamo' in sys.modules\n"
+                         "cls = type(dist.distributed_c10d._get_default_group())\n"
+                         "was = getattr(cls.allreduce, '_torchdynamo_disable', False)\n"
+                         "import torch._dynamo\n"
+                         "now = getattr(cls.allreduce, '_torchdynamo_disable', False)\n"
+                         "dist.all_reduce(t)\n"
+                         "print('group=%s dynamo_before=%s disabled_before=%s disabled_after=%s' % (cls.__name__, before, was, now))\n"
+                         "dist.destroy_process_group()\n";
+  const std::string report = tmp.path() + "/r";
+  const auto r = test::run_cli(LOCKSTEP_BINARY, "torchrun --nproc-per-node 2 --python '" + python + "' --report-dir '" + report + "' " + prog,
+                               tmp.path());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const std::string out = r.out + r.err;
+  EXPECT_NE(out.find("group=LockstepGroup dynamo_before=False disabled_before=False disabled_after=True"), std::string::npos) << out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Torches, ProgramIdiomsTest, ::testing::Values("debian", "venv"));
 
 
