@@ -302,7 +302,9 @@ TEST(ProgramUnderTorchTest, TheMedianStepIsReportedBesideTheMeanRate) {
 // own group does (DDP's bucket all-reduces overlap its backward pass), and checks it when it has
 // completed. Rank 1 joins an async all_reduce 1.5 s late: rank 0's call returns well before
 // that (a wrapper that carried the call to its end would hold it 1.5 s), its wait takes the rest,
-// and the result is right. A dtype mismatch in such a call is still a collective_mismatch.
+// and the result is right. A dtype mismatch in such a call is still a collective_mismatch. Both
+// on the board and over the control group (LOCKSTEP_VERIFY_CHANNEL=control: ranks on several
+// hosts), where the call used to be carried to its end.
 TEST(ProgramUnderTorchTest, ACollectiveReturnsToTheProgramBeforeItsPeersJoin) {
   if (!fs::exists("/usr/lib/python3/dist-packages/torch/__init__.py")) GTEST_SKIP() << "Debian's python3-torch is not installed (ci/setup)";
   lockstep::test::TempDir tmp("lockstep_program_async");
@@ -320,9 +322,12 @@ TEST(ProgramUnderTorchTest, ACollectiveReturnsToTheProgramBeforeItsPeersJoin) {
                                             "if rank == 0:\n"
                                             "    open(sys.argv[1], 'w').write('%f %f %f' % (t1 - t0, t2 - t0, t[0].item()))\n"
                                             "dist.destroy_process_group()\n";
+  for (const std::string channel : {"auto", "control"}) {
   for (const std::string dtype : {"f32", "f16"}) {
-    const std::string times = tmp.path() + "/times-" + dtype;
-    const auto run = run_program(tmp, "late_" + dtype, "[\"{python}\", \"{dir}/late.py\", \"" + times + "\", \"" + dtype + "\"]");
+    SCOPED_TRACE(channel + " " + dtype);
+    const std::string times = tmp.path() + "/times-" + channel + dtype;
+    const auto run = run_program(tmp, "late_" + channel + dtype, "[\"{python}\", \"{dir}/late.py\", \"" + times + "\", \"" + dtype + "\"]",
+                                 "env = [\"LOCKSTEP_VERIFY_CHANNEL=" + channel + "\"]\n");
     ASSERT_FALSE(run.scenario.is_null()) << run.log;
     const auto& s = run.scenario;
     if (dtype == "f16") {
@@ -339,6 +344,7 @@ TEST(ProgramUnderTorchTest, ACollectiveReturnsToTheProgramBeforeItsPeersJoin) {
     EXPECT_LT(issued, 0.75) << "the all_reduce held the program until its peer joined";
     EXPECT_GT(waited, 1.0) << "the wait returned before rank 1 joined";
     EXPECT_EQ(value, 3.0) << "1 + 2";
+  }
   }
 }
 

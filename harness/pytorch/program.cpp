@@ -277,6 +277,7 @@ int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_
     spec.control = [=] { return std::make_unique<ProgramEngine>(rank, world_size, 1); };
     spec.mode = plan.mode;
     spec.trace_path = plan.trace_path;
+    spec.check_in_background = true;  // the program starts its calls beside lockstep's check
     if (plan.slow_rank) {
       // The scenario's slow_rank fault on this rank (plan.h): the program's calls, slowed.
       comm::Fault f;
@@ -290,11 +291,10 @@ int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_
       spec.faults.push_back(f);
     }
     verify_mode = spec.mode;
-    const bool verify = spec.mode == VerifyMode::kVerify;
     rt->build(std::move(spec));
-    // The control group verifies a call before the program's engine may start it (StartAtWait):
-    // only ls_carry does that. On the board the engine starts at once either way.
-    begin_end = !verify || rt->board_verifies();
+    // The program's engine starts each call at once, on the board and over the control group
+    // alike (ranks on several hosts): the check runs beside it, in the background.
+    begin_end = true;
     return 0;
   } catch (const std::exception& e) {
     copy_error(e.what(), err, errlen);

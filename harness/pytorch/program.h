@@ -62,8 +62,9 @@ LS_API int ls_open_group(const std::int32_t* ranks, int n, int me);
 // bucket all-reduces overlap its backward pass; FSDP2 prefetches the next all-gather). ls_begin
 // issues the collective on `group` (0: the default group, else ls_open_group's id) through
 // lockstep's chain (trace, board, verifier) and returns its id, or -1 when the caller must use
-// ls_carry instead (lockstep no longer carries calls, a point-to-point call, or the control group
-// verifies the default group: a call must match before the program's engine starts it). The
+// ls_carry instead (lockstep no longer carries calls, or a point-to-point call). On the board and
+// over the control group (ranks on several hosts) alike, the records are compared beside the
+// call, by a thread of the verifier's own. The
 // caller then starts the program's call itself, and calls ls_end with the id when it has
 // completed (`failure` "") or failed (the engine's error), from any thread. Several collectives
 // may be in flight at once, on any groups, in the order the program issued them (at most 16:

@@ -37,7 +37,8 @@ comm::Communicator& Runtime::build(ChainSpec spec) {
   if (spec.mode == VerifyMode::kVerify) {
     board_verifies_ = use_board;
     chain = std::make_unique<comm::Verifier>(std::move(chain), spec.control(), use_board ? &board_ : nullptr,
-                                             [this](const Diagnosis& d) { diagnosed(d); }, std::min(5.0, timeout_s_ / 2));
+                                             [this](const Diagnosis& d) { diagnosed(d); }, std::min(5.0, timeout_s_ / 2),
+                                             std::vector<int>{}, spec.check_in_background);
   }
   auto monitor = std::make_unique<comm::Monitor>(std::move(chain), slot_, spec.mode == VerifyMode::kOff ? "" : spec.trace_path);
   monitor_ = monitor.get();

@@ -32,6 +32,10 @@ struct ChainSpec {
   VerifyMode mode = VerifyMode::kVerify;
   std::string trace_path;                                    // "" or mode kOff: no trace
   std::vector<comm::Fault> faults;                           // this rank's injected faults
+  // Over the control group: compare each call's records on a thread of the verifier's own as soon
+  // as they arrive (a program's engine runs its call beside the check, and a mismatch that hangs it
+  // is still named), not only when the call is waited for.
+  bool check_in_background = false;
 };
 
 class Runtime {

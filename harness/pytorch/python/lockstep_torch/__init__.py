@@ -11,8 +11,8 @@ program's first line:
   rank runtime, liblockstep_program.so (harness/pytorch/program.cpp, loaded with ctypes, no torch
   in it). The runtime records and verifies the call exactly as for lockstep's own ranks; the call
   runs on the program's real group and returns to the program at once, checked when it completes
-  (ls_begin, ls_end), or, where the control group verifies, is carried to its end through two
-  callbacks (start, wait);
+  (ls_begin, ls_end), on one host and on several alike; lockstep's own calls are carried to their
+  end through two callbacks (start, wait);
 - numbers the program's steps: step n is the program's n-th iteration (from 0). An iteration ends
   with its optimizer steps, and the next begins at the first DataLoader batch or module forward after
   them (or when an optimizer that already stepped steps again), so a logging all-reduce after

@@ -252,9 +252,9 @@ class _Runtime:
         """A coalesced call (allreduce_coalesced, allgather_into_tensor_coalesced, ...): each member
         is begun in lockstep's chain as a collective of its own, in order, from the same site, and
         the program's one call `run` carries them all; its Work completes when the call has
-        completed and lockstep has checked every member. Where the control group verifies (a call
-        must match before the program's engine starts it), each member is carried to its end in
-        turn and the last one starts the program's call. None when lockstep does not verify them
+        completed and lockstep has checked every member. Should ls_begin decline them, each member
+        is carried to its end in turn and the last one starts the program's call. None when
+        lockstep does not verify them
         (more than MAX_MEMBERS, or lockstep no longer carries calls): the caller names the call
         unverified and runs it."""
         if not calls or len(calls) > self.MAX_MEMBERS or self.finished:
