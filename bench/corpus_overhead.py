@@ -169,7 +169,7 @@ def main():
           "steps, plain (`wrap = \"none\"`, `verify = \"off\"`), verify and DETAIL (plain with `TORCH_DISTRIBUTED_DEBUG=DETAIL`),",
           "interleaved round by round on this shared",
           "2-core machine. Cost = the median over rounds of verify's median step / plain's in the same round;",
-          "target (issue 44) at most %.2fx. Programs without steps (ops, groups, pipeline) have no median step." % TARGET, "",
+          "target (issue 44) at most %.2fx. The ops, groups and pipeline programs (a few rounds each) are not timed." % TARGET, "",
           "| program | plain median step ms | verify median step ms | verify per-step cost | DETAIL median step ms | DETAIL per-step cost | verify ratio per round |",
           "|---|---|---|---|---|---|---|"] + rows
     if no_detail:

@@ -241,7 +241,8 @@ void Runtime::check_same_count(std::int64_t count, const std::string& subject, c
   for (int r = 0; r < world_size_; ++r) {
     os << (r ? ", " : " ") << "rank " << r << " " << g.all[static_cast<std::size_t>(r)] << (r == 0 ? " " + unit : "");
   }
-  Diagnosis d{DiagnosisKind::kUnevenSteps, os.str(), g.blamed, collectives_issued() - 1};
+  // The step the check was made at (a program's: the iteration whose loader differs).
+  Diagnosis d{DiagnosisKind::kUnevenSteps, os.str(), g.blamed, collectives_issued() - 1, communicator_->site().step};
   diagnosed(d);
 }
 

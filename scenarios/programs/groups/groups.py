@@ -31,7 +31,12 @@ if args.mesh and torch2:
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+# Each round is one step of a tiny model, as a training loop's (a forward at its start, the
+# optimizer's step at its end): lockstep numbers the round's calls by it (round i is step i).
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for i in range(args.rounds):
+    loss = model(torch.ones(1, 4)).sum()
     bug = i == 1
     t = torch.full((2,), float(r))
     dist.all_reduce(t, group=None if args.bug == "wrong-group" and bug and r == 1 else pair)
@@ -74,6 +79,9 @@ for i in range(args.rounds):
     w = torch.ones(1)
     dist.all_reduce(w)
     assert w.item() == ws
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
 if r == 0:
     print("groups.py: %d rounds on %d ranks, every result as expected (torch %s)" % (args.rounds, ws, torch.__version__))
 dist.destroy_process_group()

@@ -36,7 +36,12 @@ if args.backend == "nccl":  # torch 2.x: every tensor below is made on this rank
 dist.init_process_group(args.backend)
 r, ws = dist.get_rank(), dist.get_world_size()
 torch2 = int(torch.__version__.split(".")[0]) >= 2
+# Each round is one step of a tiny model, as a training loop's (a forward at its start, the
+# optimizer's step at its end): lockstep numbers the round's calls by it (round i is step i).
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for i in range(args.rounds):
+    loss = model(torch.ones(1, 4)).sum()
     t = torch.full((4,), float(r + i))
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((4,), float(sum(range(ws)) + ws * i))), t
@@ -120,6 +125,9 @@ for i in range(args.rounds):
     s = torch.ones(1)
     dist.all_reduce(s, group=sub)
     assert s.item() == ws
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
 if r == 0:
     print("ops.py: %d rounds on %d ranks, every result as expected (torch %s)" % (args.rounds, ws, torch.__version__))
 dist.destroy_process_group()

@@ -48,11 +48,19 @@ def stage(step):
         assert torch.equal(got, torch.full((4,), float(step - peer))), got
 
 
+# Each stage's own layer, trained a step per iteration (a forward at its start, the optimizer's step
+# at its end): lockstep numbers the iteration's calls by it (iteration n is step n).
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for step in range(args.steps):
+    out = model(torch.ones(1, 8)).sum()
     if r < 2:  # the two stages; ranks past 1 only join the loss
         stage(step)
+    out.backward()
+    opt.step()
+    opt.zero_grad()
     loss = torch.tensor([float(step) if r < 2 else 0.0])
-    dist.all_reduce(loss)
+    dist.all_reduce(loss)  # after the optimizer's step: still this iteration's
     assert loss.item() == 2 * step
 if r == 0:
     print("pipe.py: %d steps on %d ranks, every exchange as expected (torch %s)" % (args.steps, ws, torch.__version__))

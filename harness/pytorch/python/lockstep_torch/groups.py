@@ -155,6 +155,14 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
         def name(self) -> str:
             return self.getBackendName()
 
+        # The rank and size under their older names, which TorchRec asks for dozens of times a step:
+        # answered here rather than through __getattr__'s miss (the values the group was made with).
+        def getSize(self) -> int:
+            return self.size()
+
+        def getRank(self) -> int:
+            return self.rank()
+
         def __getattr__(self, attr: str) -> Any:  # anything not wrapped goes to the program's own group
             if attr == "_real":
                 raise AttributeError(attr)
@@ -384,7 +392,8 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
 
     LockstepGroup._members = _members
     # Called only from the methods above (torch_private._keep_out_of_compile leaves them unwrapped).
-    LockstepGroup._lockstep_helpers = frozenset({"_carry", "_many", "_reducing", "_alltoall", "_members"})
+    # getSize and getRank issue no call: nothing to keep out of a compiled graph.
+    LockstepGroup._lockstep_helpers = frozenset({"_carry", "_many", "_reducing", "_alltoall", "_members", "getSize", "getRank"})
     LockstepGroup.allreduce_coalesced = allreduce_coalesced
     LockstepGroup.allgather_coalesced = allgather_coalesced
     for name in ("allgather_into_tensor_coalesced", "all_gather_single_coalesced"):
