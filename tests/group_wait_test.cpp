@@ -195,6 +195,7 @@ TEST(GroupWaitTest, ASenderWithASendToTheReceiverIsNotMisdirected) {
 TEST(GroupWaitTest, AReceiveKilledBySendOfAnotherSizeIsThePairsMismatch) {
   test::TempDir dir("lockstep_group_wait");
   comm::Board b = comm::Board::create(dir.path() + "/board.bin", 2, 8);
+  // The step-th call of its op between the two ranks: its ordinal is the step.
   auto call = [&](int r, comm::Op op, int peer, comm::DType dtype, std::int64_t count, int step) {
     comm::Call c;
     c.op = op;
@@ -202,7 +203,7 @@ TEST(GroupWaitTest, AReceiveKilledBySendOfAnotherSizeIsThePairsMismatch) {
     c.in.dtype = dtype;
     c.in.count = count;
     c.site = comm::CallSite{"ops.py:61", step, 0};
-    return comm::p2p_issued(b.slot(r), c, peer);
+    return comm::p2p_issued(b.slot(r), c, peer, step);
   };
   comm::p2p_done(b.slot(0), call(0, comm::Op::kSend, 1, comm::DType::kF32, 5, 0));
   comm::p2p_done(b.slot(1), call(1, comm::Op::kRecv, 0, comm::DType::kF32, 5, 0));
@@ -222,6 +223,9 @@ TEST(GroupWaitTest, AReceiveKilledBySendOfAnotherSizeIsThePairsMismatch) {
   EXPECT_EQ(d->rank, 0);
   EXPECT_EQ(d->step, 2);
   EXPECT_CONTAINS(d->message, "rank 0 send f32[5] tag=0, rank 1 recv f16[5] tag=0 (ops.py:61 step 2)");
+  // Asked about one rank: only that rank's receives count (the failed rank's, in the judge).
+  EXPECT_TRUE(launch::torn_p2p_pair(b, 0, 2, 1).has_value());
+  EXPECT_FALSE(launch::torn_p2p_pair(b, 0, 2, 0).has_value()) << "rank 0 receives nothing";
   // The misdirected-send rule reads only calls in flight: rank 0 has none.
   EXPECT_FALSE(launch::misdirected_send(b, 0, 2).has_value());
 }
@@ -243,6 +247,40 @@ TEST(GroupWaitTest, MonitorKeepsPointToPointCallsInFlightWithGlobalPeers) {
   EXPECT_EQ(f[0].op, comm::Op::kSend);
   EXPECT_EQ(f[0].peer, 1);
   p->wait();
+  EXPECT_TRUE(comm::read_p2p_flight(b.slot(3)).empty());
+}
+
+// The Monitor numbers a group's p2p calls per op, peer and tag (the k-th send to a peer pairs with
+// the peer's k-th receive), and its records carry the group's board key; an ended call stays on
+// the board (read_p2p_recent) until the ring reuses its place. Two groups of the same ranks are
+// two Monitors: their counts are their own.
+TEST(GroupWaitTest, MonitorCountsEachGroupsPointToPointCallsPerPeerAndTag) {
+  test::TempDir dir("lockstep_group_wait");
+  comm::Board b = comm::Board::create(dir.path() + "/board.bin", 4, 8);
+  comm::Monitor m(std::make_unique<NoEngine>(), &b.slot(3), std::shared_ptr<std::FILE>(), 3, 77);
+  comm::Monitor other(std::make_unique<NoEngine>(), &b.slot(3), std::shared_ptr<std::FILE>(), 3, 78);
+  auto send = [](comm::Monitor& on, int peer, int tag) {
+    comm::Call s;
+    s.op = comm::Op::kSend;
+    s.in.count = 2;
+    s.peer = peer;
+    s.tag = tag;
+    s.group = {1, 3};
+    on.start(s)->wait();
+  };
+  send(m, 0, 0);
+  send(m, 0, 0);
+  send(m, 0, 5);
+  send(other, 0, 0);
+  const auto f = comm::read_p2p_recent(b.slot(3));
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[0].ordinal, 0);
+  EXPECT_EQ(f[1].ordinal, 1);
+  EXPECT_EQ(f[2].ordinal, 0) << "another tag counts apart";
+  EXPECT_EQ(f[3].ordinal, 0) << "another group of the same ranks counts apart";
+  EXPECT_EQ(f[0].group, 77u);
+  EXPECT_EQ(f[3].group, 78u);
+  for (const auto& v : f) EXPECT_TRUE(v.ended);
   EXPECT_TRUE(comm::read_p2p_flight(b.slot(3)).empty());
 }
 

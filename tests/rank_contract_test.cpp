@@ -294,6 +294,11 @@ TEST_F(JudgeTest, ARankThatRaisedAndWasThenKilledOnItsWayOutFailedTheWayItsExcep
   ASSERT_TRUE(j.diagnosis);
   EXPECT_EQ(j.diagnosis->kind, DiagnosisKind::kRankFailure);
   EXPECT_EQ(j.diagnosis->rank, 0);
+  // Killed by SIGSEGV or SIGKILL after the same line: the signal is its own way (the line may be a
+  // handled exception's, long before).
+  const std::vector<launch::Child> segv = {exited(1, 40), killed(SIGSEGV, 10)};
+  EXPECT_NE(source->failure_way(0, segv[0]), source->failure_way(1, segv[1]));
+  EXPECT_EQ(judge(segv, *source).diagnosis->rank, 1);
   dir_.write("rank1.log", "terminate called without an active exception\n");
   EXPECT_NE(source->failure_way(0, kids[0]), source->failure_way(1, kids[1]));
   EXPECT_EQ(judge(kids, *source).diagnosis->rank, 1);
@@ -367,6 +372,12 @@ TEST_F(JudgeTest, AReceiverKilledInItsEngineByASendOfAnotherSizeIsThePairsMismat
   EXPECT_EQ(torn.diagnosis->step, 1);
   EXPECT_CONTAINS(torn.diagnosis->message, "rank 0 send f32[5] tag=0, rank 1 recv f16[5] tag=0");
   EXPECT_CONTAINS(torn.diagnosis->message, "(rank 1 was killed by SIGABRT)");
+  // The sender failing first on its own (a crash of its own, the receiver still waiting): its
+  // crash, not the receiver's pair.
+  const auto sender = judge({killed(SIGSEGV, 10), running()}, *source);
+  ASSERT_TRUE(sender.diagnosis);
+  EXPECT_EQ(sender.diagnosis->kind, DiagnosisKind::kRankFailure);
+  EXPECT_EQ(sender.diagnosis->rank, 0);
 }
 
 TEST(VerdictTest, DecideIsAFunctionOfTheEvidence) {

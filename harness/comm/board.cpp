@@ -7,9 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <sstream>
 #include <utility>
 
@@ -344,26 +341,7 @@ std::string P2pView::describe() const {
   return os.str();
 }
 
-namespace {
-// Each rank's count of its point-to-point calls per (slot, op, peer, tag, group): their ordinals.
-// Only the issuing process writes its slot, so the counts live here, not on the board.
-std::mutex ordinal_mu;
-std::map<std::tuple<const BoardSlot*, int, int, int, std::uint64_t>, std::int64_t> ordinals;
-
-std::uint64_t group_hash(const std::vector<int>& members) {
-  std::uint64_t h = 0;
-  for (const int m : members) h = (h ^ static_cast<std::uint64_t>(m + 1)) * 1099511628211ULL;
-  return h;
-}
-}  // namespace
-
-std::int64_t p2p_issued(BoardSlot& slot, const Call& call, int peer) {
-  const std::uint64_t group = group_hash(call.group);
-  std::int64_t ordinal = 0;
-  {
-    std::lock_guard<std::mutex> lock(ordinal_mu);
-    ordinal = ordinals[{&slot, static_cast<int>(call.op), peer, call.tag, group}]++;
-  }
+std::int64_t p2p_issued(BoardSlot& slot, const Call& call, int peer, std::int64_t ordinal, std::uint64_t group) {
   const std::int64_t n = slot.p2p_next.fetch_add(1, std::memory_order_relaxed);
   P2pRecord& r = slot.p2p_flight[n % BoardSlot::kP2pRing];
   r.id1.store(0, std::memory_order_relaxed);
@@ -383,8 +361,8 @@ std::int64_t p2p_issued(BoardSlot& slot, const Call& call, int peer) {
 }
 
 void p2p_done(BoardSlot& slot, std::int64_t n) {
-  P2pRecord& r = slot.p2p_flight[n % BoardSlot::kP2pRing];
-  if (r.id1.load(std::memory_order_acquire) == n + 1) r.ended.store(1, std::memory_order_release);
+  // The call's own number: a place the ring has given to a later call meanwhile reads as in flight.
+  slot.p2p_flight[n % BoardSlot::kP2pRing].ended.store(n + 1, std::memory_order_release);
 }
 
 std::vector<P2pView> read_p2p_recent(const BoardSlot& slot) {
@@ -401,7 +379,7 @@ std::vector<P2pView> read_p2p_recent(const BoardSlot& slot) {
     v.step = r.step.load(std::memory_order_relaxed);
     v.ordinal = r.ordinal.load(std::memory_order_relaxed);
     v.group = r.group.load(std::memory_order_relaxed);
-    v.ended = r.ended.load(std::memory_order_acquire) != 0;
+    v.ended = r.ended.load(std::memory_order_acquire) == id1;
     v.phase = load_phase(r.phase);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (r.id1.load(std::memory_order_relaxed) != id1) continue;  // rewritten meanwhile

@@ -48,17 +48,17 @@ struct FlightView {
 
 // One of a rank's last point-to-point calls (issued; in flight until waited for: a Work the program
 // never waits for stays in flight until the ring reuses its place), in BoardSlot::p2p_flight,
-// written by the Monitor: `id1` (the slot's p2p number + 1; 0: empty) is written last; `ended` is
-// set when the call ends. A hang where a receiver waits for a sender whose send went to another rank
+// written by the Monitor: `id1` (the slot's p2p number + 1; 0: empty) is written last; `ended`
+// holds the same number once the call has ended (another value: in flight). A hang where a receiver waits for a sender whose send went to another rank
 // is named from the calls in flight, and a receiver killed inside its engine by a send of another
 // size from the pair (ended or not) with the same ordinal (harness/launch/group_wait.h).
 struct P2pRecord {
   std::atomic<std::int64_t> id1{0};
-  std::atomic<std::int32_t> ended{0};
-  // The call's place among this rank's calls of its op, peer, tag and group: the k-th send from S to
-  // R pairs with the k-th receive of R from S.
+  std::atomic<std::int64_t> ended{0};
+  // The call's place among this rank's calls of its op, peer and tag on its group (the Monitor
+  // counts them): the k-th send from S to R pairs with the k-th receive of R from S.
   std::atomic<std::int64_t> ordinal{0};
-  std::atomic<std::uint64_t> group{0};  // its group's members, hashed (0: the default group)
+  std::atomic<std::uint64_t> group{0};  // its group's board key, the same on every member (0: the default group)
   std::atomic<std::int32_t> op{0};
   std::atomic<std::int32_t> peer{-1};  // global rank
   std::atomic<std::int32_t> tag{0};
@@ -113,8 +113,9 @@ struct alignas(64) BoardSlot {
   P2pRecord p2p_flight[kP2pRing];            // p2p number n is in p2p_flight[n % kP2pRing]
 };
 
-// Records a point-to-point call issued to global rank `peer`; its number, for p2p_done.
-std::int64_t p2p_issued(BoardSlot& slot, const Call& call, int peer);
+// Records a point-to-point call issued to global rank `peer`, the `ordinal`-th of its op, peer and
+// tag on the group whose board key is `group` (0: the default group); its number, for p2p_done.
+std::int64_t p2p_issued(BoardSlot& slot, const Call& call, int peer, std::int64_t ordinal = 0, std::uint64_t group = 0);
 // The call numbered `n` has ended (completed or failed).
 void p2p_done(BoardSlot& slot, std::int64_t n);
 // The rank's point-to-point calls in flight, oldest first.

@@ -45,8 +45,9 @@ Monitor::Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, const std::st
   }
 }
 
-Monitor::Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, std::shared_ptr<std::FILE> trace, int trace_rank)
-    : inner_(std::move(inner)), board_(board), trace_(std::move(trace)), trace_rank_(trace_rank) {}
+Monitor::Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, std::shared_ptr<std::FILE> trace, int trace_rank,
+                 std::uint64_t group_key)
+    : inner_(std::move(inner)), board_(board), trace_(std::move(trace)), trace_rank_(trace_rank), group_key_(group_key) {}
 
 Monitor::~Monitor() = default;
 
@@ -80,7 +81,9 @@ std::unique_ptr<Pending> Monitor::start(Call& call) {
   std::int64_t p2p_id = -1;
   if (board_ && p2p) {
     const bool mapped = other_group && call.peer >= 0 && static_cast<std::size_t>(call.peer) < call.group.size();
-    p2p_id = p2p_issued(*board_, call, mapped ? call.group[static_cast<std::size_t>(call.peer)] : static_cast<int>(call.peer));
+    const int peer = mapped ? call.group[static_cast<std::size_t>(call.peer)] : static_cast<int>(call.peer);
+    const std::int64_t ordinal = p2p_ordinals_[{static_cast<int>(call.op), peer, call.tag}]++;
+    p2p_id = p2p_issued(*board_, call, peer, ordinal, group_key_);
   }
   auto inner = inner_->start(call);
   return std::make_unique<MonitoredPending>(this, call, std::move(inner), t0, p2p_id);

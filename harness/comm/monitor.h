@@ -3,8 +3,10 @@
 // the progress board, and in record/verify mode appends one JSON line per call to the rank's
 // trace file when it completes (or fails). Workloads never know it is there.
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "harness/comm/backend.h"
 #include "harness/comm/board.h"
@@ -18,8 +20,10 @@ class Monitor final : public Backend {
   Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, const std::string& trace_path);
   // A monitor that appends to another's trace (`trace` null: none): a program's other process
   // groups, numbered apart, in the rank's one trace file. Each record is one write of one line.
-  // Its records carry `trace_rank`, the rank's own (the group's rank is the engine's).
-  Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, std::shared_ptr<std::FILE> trace, int trace_rank);
+  // Its records carry `trace_rank`, the rank's own (the group's rank is the engine's);
+  // `group_key` is the group's board key, the same on every member (its p2p records carry it).
+  Monitor(std::unique_ptr<Backend> inner, BoardSlot* board, std::shared_ptr<std::FILE> trace, int trace_rank,
+          std::uint64_t group_key = 0);
   std::shared_ptr<std::FILE> trace_file() const { return trace_; }
   ~Monitor() override;
 
@@ -40,6 +44,9 @@ class Monitor final : public Backend {
   int trace_rank_ = -1;  // -1: the engine's rank
   std::int64_t next_seq_ = 0;
   std::int64_t next_p2p_ = 0;
+  std::uint64_t group_key_ = 0;
+  // Point-to-point calls issued on this group per (op, peer, tag): each one's ordinal on the board.
+  std::map<std::tuple<int, int, int>, std::int64_t> p2p_ordinals_;
 };
 
 // The trace record of `call` on `rank`, issued at `t_start_us` and done at `t_end_us`; `error`

@@ -61,11 +61,12 @@ std::atomic<int> g_recv_unchecked{0};
 
 // The engine failed: the rank ends here. A receive given more bytes than its buffer holds fails
 // the engine's transport thread, and its record may still be on its way over the control group:
-// wait (5 s at most) for the receives still unchecked, so that a mismatch they find is named
-// (its thread holds engine failures and ends the process) rather than lost in the abort.
+// wait (2 s at most: the sender's record left before its data) for the receives still unchecked,
+// so that a mismatch they find is named (its thread holds engine failures and ends the process)
+// rather than lost in the abort.
 void abort_if_engine_failed() {
   if (!g_engine_failed.load()) return;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (g_recv_unchecked.load() > 0 && !g_hold.load() && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -121,10 +121,11 @@ std::optional<Diagnosis> misdirected_send(const comm::Board& board, int first, i
   return std::nullopt;
 }
 
-std::optional<Diagnosis> torn_p2p_pair(const comm::Board& board, int first, int end) {
+std::optional<Diagnosis> torn_p2p_pair(const comm::Board& board, int first, int end, int receiver) {
   std::vector<std::vector<comm::P2pView>> recent;
   for (int r = first; r < end; ++r) recent.push_back(comm::read_p2p_recent(board.slot(r)));
   for (int r = first; r < end; ++r) {
+    if (receiver >= 0 && r != receiver) continue;
     for (const comm::P2pView& recv : recent[static_cast<std::size_t>(r - first)]) {
       const int s = recv.peer;
       if (recv.op != comm::Op::kRecv || recv.ended || s < first || s >= end || s == r) continue;

@@ -30,7 +30,7 @@ std::optional<Diagnosis> crossed_groups(const comm::Board& board, int first, int
 // R, S, T in rank order). nullopt when no ranks wait like that.
 std::optional<Diagnosis> misdirected_send(const comm::Board& board, int first, int end);
 
-// Among ranks [first, end), a rank R with a receive from S in flight whose pair, S's send to R of
+// Among ranks [first, end) (or rank `receiver` alone, when >= 0), a rank R with a receive from S in flight whose pair, S's send to R of
 // the same tag, group and ordinal (the k-th send pairs with the k-th receive; ended or not, among
 // S's last calls), differs from it in dtype or count: collective_mismatch blaming S, as the verifier
 // blames a p2p mismatch, naming both sides ("rank 0 send f32[5] ..., rank 1 recv f16[5] ...").
@@ -38,7 +38,7 @@ std::optional<Diagnosis> misdirected_send(const comm::Board& board, int first, i
 // receiver (Gloo's "Received data size doesn't match expected size") before the verifier beside
 // the transfer compares the two records, and the records on the board still say why. nullopt when
 // no pair differs.
-std::optional<Diagnosis> torn_p2p_pair(const comm::Board& board, int first, int end);
+std::optional<Diagnosis> torn_p2p_pair(const comm::Board& board, int first, int end, int receiver = -1);
 
 // crossed_groups, else misdirected_send: the waits the board proves can never end.
 std::optional<Diagnosis> stuck_waits(const comm::Board& board, int first, int end, bool same_site = true);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -37,10 +38,11 @@ std::string way_of_exit(const Child& c) {
 }
 
 // Rule 3's failure_way for an exit with `why` (a status message or a log line), its numbers read
-// as any number (failure_words): the exception raised, whatever ended the process after it
-// (raised_line), else the signal, or the exit code and why.
+// as any number (failure_words): the exception raised (raised_line), for an exit code or SIGABRT
+// after it (a thread of the engine stopped while the interpreter finalized); else the signal (a
+// SIGKILL or SIGSEGV is its own way, whatever the log said before it), or the exit code and why.
 std::string way_of_exit(const Child& c, const std::string& why) {
-  if (raised_line(why)) return "raised " + failure_words(why);
+  if (raised_line(why) && (!WIFSIGNALED(c.status) || WTERMSIG(c.status) == SIGABRT)) return "raised " + failure_words(why);
   if (WIFSIGNALED(c.status)) return way_of_exit(c);
   return way_of_exit(c) + ": " + failure_words(why);
 }
@@ -72,8 +74,9 @@ class BoardSource final : public ProgressSource {
     const int r = rank_of(child);
     const auto v = board_.view(r);
     std::ostringstream os;
-    // A send/recv pair that differs, seen by the engine before the verifier beside it: the pair.
-    if (auto torn = torn_p2p_pair(board_, first_, end_)) {
+    // This rank's receive from a send of another size, seen by its engine before the verifier
+    // beside it: the pair.
+    if (auto torn = torn_p2p_pair(board_, first_, end_, r)) {
       torn->message += " (rank " + std::to_string(r) + (WIFSIGNALED(c.status) ? " was killed by " : " ended with ") + way_of_exit(c) + ")";
       return *torn;
     }

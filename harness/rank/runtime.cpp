@@ -194,7 +194,7 @@ comm::Communicator& Runtime::add_group(std::vector<int> members, std::unique_ptr
     }
     chain = std::move(verifier);
   }
-  chain = std::make_unique<comm::Monitor>(std::move(chain), slot_, monitor_ ? monitor_->trace_file() : nullptr, rank_);
+  chain = std::make_unique<comm::Monitor>(std::move(chain), slot_, monitor_ ? monitor_->trace_file() : nullptr, rank_, key);
   // Never destroyed, as the default chain (build).
   return *new comm::Communicator(std::move(chain));
 }

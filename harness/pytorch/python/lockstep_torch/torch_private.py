@@ -138,8 +138,9 @@ def _keep_out_of_compile(torch: Any, group_class: type) -> None:
 class _AfterImport:
     """A finder on sys.meta_path that runs `then` once the module `name` has been imported, before
     its importer goes on (Python has no post-import hook): it finds the module's spec through the
-    other finders and runs `then` after the module's loader has executed it, then leaves
-    sys.meta_path; the loader is left as it was."""
+    other finders, and when the spec's loader has executed the module runs `then` and leaves
+    sys.meta_path (a spec only looked at, or a module whose execution failed, leaves it in place
+    for the next import). The loader is left as it was."""
 
     def __init__(self, name: str, then: Callable[[], None]) -> None:
         self.name, self.then = name, then
@@ -153,25 +154,26 @@ class _AfterImport:
             spec = find(fullname, path, target) if find is not None else None
             if spec is not None:
                 break
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader, then = spec.loader, self.then
-        had_own = "exec_module" in vars(loader) if hasattr(loader, "__dict__") else False
-        if not hasattr(loader, "__dict__"):
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module") or not hasattr(loader, "__dict__"):
             return spec  # a loader that cannot take an attribute: `then` is not run (never seen)
+        own = vars(loader).get("exec_module")  # an instance attribute of its own, put back after
         exec_module = loader.exec_module
 
         def exec_then(module: Any) -> None:
             try:
                 exec_module(module)
             finally:
-                if not had_own:
+                if own is None:
                     del loader.exec_module
-            try:
-                then()
-            except Exception as e:  # noqa: BLE001: the program's import goes on; compile may trace lockstep
-                sys.stderr.write("lockstep: could not keep its group out of torch.compile: %r\n" % (e,))
+                else:
+                    loader.exec_module = own
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+                try:
+                    self.then()
+                except Exception as e:  # noqa: BLE001: the program's import goes on; compile may trace lockstep
+                    sys.stderr.write("lockstep: could not keep its group out of torch.compile: %r\n" % (e,))
 
         loader.exec_module = exec_then
-        sys.meta_path.remove(self)
         return spec
