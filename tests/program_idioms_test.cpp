@@ -155,8 +155,8 @@ TEST_P(ProgramIdiomsTest, AnExceptionIsQuotedWithItsLineAndStep) {
 
 // lockstep keeps its group out of torch.compile's graphs once torch._dynamo is imported, and not
 // before: a program that never compiles does not import dynamo (0.7 s a rank under torch 2.15.0)
-// and its collectives go through no disabled wrapper; importing dynamo after collectives ran
-// disables the group's methods then. Expected values: what the program sees in sys.modules and on
+// and its collectives go through no disabled wrapper; looking dynamo up (importlib's find_spec)
+// is not importing it; importing dynamo after collectives ran disables the group's methods then. Expected values: what the program sees in sys.modules and on
 // the group's class (torch.compiler.disable marks a function _torchdynamo_disable).
 TEST_P(ProgramIdiomsTest, TheGroupIsKeptOutOfCompileOnlyOnceDynamoIsImported) {
   const std::string python = test::python_for(GetParam());
@@ -171,6 +171,9 @@ TEST_P(ProgramIdiomsTest, TheGroupIsKeptOutOfCompileOnlyOnceDynamoIsImported) {
                          "before = 'torch._dynamo' in sys.modules\n"
                          "cls = type(dist.distributed_c10d._get_default_group())\n"
                          "was = getattr(cls.allreduce, '_torchdynamo_disable', False)\n"
+                         "import importlib.util\n"
+                         "assert importlib.util.find_spec('torch._dynamo') is not None\n"  // a look, no import
+                         "was = was or getattr(cls.allreduce, '_torchdynamo_disable', False)\n"
                          "import torch._dynamo\n"
                          "now = getattr(cls.allreduce, '_torchdynamo_disable', False)\n"
                          "dist.all_reduce(t)\n"
