@@ -33,10 +33,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # interpreter: None for PY, else the venv `ci/systems NAME` makes, skipped when it is not there)
 PROGRAMS = {
     "ddp_sage": ("scenarios/programs/ddp_sage/clean.toml", ["--steps", "400"], None),
-    "ddp_idioms": ("scenarios/programs/ddp_idioms/clean.toml", ["--steps", "80"], None),
+    "ddp_idioms": ("scenarios/programs/ddp_idioms/clean.toml", ["--steps", "400"], None),
     "fsdp2": ("scenarios/programs/fsdp2/clean.toml", ["--steps", "40"], None),
     "tp": ("scenarios/programs/tp/clean.toml", ["--steps", "40"], None),
-    "torchrec": ("scenarios/programs/torchrec/clean.toml", ["--steps", "80"], "torchrec-1.9.2"),
+    "torchrec": ("scenarios/programs/torchrec/clean.toml", ["--steps", "400"], "torchrec-1.9.2"),
 }
 TARGET = 1.10
 MODES = ("plain", "verify", "detail")
