@@ -55,8 +55,9 @@ class ProgressSource {
   // Rule 3: why rank r's process ended as `c` says (its message and collective number).
   virtual Diagnosis failure(int r, const Child& c, const std::vector<Child>& kids) const = 0;
   // Rule 3: how rank r's process failed, compared between ranks to find those that failed the
-  // same way: the exception it raised (raised_line), else the signal, or the exit code and the
-  // line that says why (its status's message, or the last line of its log) read by failure_words.
+  // same way: the exception it raised (raised_line) when it then exited with a code or SIGABRT,
+  // else the signal, or the exit code and the line that says why (its status's message, or the
+  // last line of its log), read by failure_words.
   virtual std::string failure_way(int r, const Child& c) const;
   // Rule 4: rank r exited cleanly without finishing.
   virtual Diagnosis unfinished(int r, const std::vector<Child>& kids) const = 0;

@@ -44,7 +44,7 @@ ls_wait_fn wait_cb = nullptr;
 std::mutex issue_mu;  // one collective at a time: the call site (phase, step, index) is shared
 thread_local std::int64_t current_token = 0;
 bool finished = false;
-bool begin_end = false;  // ls_begin may carry the program's calls (ls_open decides)
+bool built = false;  // ls_open built rt's chain: lockstep may carry the program's calls
 VerifyMode verify_mode = VerifyMode::kVerify;
 
 // The program's other process groups (new_group), by id (1, 2, ...; 0 is the default group): the
@@ -292,9 +292,9 @@ int ls_open(int rank, int world_size, const char* system, ls_start_fn start, ls_
     }
     verify_mode = spec.mode;
     rt->build(std::move(spec));
-    // The program's engine starts each call at once, on the board and over the control group
-    // alike (ranks on several hosts): the check runs beside it, in the background.
-    begin_end = true;
+    // The program's engine starts each call at once (ls_begin, ls_p2p_begin), on the board and
+    // over the control group alike (ranks on several hosts): the check runs beside it.
+    built = true;
     return 0;
   } catch (const std::exception& e) {
     copy_error(e.what(), err, errlen);
@@ -356,7 +356,7 @@ int ls_open_group(const std::int32_t* ranks, int n, int me) {
 }
 
 int ls_carry(int group, std::int64_t token, const ls_call* c, const char* site, std::int64_t step) {
-  if (!rt || finished) return 1;
+  if (!rt || finished || !built) return 1;
   if (group < 0 || static_cast<std::size_t>(group) >= groups.size()) return 1;
   comm::Call call = call_of(c);
   if (group > 0) call.group = groups[static_cast<std::size_t>(group)].members;
@@ -422,7 +422,7 @@ std::int64_t ls_p2p_begin(int group, const ls_call* c, const char* site, std::in
   // Checked beside the transfer wherever the verifier runs (on the board or over the control
   // group alike: the record goes to the receiver on the control group either way), so that pairs
   // that both send first run as natively on several hosts too.
-  if (!rt || finished || group < 0 || static_cast<std::size_t>(group) >= groups.size()) return -1;
+  if (!rt || finished || !built || group < 0 || static_cast<std::size_t>(group) >= groups.size()) return -1;
   comm::Call call = call_of(c);
   if (!comm::is_p2p(call.op)) return -1;
   std::lock_guard<std::mutex> lock(issue_mu);  // the chain's numbering; no drain: it runs beside the rest
@@ -432,7 +432,7 @@ std::int64_t ls_p2p_begin(int group, const ls_call* c, const char* site, std::in
 int ls_p2p_end(std::int64_t id, const char* failure) { return end_external(id, failure, false); }
 
 std::int64_t ls_begin(int group, const ls_call* c, const char* site, std::int64_t step) {
-  if (!rt || finished || !begin_end || group < 0 || static_cast<std::size_t>(group) >= groups.size()) return -1;
+  if (!rt || finished || !built || group < 0 || static_cast<std::size_t>(group) >= groups.size()) return -1;
   comm::Call call = call_of(c);
   if (comm::is_p2p(call.op)) return -1;
   std::lock_guard<std::mutex> lock(issue_mu);
