@@ -31,7 +31,7 @@ class ProgramCollectivesTest : public ::testing::TestWithParam<std::string> {
     if (!test::imports(python_)) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
   }
   test::CliResult torchrun(const std::string& report, const std::string& script_and_args, int ranks = 3) {
-    return test::twice_on_torch_exit_abort(
+    return test::again_on_torch_exit_abort(
         [&] {
           return test::run_cli(LOCKSTEP_BINARY,
                                "torchrun --nproc-per-node " + std::to_string(ranks) + " --python '" + python_ + "' --report-dir '" +

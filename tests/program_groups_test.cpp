@@ -38,7 +38,7 @@ class ProgramGroupsTest : public ::testing::TestWithParam<std::string> {
     if (!test::imports(python_, "torch")) GTEST_SKIP() << "no interpreter with torch for '" << GetParam() << "' (ci/setup makes both)";
   }
   test::CliResult torchrun(const std::string& report, const std::string& script_and_args) {
-    return test::twice_on_torch_exit_abort(
+    return test::again_on_torch_exit_abort(
         [&] {
           return test::run_cli(LOCKSTEP_BINARY,
                                "torchrun --nproc-per-node 4 --python '" + python_ + "' --report-dir '" + report + "' " + script_and_args,
@@ -135,23 +135,12 @@ struct NativeAndUnder {
 NativeAndUnder run_native_and_under(const std::string& script_path, const std::string& python, const test::TempDir& tmp,
                                     int world_size = 4) {
   NativeAndUnder out;
-  const int port = 20000 + static_cast<int>(::getpid() % 20000);
-  const std::string native = tmp.path() + "/native", under = tmp.path() + "/under", script = tmp.path() + "/native.sh";
-  std::ofstream(script) << "pids=\nfor r in $(seq 0 " << world_size - 1 << "); do\n  MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port
-                        << " RANK=$r LOCAL_RANK=$r WORLD_SIZE=" << world_size << " LOCAL_WORLD_SIZE=" << world_size << " timeout 300 '"
-                        << python << "' " << script_path
-                        << " --digest-out '" << native << "' >>'" << tmp.path() << "/native.log' 2>&1 &\n  pids=\"$pids $!\"\ndone\n"
-                        << "rc=0\nfor p in $pids; do wait $p || rc=1; done\nexit $rc\n";
-  int native_rc = std::system(("bash '" + script + "'").c_str());
-  std::ifstream native_log(tmp.path() + "/native.log");
-  const std::string native_text((std::istreambuf_iterator<char>(native_log)), std::istreambuf_iterator<char>());
-  if (native_rc != 0 && native_text.find("terminate called without an active exception") != std::string::npos) {
-    native_rc = std::system(("bash '" + script + "'").c_str());  // torch 2.15.0's own exit abort: once more
-  }
-  EXPECT_EQ(native_rc, 0) << native_text;
+  const std::string native = tmp.path() + "/native", under = tmp.path() + "/under";
+  const auto n = test::run_native(python, script_path + " --digest-out '" + native + "'", world_size, tmp.path() + "/native.log");
+  EXPECT_EQ(n.rc, 0) << n.log;
   out.native = test::first_line(native);
   const std::string report = tmp.path() + "/r";
-  const auto r = test::twice_on_torch_exit_abort(
+  const auto r = test::again_on_torch_exit_abort(
       [&] {
         return test::run_cli(LOCKSTEP_BINARY,
                              "torchrun --nproc-per-node " + std::to_string(world_size) + " --python '" + python + "' --report-dir '" + report + "' " + script_path +

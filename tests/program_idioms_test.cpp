@@ -35,23 +35,6 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-// `args` run natively over 2 ranks (torchrun's variables, each rank a process); rank 0 writes the
-// replicas' digest to `digest_file`. Returns the shell's exit status. torch 2.15.0's own exit abort ("terminate called without an active exception", test::
-// torch_exit_aborted) ends a native run now and then: it is run once more then.
-int run_native(const std::string& python, const std::string& args, const std::string& digest_file, const std::string& log) {
-  for (int attempt = 0;; ++attempt) {
-    std::filesystem::remove(log);
-    const int port = 20000 + static_cast<int>((::getpid() + 7919 * attempt) % 20000);
-    const std::string script = digest_file + ".sh";
-    std::ofstream(script) << "pids=\nfor r in 0 1; do\n  MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port
-                          << " RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 timeout 300 '" << python << "' " << kTrain << ' '
-                          << args << " --digest-out '" << digest_file << "' >>'" << log << "' 2>&1 &\n  pids=\"$pids $!\"\ndone\n"
-                          << "rc=0\nfor p in $pids; do wait $p || rc=1; done\nexit $rc\n";
-    const int rc = std::system(("bash '" + script + "'").c_str());
-    if (rc == 0 || attempt > 0 || read_all(log).find("terminate called without an active exception") == std::string::npos) return rc;
-  }
-}
-
 class ProgramIdiomsTest : public ::testing::TestWithParam<std::string> {};
 
 // StepLR, bf16 autocast (with GradScaler where the torch has one for the CPU), accumulation over 2
@@ -75,13 +58,14 @@ TEST_P(ProgramIdiomsTest, SchedulersAmpAndAccumulationRunUnchangedWithTheirNativ
                         Case{"compile", "--steps 6 --compile", 6, /*torch2_only=*/true}}) {
     if (c.torch2_only && GetParam() == "debian") continue;  // torch 1.13 has no torch.compile
     const std::string native = tmp.path() + "/native-" + c.name, under = tmp.path() + "/under-" + c.name;
-    ASSERT_EQ(run_native(python, c.args, native, tmp.path() + "/native.log"), 0) << c.name << ": " << read_all(tmp.path() + "/native.log");
+    const auto n = test::run_native(python, std::string(kTrain) + " " + c.args + " --digest-out '" + native + "'", 2, tmp.path() + "/native.log");
+    ASSERT_EQ(n.rc, 0) << c.name << ": " << n.log;
     const std::string expected = test::first_line(native);
     ASSERT_FALSE(expected.empty()) << c.name << ": the native run wrote no digest";
     std::ostringstream hex;
     hex << std::hex << std::stoull(expected);
     const std::string report = tmp.path() + "/r-" + c.name;
-    const auto r = test::twice_on_torch_exit_abort(
+    const auto r = test::again_on_torch_exit_abort(
         [&] {
           return test::run_cli(LOCKSTEP_BINARY,
                                "torchrun --nproc-per-node 2 --python '" + python + "' --report-dir '" + report + "' " + kTrain + ' ' +
