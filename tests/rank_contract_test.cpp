@@ -313,6 +313,28 @@ TEST_F(JudgeTest, AFailureAfterTheSettleWindowOrADifferentWayDoesNotTakeTheBlame
   EXPECT_EQ(judge({killed(SIGKILL, 15), exited(1, 10)}, src).diagnosis->rank, 1);
 }
 
+// The watchdog waited past settle_s for rank 0, still starting and busy when rank 1 failed
+// (Watchdog::settle_window_s): rank 0's same failure 2.2 s later is counted, and it is blamed.
+TEST_F(JudgeTest, AFailureTheWatchdogWaitedForPastTheSettleTimeTakesTheBlame) {
+  const FakeSource src(false, {false, false});
+  const auto t0 = launch::Clock::now();
+  launch::Watchdog dog(2, {}, t0);
+  auto at = [&](double s) { return t0 + std::chrono::duration_cast<launch::Clock::duration>(std::chrono::duration<double>(s)); };
+  const launch::Watchdog::Rank failed{true, true, false, 0};
+  std::int64_t ns = 0;
+  for (double s = 1; s < 3.2; s += 0.1) {
+    launch::Watchdog::Rank importing{false, false, false, 0};
+    importing.cpu_ns = ns += 5'000'000;
+    ASSERT_EQ(dog.observe({importing, failed}, at(s)), launch::Watchdog::Verdict::kWatch);
+  }
+  ASSERT_EQ(dog.observe({launch::Watchdog::Rank{true, true, false, 0}, failed}, at(3.2)), launch::Watchdog::Verdict::kAllExited);
+  const auto j = launch::judge({exited(1, 2210), exited(1, 10)}, src, dog, launch::WatchEnd{launch::Watchdog::Verdict::kAllExited}, 60, dir_.path());
+  ASSERT_TRUE(j.diagnosis);
+  EXPECT_EQ(j.diagnosis->rank, 0);
+  // Without the wait (the default watchdog's 0.4 s window) the same exits blame rank 1.
+  EXPECT_EQ(judge({exited(1, 2210), exited(1, 10)}, src).diagnosis->rank, 1);
+}
+
 TEST_F(JudgeTest, WithoutTheRankContractEveryNonZeroExitIsAFailure) {
   const auto j = judge({exited(0, 1), exited(rank::kExitCommError, 2)}, FakeSource(false, {true, false}));
   ASSERT_TRUE(j.diagnosis);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <chrono>
@@ -29,6 +30,20 @@ using Clock = std::chrono::steady_clock;
 inline std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
+}
+
+// The nanoseconds the main thread of `pid` has run on a CPU plus waited in a run queue
+// (/proc/PID/schedstat); -1 when it cannot be read (the process is gone, no schedstats). It moves
+// while the process works or wants to, not while it sleeps in a blocking call.
+inline std::int64_t scheduled_ns(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/schedstat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "re");
+  if (!f) return -1;
+  long long run = 0, wait = 0;
+  const int n = std::fscanf(f, "%lld %lld", &run, &wait);
+  std::fclose(f);
+  return n == 2 ? static_cast<std::int64_t>(run + wait) : -1;
 }
 
 // This process's environment without the variables a launcher sets per rank (the torchrun-style

@@ -494,6 +494,7 @@ WatchEnd watch(RankProcesses& procs, ProgressSource& source, Watchdog& dog) {
       const Child& c = procs.children()[r];
       seen[r].exited = c.exited;
       source.poll(static_cast<int>(r), c, seen[r]);
+      seen[r].cpu_ns = dog.settling() && !c.exited && !seen[r].started ? scheduled_ns(c.pid) : -1;
     }
     end.verdict = dog.observe(seen, Clock::now());
     if (end.verdict == Watchdog::Verdict::kWatch && dog.idle_seconds() >= kDeadlockAfterS && source.deadlocked()) {
@@ -539,7 +540,7 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
     }
   }
   // 3. The rank that crashed or failed on its own first; of those that failed the same way within
-  //    the settle window of the first failure, the lowest.
+  //    the settle window of the first failure (as long as the watchdog waited), the lowest.
   std::vector<int> failed;
   int first = -1;
   for (int r = 0; r < ws; ++r) {
@@ -553,7 +554,7 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
   if (first >= 0) {
     const Child& f = kids[static_cast<std::size_t>(first)];
     const std::string way = source.failure_way(first, f);
-    const auto window = std::chrono::duration<double>(dog.limits().settle_s);
+    const auto window = std::chrono::duration<double>(dog.settle_window_s());
     int blamed = first;
     for (int r : failed) {  // ascending: the first that qualifies is the lowest
       if (r >= first) break;

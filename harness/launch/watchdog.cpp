@@ -11,6 +11,8 @@ double seconds(Watchdog::Clock::duration d) { return std::chrono::duration<doubl
 
 Watchdog::Watchdog(int world_size, Limits limits, Clock::time_point spawned)
     : limits_(limits), spawned_(spawned), started_at_(static_cast<std::size_t>(world_size)), last_change_(spawned),
+      settle_window_s_(limits.settle_s), cpu_ns_(static_cast<std::size_t>(world_size), -1),
+      cpu_seen_(static_cast<std::size_t>(world_size)), cpu_changed_(static_cast<std::size_t>(world_size)),
       timeout_s_(limits.timeout_s) {}
 
 Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_point now) {
@@ -31,8 +33,18 @@ Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_
     last_change_ = now;
   }
   idle_s_ = seconds(now - last_change_);
-  if (all_exited) return Verdict::kAllExited;
-  if (first_bad_ && seconds(now - *first_bad_) > limits_.settle_s) return Verdict::kSettled;
+  if (all_exited) {
+    if (first_bad_) settle_window_s_ = std::max(limits_.settle_s, seconds(now - *first_bad_));
+    return Verdict::kAllExited;
+  }
+  if (first_bad_) {
+    const double since = seconds(now - *first_bad_);
+    const bool coming = still_coming(ranks, now);  // every observation: it watches the ranks' counters
+    if (since > limits_.settle_s && !coming) {
+      settle_window_s_ = std::max(limits_.settle_s, since);
+      return Verdict::kSettled;
+    }
+  }
   if (seconds(now - spawned_) > limits_.deadline_s) return Verdict::kDeadline;
   if (!starting_.empty()) {
     // Someone is still starting: the others may be waiting for it, which is not a hang.
@@ -41,6 +53,23 @@ Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_
   // Every live rank has started; the idle clock counts from the last start at the earliest,
   // since a start is progress.
   return idle_s_ > timeout_s_ ? Verdict::kTimeout : Verdict::kWatch;
+}
+
+bool Watchdog::still_coming(const std::vector<Rank>& ranks, Clock::time_point now) {
+  bool coming = false;
+  const bool in_grace = seconds(now - *first_bad_) <= limits_.starting_grace_s;
+  for (std::size_t r = 0; r < ranks.size() && r < cpu_ns_.size(); ++r) {
+    const Rank& k = ranks[r];
+    if (k.exited || started_at_[r] || k.cpu_ns < 0) continue;
+    if (!cpu_seen_[r]) cpu_seen_[r] = now;
+    else if (k.cpu_ns != cpu_ns_[r]) cpu_changed_[r] = now;
+    cpu_ns_[r] = k.cpu_ns;
+    // Busy within the window, or not yet watched for a whole window (a runnable rank on a loaded
+    // machine may not run for a while, and its counters move only when it does).
+    const auto recent = [&](const std::optional<Clock::time_point>& t) { return t && seconds(now - *t) <= limits_.busy_window_s; };
+    coming = coming || (in_grace && (recent(cpu_changed_[r]) || recent(cpu_seen_[r])));
+  }
+  return coming;
 }
 
 Watchdog::Limits watchdog_limits(const scenario::Scenario& s) {

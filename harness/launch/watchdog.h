@@ -27,6 +27,13 @@ class Watchdog {
     double timeout_s = 60;
     double deadline_s = 900;
     double settle_s = 0.4;  // after a bad exit, how long the others get to report
+    // After a bad exit, a rank still starting (its imports, its set-up) that keeps the CPU busy
+    // (or waits for it) is on its way to the point where it could fail the same way: the settle
+    // window waits for it while it was busy within busy_window_s, at most starting_grace_s after
+    // the first bad exit. A rank blocked (in a rendezvous waiting for the rank that failed) is
+    // idle and not waited for.
+    double busy_window_s = 0.5;
+    double starting_grace_s = 10;
   };
 
   // What a launcher sees of one rank at one poll.
@@ -36,6 +43,9 @@ class Watchdog {
     bool started = false;       // issued its first collective (or reported progress)
     std::int64_t progress = 0;  // any counter that moves when the rank makes progress
     double engine_timeout_s = 0;  // the timeout the rank's program gave its own engine (0: none said)
+    // The nanoseconds its main thread has run or waited to run (scheduled_ns), read while the
+    // watchdog is settling and the rank is still starting; -1: not read.
+    std::int64_t cpu_ns = -1;
   };
 
   // A program's engine gives up after its own timeout (init_process_group's `timeout`): the
@@ -46,7 +56,7 @@ class Watchdog {
   enum class Verdict {
     kWatch,           // keep polling
     kAllExited,       // every rank has exited
-    kSettled,         // a rank ended badly and the others had settle_s to report
+    kSettled,         // a rank ended badly and the others had the settle window to report
     kStartupTimeout,  // a rank has not started within startup_s of spawn
     kTimeout,         // every live rank has started, and none made progress for timeout_s
     kDeadline,        // the whole run took deadline_s
@@ -55,6 +65,13 @@ class Watchdog {
   Watchdog(int world_size, Limits limits, Clock::time_point spawned);
 
   Verdict observe(const std::vector<Rank>& ranks, Clock::time_point now);
+
+  // Whether a rank has ended badly: the settle window is open (or has closed).
+  bool settling() const { return first_bad_.has_value(); }
+  // Seconds from the first bad exit to the end of the settle window: settle_s, or longer while
+  // the watchdog waited for a rank still starting and busy (Limits::busy_window_s). A failure
+  // within it counts as the same failure's (Blame, rule 3).
+  double settle_window_s() const { return settle_window_s_; }
 
   // The live ranks that had not started at the last observation.
   const std::vector<int>& starting() const { return starting_; }
@@ -68,12 +85,19 @@ class Watchdog {
   const Limits& limits() const { return limits_; }
 
  private:
+  // Whether a rank still starting is to be waited for past settle_s (Limits::busy_window_s).
+  bool still_coming(const std::vector<Rank>& ranks, Clock::time_point now);
+
   Limits limits_;
   Clock::time_point spawned_;
   std::vector<std::optional<Clock::time_point>> started_at_;
   std::int64_t last_total_ = -1;
   Clock::time_point last_change_;
   std::optional<Clock::time_point> first_bad_;
+  double settle_window_s_ = 0;
+  // Per rank, while settling: the last cpu_ns seen, when it was first seen and when it last changed.
+  std::vector<std::int64_t> cpu_ns_;
+  std::vector<std::optional<Clock::time_point>> cpu_seen_, cpu_changed_;
   std::vector<int> starting_;
   double idle_s_ = 0;
   double timeout_s_ = 0;
