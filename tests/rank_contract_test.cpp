@@ -313,7 +313,7 @@ TEST_F(JudgeTest, AFailureAfterTheSettleWindowOrADifferentWayDoesNotTakeTheBlame
   EXPECT_EQ(judge({killed(SIGKILL, 15), exited(1, 10)}, src).diagnosis->rank, 1);
 }
 
-// The watchdog waited past settle_s for rank 0, still starting and busy when rank 1 failed
+// The watchdog waited past settle_s for rank 0, busy (importing) when rank 1 failed
 // (Watchdog::settle_window_s): rank 0's same failure 2.2 s later is counted, and it is blamed.
 TEST_F(JudgeTest, AFailureTheWatchdogWaitedForPastTheSettleTimeTakesTheBlame) {
   const FakeSource src(false, {false, false});
@@ -324,7 +324,7 @@ TEST_F(JudgeTest, AFailureTheWatchdogWaitedForPastTheSettleTimeTakesTheBlame) {
   std::int64_t ns = 0;
   for (double s = 1; s < 3.2; s += 0.1) {
     launch::Watchdog::Rank importing{false, false, false, 0};
-    importing.cpu_ns = ns += 5'000'000;
+    importing.cpu_ns = ns += 60'000'000;  // runnable 60% of the time
     ASSERT_EQ(dog.observe({importing, failed}, at(s)), launch::Watchdog::Verdict::kWatch);
   }
   ASSERT_EQ(dog.observe({launch::Watchdog::Rank{true, true, false, 0}, failed}, at(3.2)), launch::Watchdog::Verdict::kAllExited);

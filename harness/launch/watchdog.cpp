@@ -11,8 +11,7 @@ double seconds(Watchdog::Clock::duration d) { return std::chrono::duration<doubl
 
 Watchdog::Watchdog(int world_size, Limits limits, Clock::time_point spawned)
     : limits_(limits), spawned_(spawned), started_at_(static_cast<std::size_t>(world_size)), last_change_(spawned),
-      settle_window_s_(limits.settle_s), cpu_ns_(static_cast<std::size_t>(world_size), -1),
-      cpu_seen_(static_cast<std::size_t>(world_size)), cpu_changed_(static_cast<std::size_t>(world_size)),
+      settle_window_s_(limits.settle_s), busy_(static_cast<std::size_t>(world_size)),
       timeout_s_(limits.timeout_s) {}
 
 Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_point now) {
@@ -57,17 +56,17 @@ Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_
 
 bool Watchdog::still_coming(const std::vector<Rank>& ranks, Clock::time_point now) {
   bool coming = false;
-  const bool in_grace = seconds(now - *first_bad_) <= limits_.starting_grace_s;
-  for (std::size_t r = 0; r < ranks.size() && r < cpu_ns_.size(); ++r) {
+  const bool in_grace = seconds(now - *first_bad_) <= limits_.settle_grace_s;
+  for (std::size_t r = 0; r < ranks.size() && r < busy_.size(); ++r) {
     const Rank& k = ranks[r];
-    if (k.exited || started_at_[r] || k.cpu_ns < 0) continue;
-    if (!cpu_seen_[r]) cpu_seen_[r] = now;
-    else if (k.cpu_ns != cpu_ns_[r]) cpu_changed_[r] = now;
-    cpu_ns_[r] = k.cpu_ns;
-    // Busy within the window, or not yet watched for a whole window (a runnable rank on a loaded
-    // machine may not run for a while, and its counters move only when it does).
-    const auto recent = [&](const std::optional<Clock::time_point>& t) { return t && seconds(now - *t) <= limits_.busy_window_s; };
-    coming = coming || (in_grace && (recent(cpu_changed_[r]) || recent(cpu_seen_[r])));
+    if (k.exited || k.cpu_ns < 0) continue;
+    Busy& b = busy_[r];
+    if (!b.since) {
+      b = Busy{k.cpu_ns, now, true};  // not yet watched for a whole window: counted as busy
+    } else if (const double dt = seconds(now - *b.since); dt >= limits_.busy_window_s) {
+      b = Busy{k.cpu_ns, now, static_cast<double>(k.cpu_ns - b.ns) / 1e9 >= kBusyShare * dt};
+    }
+    coming = coming || (in_grace && b.busy);
   }
   return coming;
 }

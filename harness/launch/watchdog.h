@@ -27,13 +27,13 @@ class Watchdog {
     double timeout_s = 60;
     double deadline_s = 900;
     double settle_s = 0.4;  // after a bad exit, how long the others get to report
-    // After a bad exit, a rank still starting (its imports, its set-up) that keeps the CPU busy
-    // (or waits for it) is on its way to the point where it could fail the same way: the settle
-    // window waits for it while it was busy within busy_window_s, at most starting_grace_s after
-    // the first bad exit. A rank blocked (in a rendezvous waiting for the rank that failed) is
-    // idle and not waited for.
+    // After a bad exit, a live rank that is busy (its main thread ran or waited in a run queue
+    // for at least kBusyShare of the last busy_window_s: importing, setting up, computing) may be
+    // on its way to failing the same way: the settle window waits for it, at most settle_grace_s
+    // after the first bad exit. A rank blocked (in a collective or a rendezvous, waiting for the
+    // rank that failed) is idle and not waited for.
     double busy_window_s = 0.5;
-    double starting_grace_s = 10;
+    double settle_grace_s = 10;
   };
 
   // What a launcher sees of one rank at one poll.
@@ -44,7 +44,7 @@ class Watchdog {
     std::int64_t progress = 0;  // any counter that moves when the rank makes progress
     double engine_timeout_s = 0;  // the timeout the rank's program gave its own engine (0: none said)
     // The nanoseconds its main thread has run or waited to run (scheduled_ns), read while the
-    // watchdog is settling and the rank is still starting; -1: not read.
+    // watchdog is settling; -1: not read.
     std::int64_t cpu_ns = -1;
   };
 
@@ -52,6 +52,9 @@ class Watchdog {
   // watchdog's timeout is then at most this share of the shortest one, so that lockstep names the
   // stalled rank before the waiting ranks' engines raise.
   static constexpr double kEngineTimeoutShare = 0.75;
+  // A rank is busy when its main thread ran or waited to run for this share of the wall time:
+  // a runnable process does, however loaded the machine (waiting in the run queue counts).
+  static constexpr double kBusyShare = 0.5;
 
   enum class Verdict {
     kWatch,           // keep polling
@@ -69,7 +72,7 @@ class Watchdog {
   // Whether a rank has ended badly: the settle window is open (or has closed).
   bool settling() const { return first_bad_.has_value(); }
   // Seconds from the first bad exit to the end of the settle window: settle_s, or longer while
-  // the watchdog waited for a rank still starting and busy (Limits::busy_window_s). A failure
+  // the watchdog waited for a busy rank (Limits::busy_window_s). A failure
   // within it counts as the same failure's (Blame, rule 3).
   double settle_window_s() const { return settle_window_s_; }
 
@@ -85,7 +88,7 @@ class Watchdog {
   const Limits& limits() const { return limits_; }
 
  private:
-  // Whether a rank still starting is to be waited for past settle_s (Limits::busy_window_s).
+  // Whether a live rank is busy, to be waited for past settle_s (Limits::busy_window_s).
   bool still_coming(const std::vector<Rank>& ranks, Clock::time_point now);
 
   Limits limits_;
@@ -95,9 +98,14 @@ class Watchdog {
   Clock::time_point last_change_;
   std::optional<Clock::time_point> first_bad_;
   double settle_window_s_ = 0;
-  // Per rank, while settling: the last cpu_ns seen, when it was first seen and when it last changed.
-  std::vector<std::int64_t> cpu_ns_;
-  std::vector<std::optional<Clock::time_point>> cpu_seen_, cpu_changed_;
+  // Per rank, while settling: cpu_ns at the start of its current window, and whether it was busy
+  // over the last whole one.
+  struct Busy {
+    std::int64_t ns = 0;
+    std::optional<Clock::time_point> since;
+    bool busy = true;
+  };
+  std::vector<Busy> busy_;
   std::vector<int> starting_;
   double idle_s_ = 0;
   double timeout_s_ = 0;
