@@ -314,7 +314,8 @@ TEST_F(JudgeTest, AFailureAfterTheSettleWindowOrADifferentWayDoesNotTakeTheBlame
 }
 
 // The watchdog waited past settle_s for rank 0, busy (importing) when rank 1 failed
-// (Watchdog::settle_window_s): rank 0's same failure 2.2 s later is counted, and it is blamed.
+// (Watchdog::settle_until): rank 0's same failure 2.2 s later, reaped before the verdict, is
+// counted, and it is blamed.
 TEST_F(JudgeTest, AFailureTheWatchdogWaitedForPastTheSettleTimeTakesTheBlame) {
   const FakeSource src(false, {false, false});
   const auto t0 = launch::Clock::now();
@@ -328,7 +329,9 @@ TEST_F(JudgeTest, AFailureTheWatchdogWaitedForPastTheSettleTimeTakesTheBlame) {
     ASSERT_EQ(dog.observe({importing, failed}, at(s)), launch::Watchdog::Verdict::kWatch);
   }
   ASSERT_EQ(dog.observe({launch::Watchdog::Rank{true, true, false, 0}, failed}, at(3.2)), launch::Watchdog::Verdict::kAllExited);
-  const auto j = launch::judge({exited(1, 2210), exited(1, 10)}, src, dog, launch::WatchEnd{launch::Watchdog::Verdict::kAllExited}, 60, dir_.path());
+  // Rank 1 reaped just before the watchdog's first look at it, rank 0 at the verdict: 2.201 s apart.
+  auto reaped = [&](double s) { launch::Child c = exited(1, 0); c.exit_time = at(s); return c; };
+  const auto j = launch::judge({reaped(3.2), reaped(0.999)}, src, dog, launch::WatchEnd{launch::Watchdog::Verdict::kAllExited}, 60, dir_.path());
   ASSERT_TRUE(j.diagnosis);
   EXPECT_EQ(j.diagnosis->rank, 0);
   // Without the wait (the default watchdog's 0.4 s window) the same exits blame rank 1.

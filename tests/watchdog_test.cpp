@@ -110,7 +110,8 @@ TEST_F(WatchdogTest, ABusyRankIsWaitedForPastTheSettleTime) {
   std::int64_t ns = 1000;
   for (double s = 3.1; s < 5.2; s += 0.1) EXPECT_EQ(dog.observe({busy(ns += 90'000'000), failed}, at(s)), V::kWatch) << "at " << s << " s";
   EXPECT_EQ(dog.observe({Rank{true, true, false, 0}, failed}, at(5.2)), V::kAllExited);
-  EXPECT_NEAR(dog.settle_window_s(), 2.2, 1e-9);
+  ASSERT_TRUE(dog.settle_until().has_value());
+  EXPECT_EQ(*dog.settle_until(), at(5.2));
 }
 
 // A rank that barely runs (blocked in a collective or a rendezvous, waiting for the rank that
@@ -127,7 +128,8 @@ TEST_F(WatchdogTest, ARankBlockedIsNotWaitedFor) {
     EXPECT_EQ(dog.observe({at_ns(2'000'000), failed}, at(3.1)), V::kWatch);
     EXPECT_EQ(dog.observe({at_ns(2'000'000), failed}, at(3.45)), V::kWatch);  // past settle_s, not yet a whole window
     EXPECT_EQ(dog.observe({at_ns(2'000'000), failed}, at(3.55)), V::kSettled) << has_started;
-    EXPECT_NEAR(dog.settle_window_s(), 0.55, 1e-9);
+    ASSERT_TRUE(dog.settle_until().has_value());
+    EXPECT_EQ(*dog.settle_until(), at(3.55));
   }
 }
 
@@ -145,7 +147,8 @@ TEST_F(WatchdogTest, TheWaitForABusyRankIsBounded) {
   }
   k.cpu_ns = ns + 1;
   EXPECT_EQ(dog.observe({k, failed}, at(11.1)), V::kSettled);
-  EXPECT_NEAR(dog.settle_window_s(), 10.1, 1e-9);
+  ASSERT_TRUE(dog.settle_until().has_value());
+  EXPECT_EQ(*dog.settle_until(), at(11.1));
 }
 
 TEST_F(WatchdogTest, TheDeadlineBoundsARunThatKeepsMoving) {

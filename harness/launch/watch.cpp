@@ -554,12 +554,13 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
   if (first >= 0) {
     const Child& f = kids[static_cast<std::size_t>(first)];
     const std::string way = source.failure_way(first, f);
-    const auto window = std::chrono::duration<double>(dog.settle_window_s());
+    const auto window = std::chrono::duration<double>(dog.limits().settle_s);
+    const auto until = dog.settle_until();  // the watchdog saw every rank reaped before it inside the window
     int blamed = first;
     for (int r : failed) {  // ascending: the first that qualifies is the lowest
       if (r >= first) break;
       const Child& c = kids[static_cast<std::size_t>(r)];
-      if (c.exit_time - f.exit_time <= window && source.failure_way(r, c) == way) {
+      if ((c.exit_time - f.exit_time <= window || (until && c.exit_time <= *until)) && source.failure_way(r, c) == way) {
         blamed = r;
         break;
       }

@@ -10,7 +10,7 @@
 //   2. a rank that reported bad input (exit 2) or could not write its status (exit 5): an error;
 //   3. the rank that crashed or failed on its own first: rank_failure; among the ranks that
 //      failed the same way (failure_way) within the settle window of the first failure
-//      (Watchdog::settle_window_s: settle_s, longer while a rank still starting was busy), the
+//      (Watchdog::settle_until: settle_s, longer while a live rank was busy), the
 //      lowest, so that blame does not depend on which
 //      process the launcher happened to reap first;
 //   4. a rank that exited cleanly without finishing: missing_participant;

@@ -11,7 +11,7 @@ double seconds(Watchdog::Clock::duration d) { return std::chrono::duration<doubl
 
 Watchdog::Watchdog(int world_size, Limits limits, Clock::time_point spawned)
     : limits_(limits), spawned_(spawned), started_at_(static_cast<std::size_t>(world_size)), last_change_(spawned),
-      settle_window_s_(limits.settle_s), busy_(static_cast<std::size_t>(world_size)),
+      busy_(static_cast<std::size_t>(world_size)),
       timeout_s_(limits.timeout_s) {}
 
 Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_point now) {
@@ -33,14 +33,14 @@ Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_
   }
   idle_s_ = seconds(now - last_change_);
   if (all_exited) {
-    if (first_bad_) settle_window_s_ = std::max(limits_.settle_s, seconds(now - *first_bad_));
+    if (first_bad_) settle_until_ = now;
     return Verdict::kAllExited;
   }
   if (first_bad_) {
     const double since = seconds(now - *first_bad_);
     const bool coming = still_coming(ranks, now);  // every observation: it watches the ranks' counters
     if (since > limits_.settle_s && !coming) {
-      settle_window_s_ = std::max(limits_.settle_s, since);
+      settle_until_ = now;
       return Verdict::kSettled;
     }
   }

@@ -71,10 +71,11 @@ class Watchdog {
 
   // Whether a rank has ended badly: the settle window is open (or has closed).
   bool settling() const { return first_bad_.has_value(); }
-  // Seconds from the first bad exit to the end of the settle window: settle_s, or longer while
-  // the watchdog waited for a busy rank (Limits::busy_window_s). A failure
-  // within it counts as the same failure's (Blame, rule 3).
-  double settle_window_s() const { return settle_window_s_; }
+  // When the settle window closed: the watchdog's verdict after a bad exit (settle_s after it,
+  // or later while it waited for a busy rank, Limits::busy_window_s; or when the last rank
+  // exited). Every rank reaped before it was seen by the watchdog inside the window; nullopt
+  // before such a verdict.
+  std::optional<Clock::time_point> settle_until() const { return settle_until_; }
 
   // The live ranks that had not started at the last observation.
   const std::vector<int>& starting() const { return starting_; }
@@ -97,7 +98,7 @@ class Watchdog {
   std::int64_t last_total_ = -1;
   Clock::time_point last_change_;
   std::optional<Clock::time_point> first_bad_;
-  double settle_window_s_ = 0;
+  std::optional<Clock::time_point> settle_until_;
   // Per rank, while settling: cpu_ns at the start of its current window, and whether it was busy
   // over the last whole one.
   struct Busy {
