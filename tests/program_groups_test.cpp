@@ -136,7 +136,7 @@ NativeAndUnder run_native_and_under(const std::string& script_path, const std::s
                                     int world_size = 4) {
   NativeAndUnder out;
   const std::string native = tmp.path() + "/native", under = tmp.path() + "/under";
-  const auto n = test::run_native(python, script_path + " --digest-out '" + native + "'", world_size, tmp.path() + "/native.log");
+  const auto n = test::run_native(python, script_path + " --digest-out '" + native + "'", world_size, tmp.path() + "/native.log", native);
   EXPECT_EQ(n.rc, 0) << n.log;
   out.native = test::first_line(native);
   const std::string report = tmp.path() + "/r";

@@ -58,7 +58,7 @@ TEST_P(ProgramIdiomsTest, SchedulersAmpAndAccumulationRunUnchangedWithTheirNativ
                         Case{"compile", "--steps 6 --compile", 6, /*torch2_only=*/true}}) {
     if (c.torch2_only && GetParam() == "debian") continue;  // torch 1.13 has no torch.compile
     const std::string native = tmp.path() + "/native-" + c.name, under = tmp.path() + "/under-" + c.name;
-    const auto n = test::run_native(python, std::string(kTrain) + " " + c.args + " --digest-out '" + native + "'", 2, tmp.path() + "/native.log");
+    const auto n = test::run_native(python, std::string(kTrain) + " " + c.args + " --digest-out '" + native + "'", 2, tmp.path() + "/native.log", native);
     ASSERT_EQ(n.rc, 0) << c.name << ": " << n.log;
     const std::string expected = test::first_line(native);
     ASSERT_FALSE(expected.empty()) << c.name << ": the native run wrote no digest";

@@ -101,11 +101,15 @@ struct NativeRun {
 // `script_args` (a program and its arguments) run natively over `world_size` ranks on one host,
 // torchrun's variables set by hand, each rank a process under `timeout 300`, every rank's output
 // in `log`. Run again (on another port) while torch's exit abort ends it, up to kTorchExitAbortRuns
-// in all.
-inline NativeRun run_native(const std::string& python, const std::string& script_args, int world_size, const std::string& log) {
+// in all; `output` (the file the program writes, its digest) is removed before each run, and an
+// earlier run's log kept as `log`.1, .2.
+inline NativeRun run_native(const std::string& python, const std::string& script_args, int world_size, const std::string& log,
+                            const std::string& output) {
   NativeRun out;
   for (int attempt = 0; attempt < kTorchExitAbortRuns; ++attempt) {
+    if (attempt > 0) std::filesystem::rename(log, log + "." + std::to_string(attempt));
     std::filesystem::remove(log);
+    std::filesystem::remove(output);
     const int port = 20000 + static_cast<int>((::getpid() + 7919 * attempt) % 20000);
     const std::string script = log + ".sh";
     std::ofstream(script) << "pids=\nfor r in $(seq 0 " << world_size - 1 << "); do\n  MASTER_ADDR=127.0.0.1 MASTER_PORT=" << port

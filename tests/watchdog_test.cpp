@@ -116,7 +116,7 @@ TEST_F(WatchdogTest, ABusyRankIsWaitedForPastTheSettleTime) {
 
 // A rank that barely runs (blocked in a collective or a rendezvous, waiting for the rank that
 // failed; a poll now and then) is watched for one busy_window_s and then not waited for, started
-// or not.
+// or not. As the watch loop does, its counter is read from the poll after the failure was seen.
 TEST_F(WatchdogTest, ARankBlockedIsNotWaitedFor) {
   const Rank failed{true, true, true, 1};
   for (const bool has_started : {false, true}) {
@@ -124,13 +124,50 @@ TEST_F(WatchdogTest, ARankBlockedIsNotWaitedFor) {
     Rank blocked = has_started ? started(4) : starting();
     std::int64_t ns = 5'000;
     auto at_ns = [&](std::int64_t add) { blocked.cpu_ns = ns += add; return blocked; };
-    EXPECT_EQ(dog.observe({at_ns(0), failed}, at(3)), V::kWatch);
+    EXPECT_EQ(dog.observe({blocked, failed}, at(3)), V::kWatch);  // cpu_ns not read yet
+    EXPECT_EQ(dog.observe({at_ns(0), failed}, at(3.005)), V::kWatch);
     EXPECT_EQ(dog.observe({at_ns(2'000'000), failed}, at(3.1)), V::kWatch);
     EXPECT_EQ(dog.observe({at_ns(2'000'000), failed}, at(3.45)), V::kWatch);  // past settle_s, not yet a whole window
-    EXPECT_EQ(dog.observe({at_ns(2'000'000), failed}, at(3.55)), V::kSettled) << has_started;
+    EXPECT_EQ(dog.observe({at_ns(2'000'000), failed}, at(3.51)), V::kSettled) << has_started;
     ASSERT_TRUE(dog.settle_until().has_value());
-    EXPECT_EQ(*dog.settle_until(), at(3.55));
+    EXPECT_EQ(*dog.settle_until(), at(3.51));
   }
+}
+
+// A rank in a call the board shows in flight waits for its peers, however it waits (a GPU rank
+// spins in a stream synchronize, its counter moving with the clock): not waited for.
+TEST_F(WatchdogTest, ARankInACallIsNotWaitedForThoughItSpins) {
+  Watchdog dog(2, limits(60, 100), t0);
+  const Rank failed{true, true, true, 1};
+  Rank spinning = started(4);
+  spinning.in_call = true;
+  std::int64_t ns = 0;
+  for (double s = 3; s < 3.4; s += 0.1) {
+    spinning.cpu_ns = ns += 100'000'000;
+    EXPECT_EQ(dog.observe({spinning, failed}, at(s)), V::kWatch);
+  }
+  spinning.cpu_ns = ns += 100'000'000;
+  EXPECT_EQ(dog.observe({spinning, failed}, at(3.41)), V::kSettled);
+}
+
+// Another verdict while the watchdog waits for a busy rank (here the collective timeout, brought
+// down by a program's engine timeout) closes the settle window there too.
+TEST_F(WatchdogTest, AVerdictWhileWaitingForABusyRankClosesTheWindow) {
+  Watchdog dog(3, limits(60, 100), t0);
+  const Rank failed{true, true, true, 1};
+  Rank waiting = started(4);
+  waiting.engine_timeout_s = 2;  // the watchdog's timeout: 1.5 s
+  Rank busy = started(4);
+  std::int64_t ns = 0;
+  double s = 1;
+  for (; s < 2.4; s += 0.1) {
+    busy.cpu_ns = ns += 100'000'000;
+    ASSERT_EQ(dog.observe({waiting, busy, failed}, at(s)), V::kWatch) << "at " << s << " s";
+  }
+  busy.cpu_ns = ns += 100'000'000;
+  EXPECT_EQ(dog.observe({waiting, busy, failed}, at(2.6)), V::kTimeout);
+  ASSERT_TRUE(dog.settle_until().has_value());
+  EXPECT_EQ(*dog.settle_until(), at(2.6));
 }
 
 // A rank busy for ever (computing, or spinning in a wait) is waited for at most settle_grace_s

@@ -66,6 +66,7 @@ class BoardSource final : public ProgressSource {
     k.started = exit_finishes_ || v.started();
     k.progress = v.issued + v.completed + v.p2p + v.group_issued + v.group_completed + static_cast<std::int64_t>(v.state);
     k.engine_timeout_s = static_cast<double>(v.engine_timeout_ms) / 1000.0;
+    k.in_call = v.issued > v.completed || v.group_issued > v.group_completed;
   }
 
   bool finished(int child) const override { return exit_finishes_ || board_.view(rank_of(child)).state == comm::RankState::kFinished; }
@@ -539,8 +540,7 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
                                 " (is the report disk full or read-only?); see rank" + std::to_string(rank) + ".log"};
     }
   }
-  // 3. The rank that crashed or failed on its own first; of those that failed the same way within
-  //    the settle window of the first failure (as long as the watchdog waited), the lowest.
+  // 3. The rank that failed on its own first; of those that failed alike within the settle window, the lowest.
   std::vector<int> failed;
   int first = -1;
   for (int r = 0; r < ws; ++r) {
@@ -555,7 +555,7 @@ Judgement judge(const std::vector<Child>& kids, const ProgressSource& source, co
     const Child& f = kids[static_cast<std::size_t>(first)];
     const std::string way = source.failure_way(first, f);
     const auto window = std::chrono::duration<double>(dog.limits().settle_s);
-    const auto until = dog.settle_until();  // the watchdog saw every rank reaped before it inside the window
+    const auto until = dog.settle_until();  // every rank reaped before it was seen inside the window
     int blamed = first;
     for (int r : failed) {  // ascending: the first that qualifies is the lowest
       if (r >= first) break;

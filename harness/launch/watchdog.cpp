@@ -15,6 +15,12 @@ Watchdog::Watchdog(int world_size, Limits limits, Clock::time_point spawned)
       timeout_s_(limits.timeout_s) {}
 
 Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_point now) {
+  const Verdict v = decide(ranks, now);
+  if (v != Verdict::kWatch && first_bad_ && !settle_until_) settle_until_ = now;
+  return v;
+}
+
+Watchdog::Verdict Watchdog::decide(const std::vector<Rank>& ranks, Clock::time_point now) {
   std::int64_t total = 0;
   bool all_exited = true;
   starting_.clear();
@@ -32,17 +38,11 @@ Watchdog::Verdict Watchdog::observe(const std::vector<Rank>& ranks, Clock::time_
     last_change_ = now;
   }
   idle_s_ = seconds(now - last_change_);
-  if (all_exited) {
-    if (first_bad_) settle_until_ = now;
-    return Verdict::kAllExited;
-  }
+  if (all_exited) return Verdict::kAllExited;
   if (first_bad_) {
     const double since = seconds(now - *first_bad_);
     const bool coming = still_coming(ranks, now);  // every observation: it watches the ranks' counters
-    if (since > limits_.settle_s && !coming) {
-      settle_until_ = now;
-      return Verdict::kSettled;
-    }
+    if (since > limits_.settle_s && !coming) return Verdict::kSettled;
   }
   if (seconds(now - spawned_) > limits_.deadline_s) return Verdict::kDeadline;
   if (!starting_.empty()) {
@@ -60,6 +60,10 @@ bool Watchdog::still_coming(const std::vector<Rank>& ranks, Clock::time_point no
   for (std::size_t r = 0; r < ranks.size() && r < busy_.size(); ++r) {
     const Rank& k = ranks[r];
     if (k.exited || k.cpu_ns < 0) continue;
+    if (k.in_call) {  // waiting for its peers: its window starts again once it leaves the call
+      busy_[r] = Busy{};
+      continue;
+    }
     Busy& b = busy_[r];
     if (!b.since) {
       b = Busy{k.cpu_ns, now, true};  // not yet watched for a whole window: counted as busy

@@ -28,10 +28,13 @@ class Watchdog {
     double deadline_s = 900;
     double settle_s = 0.4;  // after a bad exit, how long the others get to report
     // After a bad exit, a live rank that is busy (its main thread ran or waited in a run queue
-    // for at least kBusyShare of the last busy_window_s: importing, setting up, computing) may be
-    // on its way to failing the same way: the settle window waits for it, at most settle_grace_s
-    // after the first bad exit. A rank blocked (in a collective or a rendezvous, waiting for the
-    // rank that failed) is idle and not waited for.
+    // for at least kBusyShare of the last busy_window_s: importing, setting up or computing, not
+    // in a call the board shows in flight) may be on its way to failing the same way: the settle
+    // window waits for it, at most settle_grace_s after the watchdog saw the first bad exit. A
+    // rank is watched for one whole window before it counts as idle, so with a rank alive the
+    // window lasts about busy_window_s at the least. A rank blocked (in a collective or a
+    // rendezvous, waiting for the rank that failed) is idle and not waited for; so is one whose
+    // counter does not move (a kernel without schedstats, a shell that waits for the process).
     double busy_window_s = 0.5;
     double settle_grace_s = 10;
   };
@@ -46,6 +49,9 @@ class Watchdog {
     // The nanoseconds its main thread has run or waited to run (scheduled_ns), read while the
     // watchdog is settling; -1: not read.
     std::int64_t cpu_ns = -1;
+    // In a collective or point-to-point call the board shows in flight: waiting for its peers,
+    // never busy, however its wait uses the CPU (a GPU rank spins in a stream synchronize).
+    bool in_call = false;
   };
 
   // A program's engine gives up after its own timeout (init_process_group's `timeout`): the
@@ -71,10 +77,9 @@ class Watchdog {
 
   // Whether a rank has ended badly: the settle window is open (or has closed).
   bool settling() const { return first_bad_.has_value(); }
-  // When the settle window closed: the watchdog's verdict after a bad exit (settle_s after it,
-  // or later while it waited for a busy rank, Limits::busy_window_s; or when the last rank
-  // exited). Every rank reaped before it was seen by the watchdog inside the window; nullopt
-  // before such a verdict.
+  // When the settle window closed: the watchdog's first verdict after a bad exit (settled, all
+  // exited, or a timeout or the deadline while it still waited for a busy rank). Every rank
+  // reaped before it was seen by the watchdog inside the window; nullopt before such a verdict.
   std::optional<Clock::time_point> settle_until() const { return settle_until_; }
 
   // The live ranks that had not started at the last observation.
@@ -89,6 +94,7 @@ class Watchdog {
   const Limits& limits() const { return limits_; }
 
  private:
+  Verdict decide(const std::vector<Rank>& ranks, Clock::time_point now);
   // Whether a live rank is busy, to be waited for past settle_s (Limits::busy_window_s).
   bool still_coming(const std::vector<Rank>& ranks, Clock::time_point now);
 
