@@ -62,6 +62,8 @@ inline nlohmann::json only_result(const std::string& report) {
 // done, natively too: "terminate called without an active exception" (a thread of its own left
 // joinable). Whether the run reported in REPORT (results.json) ended that way: a rank_failure
 // whose rank log holds torch's line.
+constexpr const char* kTorchExitAbortLine = "terminate called without an active exception";
+
 inline bool torch_exit_aborted(const std::string& report) {
   const nlohmann::json s = only_result(report);
   if (s.is_null() || !s.contains("diagnosis") || s.at("diagnosis").is_null()) return false;
@@ -71,7 +73,7 @@ inline bool torch_exit_aborted(const std::string& report) {
     std::ifstream in(dir + "/rank" + std::to_string(r) + ".log");
     if (!in) break;
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (text.find("terminate called without an active exception") != std::string::npos) return true;
+    if (text.find(kTorchExitAbortLine) != std::string::npos) return true;
   }
   return false;
 }
@@ -119,7 +121,7 @@ inline NativeRun run_native(const std::string& python, const std::string& script
     out.rc = std::system(("bash '" + script + "'").c_str());
     std::ifstream in(log);
     out.log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (out.rc == 0 || out.log.find("terminate called without an active exception") == std::string::npos) break;
+    if (out.rc == 0 || out.log.find(kTorchExitAbortLine) == std::string::npos) break;
   }
   return out;
 }

@@ -495,7 +495,7 @@ WatchEnd watch(RankProcesses& procs, ProgressSource& source, Watchdog& dog) {
       const Child& c = procs.children()[r];
       seen[r].exited = c.exited;
       source.poll(static_cast<int>(r), c, seen[r]);
-      seen[r].cpu_ns = dog.settling() && !c.exited ? scheduled_ns(c.pid) : -1;
+      seen[r].cpu_ns = dog.settling() && !c.exited && !seen[r].in_call ? scheduled_ns(c.pid) : -1;
     }
     end.verdict = dog.observe(seen, Clock::now());
     if (end.verdict == Watchdog::Verdict::kWatch && dog.idle_seconds() >= kDeadlockAfterS && source.deadlocked()) {

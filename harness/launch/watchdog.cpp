@@ -59,11 +59,8 @@ bool Watchdog::still_coming(const std::vector<Rank>& ranks, Clock::time_point no
   const bool in_grace = seconds(now - *first_bad_) <= limits_.settle_grace_s;
   for (std::size_t r = 0; r < ranks.size() && r < busy_.size(); ++r) {
     const Rank& k = ranks[r];
-    if (k.exited || k.cpu_ns < 0) continue;
-    if (k.in_call) {  // waiting for its peers: its window starts again once it leaves the call
-      busy_[r] = Busy{};
-      continue;
-    }
+    if (k.in_call) busy_[r] = Busy{};  // waiting for its peers: its window starts again once it leaves the call
+    if (k.exited || k.in_call || k.cpu_ns < 0) continue;
     Busy& b = busy_[r];
     if (!b.since) {
       b = Busy{k.cpu_ns, now, true};  // not yet watched for a whole window: counted as busy

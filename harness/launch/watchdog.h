@@ -47,7 +47,7 @@ class Watchdog {
     std::int64_t progress = 0;  // any counter that moves when the rank makes progress
     double engine_timeout_s = 0;  // the timeout the rank's program gave its own engine (0: none said)
     // The nanoseconds its main thread has run or waited to run (scheduled_ns), read while the
-    // watchdog is settling; -1: not read.
+    // watchdog is settling and the rank is not in a call; -1: not read.
     std::int64_t cpu_ns = -1;
     // In a collective or point-to-point call the board shows in flight: waiting for its peers,
     // never busy, however its wait uses the CPU (a GPU rank spins in a stream synchronize).
