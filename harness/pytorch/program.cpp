@@ -44,6 +44,8 @@ ls_wait_fn wait_cb = nullptr;
 std::mutex issue_mu;  // one collective at a time: the call site (phase, step, index) is shared
 thread_local std::int64_t current_token = 0;
 bool finished = false;
+// The wrapper's own metrics (ls_metric), added to the rank's at ls_finish.
+std::map<std::string, double> wrapper_metrics;
 bool built = false;  // ls_open built rt's chain: lockstep may carry the program's calls
 VerifyMode verify_mode = VerifyMode::kVerify;
 
@@ -526,6 +528,7 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
   st.collectives = rt->collectives_issued();
   st.metrics = program_metrics(steps, steps_per_s, median_step_s);
   st.metrics["collectives"] = static_cast<double>(rt->collectives_issued());
+  for (const auto& [name, value] : wrapper_metrics) st.metrics[name] = value;
   if (program_digest >= 0) st.digest = hex(program_digest);
   else if (replica_digest >= 0) st.digest = hex(replica_digest);
   rt->settle();
@@ -534,11 +537,15 @@ int ls_finish(const char* failure, std::int64_t failure_step, std::int64_t steps
 
 void ls_engine_timeout(double seconds) { comm::set_engine_timeout(seconds); }
 
+void ls_metric(const char* name, double value) {
+  if (name && *name) wrapper_metrics[name] = value;
+}
+
 void ls_unverified(const char* name, std::int64_t count) {
   if (rt && name && count > 0) rt->status().unverified[name] += count;
 }
 
-const char* ls_version(void) { return "8"; }
+const char* ls_version(void) { return "9"; }
 
 const char* ls_call_fields(void) {
   static const std::string text = [] {

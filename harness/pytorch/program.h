@@ -103,15 +103,18 @@ LS_API int ls_finish(const char* failure, std::int64_t failure_step, std::int64_
 // (they ran unchanged on the program's group): written in the rank's status (unverified_calls),
 // whatever its outcome, and named in the scenario's notes.
 LS_API void ls_unverified(const char* name, std::int64_t count);
+// A metric of the wrapper's own (`name` "fast_calls": the collectives lockstep_fast began), in the
+// rank's metrics when it finishes cleanly.
+LS_API void ls_metric(const char* name, double value);
 // The call-field table: "name=none" per row, joined by ',' ("root=-1,peer=-1,tag=0"), the order of
 // ls_call's `fields`. The Python side builds its calls from it and refuses, at load, a library
 // that lacks a field it sets.
 LS_API const char* ls_call_fields(void);
-// The version of this C interface: "8" (3: ls_finish takes the failure's step; 4:
+// The version of this C interface: "9" (3: ls_finish takes the failure's step; 4:
 // ls_engine_timeout; 5: ls_finish takes the rank's digest of a program without DDP; 6: ls_unverified,
 // ops reduce_scatter, reduce, gather, scatter; ls_open_group, ls_carry's group, ls_p2p_begin and
 // ls_p2p_end; 7: ls_begin takes the group, several collectives in flight; 8: ls_call's fields come from the
-// call-field table, ls_call_fields). The Python side refuses
+// call-field table, ls_call_fields; 9: ls_metric). The Python side refuses
 // a library of another version at load.
 // The program gave its process group `seconds` as its timeout (init_process_group's `timeout`):
 // published on the board, where the launcher's watchdog reads it (harness/launch/watchdog.h).

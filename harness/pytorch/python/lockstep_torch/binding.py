@@ -5,7 +5,7 @@ import ctypes
 import os
 from typing import Dict, Iterable, Tuple
 
-_ABI_VERSION = b"8"      # the C interface this file speaks (program.h's ls_version)
+_ABI_VERSION = b"9"      # the C interface this file speaks (program.h's ls_version)
 # The call fields this package sets (groups.py, runtime.py): the library's table must have them.
 _FIELDS_SET = ("root", "peer", "tag")
 
@@ -80,6 +80,8 @@ def _load_library() -> ctypes.CDLL:
     lib.ls_end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
     lib.ls_check_same_count.restype = None
     lib.ls_check_same_count.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64]
+    lib.ls_metric.restype = None
+    lib.ls_metric.argtypes = [ctypes.c_char_p, ctypes.c_double]
     lib.ls_unverified.restype = None
     lib.ls_unverified.argtypes = [ctypes.c_char_p, ctypes.c_int64]
     lib.ls_engine_timeout.restype = None

@@ -143,6 +143,7 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
     class LockstepGroup(dist.ProcessGroup):
         def __init__(self, real: Any, gid: int = 0) -> None:
             super().__init__(real.rank(), real.size())
+            self._rank, self._size = real.rank(), real.size()
             self._real = real
             self._gid = gid  # lockstep's id of the group (0: the default group; ls_open_group)
 
@@ -155,13 +156,20 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
         def name(self) -> str:
             return self.getBackendName()
 
-        # The rank and size under their older names, which TorchRec asks for dozens of times a step:
-        # answered here rather than through __getattr__'s miss (the values the group was made with).
+        # The rank and size, under both names, which TorchRec asks for dozens of times a step:
+        # answered here (the values the group was made with) rather than through c10d's trampoline
+        # back into this class, or __getattr__'s miss.
+        def size(self) -> int:
+            return self._size
+
+        def rank(self) -> int:
+            return self._rank
+
         def getSize(self) -> int:
-            return self.size()
+            return self._size
 
         def getRank(self) -> int:
-            return self.rank()
+            return self._rank
 
         def __getattr__(self, attr: str) -> Any:  # anything not wrapped goes to the program's own group
             if attr == "_real":
@@ -174,8 +182,14 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
                 return run()
             return None
 
+        # The most frequent collectives go to lockstep_fast first where it is built (runtime.fast):
+        # begun and started with no Python between; None where it describes the call otherwise.
         def broadcast(self, tensors: Tensors, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.BroadcastOptions()
+            if runtime.fast is not None:
+                w = runtime.fast_call(runtime.fast.broadcast, self._real, tensors, opts, self._gid)
+                if w is not None:
+                    return w
             run = lambda: self._real.broadcast(tensors, opts)  # noqa: E731
             w = self._many(tensors, "broadcast", run)
             if w is not None:
@@ -188,6 +202,10 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
                 if opts is not None:
                     o.reduceOp = opts
                 opts = o
+            if runtime.fast is not None:
+                w = runtime.fast_call(runtime.fast.allreduce, self._real, tensors, opts, self._gid)
+                if w is not None:
+                    return w
             run = lambda: self._real.allreduce(tensors, opts)  # noqa: E731
             w = self._many(tensors, "all_reduce", run)
             if w is not None:
@@ -219,6 +237,10 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
 
         def all_gather_single(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
+            if runtime.fast is not None:
+                w = runtime.fast_call(runtime.fast.all_gather_single, self._real, output, input, opts, self._gid)
+                if w is not None:
+                    return w
             return self._carry(runtime.describe("all_gather", input, out=output),
                                  lambda: self._real.all_gather_single(output, input, opts))
 
@@ -234,6 +256,11 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
 
         def all_to_all_single(self, output: Tensor, input: Tensor, out_splits: Optional[List[int]], in_splits: Optional[List[int]], opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.AllToAllOptions()
+            if runtime.fast is not None:
+                w = runtime.fast_call(runtime.fast.all_to_all_single, self._real, output, input, out_splits or [], in_splits or [],
+                                      opts, self._gid)
+                if w is not None:
+                    return w
             return self._alltoall(output, input, out_splits, in_splits,
                                   lambda: self._real.all_to_all_single(output, input, out_splits, in_splits, opts))
 
@@ -304,6 +331,10 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
 
         def reduce_scatter_single(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:  # reduce_scatter_tensor's method in torch 2.15
             opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
+            if runtime.fast is not None:
+                w = runtime.fast_call(runtime.fast.reduce_scatter_single, self._real, output, input, opts, self._gid)
+                if w is not None:
+                    return w
             return self._reducing("reduce_scatter", output, opts, lambda: self._real.reduce_scatter_single(output, input, opts))
 
         def gather_single(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:  # a gather into one tensor (torch 2.15)
@@ -392,8 +423,9 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
 
     LockstepGroup._members = _members
     # Called only from the methods above (torch_private._keep_out_of_compile leaves them unwrapped).
-    # getSize and getRank issue no call: nothing to keep out of a compiled graph.
-    LockstepGroup._lockstep_helpers = frozenset({"_carry", "_many", "_reducing", "_alltoall", "_members", "getSize", "getRank"})
+    # rank, size, getSize and getRank issue no call: nothing to keep out of a compiled graph.
+    LockstepGroup._lockstep_helpers = frozenset({"_carry", "_many", "_reducing", "_alltoall", "_members", "getSize", "getRank",
+                                                 "rank", "size"})
     LockstepGroup.allreduce_coalesced = allreduce_coalesced
     LockstepGroup.allgather_coalesced = allgather_coalesced
     for name in ("allgather_into_tensor_coalesced", "all_gather_single_coalesced"):

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
-from . import numerics, torch_private
+from . import fast, numerics, torch_private
 from .identity import identity
 from .binding import _START, _WAIT, _Call, _codes, _error_into, _error_text, _load_library, call_fields
 from .sites import _failure_step, program_site
@@ -85,6 +85,7 @@ class _Runtime:
         # than program.cpp lets be in flight, where ls_begin would wait for an end only a wait here
         # can give.
         self.issue_lock = threading.RLock()
+        self.fast = None        # lockstep_fast (fast.py), once open() has loaded it where it is built
         self.start_cb = _START(self._start)
         self.wait_cb = _WAIT(self._wait)
 
@@ -157,6 +158,27 @@ class _Runtime:
         err = ctypes.create_string_buffer(1024)
         if self.lib.ls_open(self.rank, self.size, identity(self.torch).encode(), self.start_cb, self.wait_cb, err, 1024) != 0:
             raise RuntimeError("lockstep: " + err.value.decode(errors="replace"))
+        self._open_fast()
+
+    def _open_fast(self) -> None:
+        """Loads lockstep_fast where it is built for this torch (fast.py) and hands it the library's
+        entry points and codes: groups.py's most frequent collectives then begin and start there."""
+        module = fast.load(self.torch)
+        if module is None:
+            return
+        root = self.fields.get("root", (-1, 0))[0]
+        module.init(ctypes.cast(self.lib.ls_begin, ctypes.c_void_p).value, ctypes.cast(self.lib.ls_end, ctypes.c_void_p).value,
+                    list(self.field_nones), root, self.ops,
+                    [(self.torch.empty(0, dtype=dt), code) for dt, code in self.dtype_code.items()], self.reduces)
+        self.fast = module
+
+    def fast_call(self, call: Callable[..., Any], *args: Any) -> Any:
+        """`call` (one of lockstep_fast's collectives) on `args`, at the program's site and step; its
+        Work, or None where it declines the call (the caller takes its Python path)."""
+        site, step = program_site(), self.steps.current()
+        with self.issue_lock:
+            self._room_for(1)
+            return call(*args, site, step)
 
     def field(self, c: _Call, name: str) -> int:
         """The value of the call field `name` (ls_call_fields) in `c`."""
@@ -342,8 +364,12 @@ class _Runtime:
         """Before `n` collectives are begun: the program's Works it has not waited for yet are ended
         as they complete, in any order (as ls_begin itself would wait for any to end), until the
         `n` fit."""
-        if self.outstanding_ids + n > self.MAX_IN_FLIGHT:
+        if self.in_flight() + n > self.MAX_IN_FLIGHT:
             self.settle(self.MAX_IN_FLIGHT - n)
+
+    def in_flight(self) -> int:
+        """The collectives begun and not yet ended, here and in lockstep_fast."""
+        return self.outstanding_ids + (self.fast.outstanding() if self.fast is not None else 0)
 
     def settle(self, keep: int = 0) -> None:
         """Ends the collectives begun and not yet ended, each as it completes, whichever first (one
@@ -351,12 +377,14 @@ class _Runtime:
         as it would have), until they hold at most `keep` calls. Before anything of lockstep's that
         waits for every begun collective to end (ls_carry, a new group, the DataLoader check, the
         end of the program), with issue_lock held there so that none begins meanwhile."""
-        while self.outstanding_ids > keep:
+        while self.in_flight() > keep:
             with self.outstanding_lock:
                 works = list(self.outstanding.values())
             for work in works:
                 work.is_completed()  # ends it when it has completed
-            if self.outstanding_ids > keep:
+            if self.fast is not None:
+                self.fast.poll()  # ends those of lockstep_fast that have completed
+            if self.in_flight() > keep:
                 time.sleep(1e-4)
 
     def done(self, results: list) -> Any:
@@ -412,6 +440,8 @@ class _Runtime:
                                        for i, p in enumerate(held))
         for name, n in sorted(self.unverified.items()):
             self.lib.ls_unverified(name.encode(), n)
+        if self.fast is not None:
+            self.lib.ls_metric(b"fast_calls", float(self.fast.calls()))
         code = self.lib.ls_finish(failure.encode(), _failure_step[0] if failure else -1, self.steps.count(), self.steps.rate(),
                                   self.steps.median_duration(), digest, rank_digest)
         if code:

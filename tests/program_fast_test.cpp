@@ -1,0 +1,108 @@
+// lockstep_fast (harness/pytorch/fast/fast_calls.cpp): under a torch it is built for (the wheel's
+// 2.15.0), the program's frequent collectives begin and start in C++, and what lockstep records and
+// diagnoses is exactly what the Python path records: the same trace, call by call, and the same
+// diagnosis of an injected fault. Expected values come from the Python path's run of the same
+// program (LOCKSTEP_FAST=0) and from ops.py's bugs, not from the fast path itself.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/program_test_util.h"
+#include "tests/test_util.h"
+
+namespace lockstep {
+namespace {
+
+constexpr const char* kOps = LOCKSTEP_SOURCE_DIR "/scenarios/programs/ops/ops.py";
+constexpr const char* kPackage = LOCKSTEP_SOURCE_DIR "/harness/pytorch/python";
+
+class ProgramFastTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    python_ = test::python_for("venv");
+    if (!test::imports(python_)) GTEST_SKIP() << "no torch 2.15.0 venv (ci/setup makes it)";
+    // Built once per torch and source (ci/setup builds it; here it is found in the cache).
+    const std::string cmd = "cd '" + std::string(kPackage) + "' && LOCKSTEP_C10D=0 '" + python_ +
+                            "' -m lockstep_torch.fast >'" + tmp_.path() + "/build.log' 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << "building lockstep_fast failed: " << tmp_.path() << "/build.log";
+  }
+  test::CliResult torchrun(const std::string& report, const std::string& args, bool fast) {
+    return test::again_on_torch_exit_abort(
+        [&] {
+          return test::run_cli("/usr/bin/env", std::string("LOCKSTEP_FAST=") + (fast ? "1 '" : "0 '") + LOCKSTEP_BINARY +
+                                                   "' torchrun --nproc-per-node 3 --python '" + python_ + "' --report-dir '" +
+                                                   report + "' " + args,
+                               tmp_.path());
+        },
+        report);
+  }
+  // Each of rank 1's calls as lockstep traced it, sorted: op, group, dtype, count, reduce op, root, splits,
+  // site and step.
+  static std::vector<std::string> calls(const std::string& report, const nlohmann::json& s) {
+    std::vector<std::string> out;
+    std::ifstream trace(report + "/" + s.at("artifacts").get<std::string>() + "/rank1.trace.jsonl");
+    for (std::string line; std::getline(trace, line);) {
+      auto j = nlohmann::json::parse(line);
+      nlohmann::json kept;
+      for (const char* k : {"kind", "op", "group", "dtype", "count", "reduce", "root", "peer", "tag", "send_counts",
+                            "recv_counts", "phase", "step", "seq"}) {
+        if (j.contains(k)) kept[k] = j[k];
+      }
+      out.push_back(kept.dump());
+    }
+    std::sort(out.begin(), out.end());  // lines are written as calls end: overlapping calls end in either order
+    return out;
+  }
+  std::string python_;
+  test::TempDir tmp_{"lockstep_program_fast"};
+};
+
+// ops.py (every collective c10d offers, on the default group and a subgroup): the fast path begins
+// its all_reduce, broadcast, all_to_all_single, all_gather_into_tensor and reduce_scatter_tensor
+// calls (the metric counts them), and the trace is the Python path's, call for call.
+TEST_F(ProgramFastTest, TheFastPathTracesEveryCallAsThePythonPathDoes) {
+  const std::string fast = tmp_.path() + "/fast", slow = tmp_.path() + "/slow";
+  const auto a = torchrun(fast, kOps, true);
+  ASSERT_EQ(a.code, 0) << a.out << a.err;
+  const auto b = torchrun(slow, kOps, false);
+  ASSERT_EQ(b.code, 0) << b.out << b.err;
+  const auto sa = test::only_result(fast), sb = test::only_result(slow);
+  ASSERT_FALSE(sa.is_null());
+  ASSERT_FALSE(sb.is_null());
+  ASSERT_TRUE(sa.at("metrics").contains("fast_calls")) << sa.dump();
+  EXPECT_GT(sa.at("metrics").at("fast_calls").get<double>(), 0) << sa.dump();
+  EXPECT_FALSE(sb.at("metrics").contains("fast_calls")) << sb.dump();
+  EXPECT_EQ(sa.at("metrics").at("unverified_calls"), 0) << sa.dump();
+  EXPECT_EQ(sa.at("metrics").at("collectives"), sb.at("metrics").at("collectives"));
+  const auto ca = calls(fast, sa), cb = calls(slow, sb);
+  ASSERT_EQ(ca.size(), cb.size());
+  for (std::size_t i = 0; i < ca.size(); ++i) EXPECT_EQ(ca[i], cb[i]) << "call " << i;
+}
+
+// A fault in a call the fast path carries (a reduce op of MAX in reduce_scatter_tensor on rank 1,
+// a different split in all_to_all_single) is diagnosed as on the Python path: kind, rank, step and
+// the field that differs.
+TEST_F(ProgramFastTest, AFaultInAFastCallIsDiagnosedAsOnThePythonPath) {
+  for (const char* bug : {"rs-max", "a2a-splits"}) {
+    const std::string fast = tmp_.path() + "/fast-" + bug, slow = tmp_.path() + "/slow-" + bug;
+    const auto a = torchrun(fast, std::string(kOps) + " --bug " + bug, true);
+    EXPECT_EQ(a.code, 1) << bug << ": " << a.out << a.err;
+    const auto b = torchrun(slow, std::string(kOps) + " --bug " + bug, false);
+    EXPECT_EQ(b.code, 1) << bug << ": " << b.out << b.err;
+    const auto sa = test::only_result(fast), sb = test::only_result(slow);
+    ASSERT_FALSE(sa.is_null()) << a.out << a.err;
+    ASSERT_FALSE(sb.is_null()) << b.out << b.err;
+    const auto &da = sa.at("diagnosis"), &db = sb.at("diagnosis");
+    EXPECT_EQ(da.at("kind"), "collective_mismatch") << da.dump();
+    for (const char* k : {"kind", "rank", "step", "seq", "message"}) EXPECT_EQ(da.value(k, nlohmann::json()), db.value(k, nlohmann::json())) << bug << " " << k;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
