@@ -1,21 +1,31 @@
 // lockstep_fast: the program's most frequent collectives (a one-tensor all_reduce or broadcast,
-// all_to_all_single, all_gather_single, reduce_scatter_single) begun in lockstep's chain and
-// started on the program's own group with no Python between them, and their Work, ended (ls_end)
-// when the program waits for it, finds it completed or its future completes. Built against the
-// torch the program imports, by harness/pytorch/python/lockstep_torch/fast.py (torch >= 2.11; the
-// methods it calls are the same virtuals in 2.14.1 and 2.15.0); the Python group (groups.py) calls
-// it first and takes its own path when a function here returns None (a call it does not describe
-// the same way: non-contiguous, an unknown dtype or reduce op, several tensors). What it hands
-// liblockstep_program.so is exactly what runtime.describe would (same ls_call, same fields).
+// all_to_all_single, all_gather_single, reduce_scatter_single), run with no Python of lockstep's
+// but one line: install() returns C++ methods for the Python group (groups.py's LockstepGroup),
+// which runtime._open_fast makes its methods. Each takes lockstep's issue lock, finds the call's site (the
+// innermost frame of the program's own code, as sites.program_site) and step, begins the call in
+// lockstep's chain (ls_begin), starts it on the program's own group and returns a Work of its own,
+// ended (ls_end) once, by the program's wait, a completed poll or its future's completion. What it
+// hands liblockstep_program.so is exactly what the Python path (the group's own method, kept as
+// `_slow_<name>`) would: the same ls_call, fields, site and step; a call it does not describe the
+// same way (non-contiguous, an unknown dtype or reduce op, several tensors, other arguments) goes
+// to that method.
+//
+// Built against the torch the program imports by harness/pytorch/python/lockstep_torch/fast.py
+// (torch >= 2.11: the virtuals it calls are the same in 2.14.1 and 2.15.0).
 #include <torch/extension.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <Python.h>
 
 #include <array>
 #include <atomic>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "harness/pytorch/program.h"
@@ -27,18 +37,31 @@ namespace {
 using BeginFn = std::int64_t (*)(int, const ls_call*, const char*, std::int64_t);
 using EndFn = int (*)(std::int64_t, const char*);
 
-// What fast.py hands over once (init): liblockstep_program.so's two entry points and its codes.
+// What install() hands over once: liblockstep_program.so's two entry points and its codes.
 struct Codes {
   BeginFn begin = nullptr;
   EndFn end = nullptr;
   std::vector<std::int64_t> field_nones;  // ls_call's fields, each at the table's `none`
   int root_field = -1;
   std::int32_t all_reduce = -1, broadcast = -1, all_to_all = -1, all_gather = -1, reduce_scatter = -1;
-  std::int32_t sum = -1;                   // what a call that reduces nothing carries (describe's default)
-  std::array<std::int32_t, 64> dtype{};    // by at::ScalarType; -1: not one lockstep describes
-  std::array<std::int32_t, 16> reduce{};   // by c10d::ReduceOp::RedOpType; -1: unverified
+  std::int32_t sum = -1;                  // what a call that reduces nothing carries (describe's default)
+  std::array<std::int32_t, 64> dtype{};   // by at::ScalarType; -1: not one lockstep describes
+  std::array<std::int32_t, 16> reduce{};  // by c10d::ReduceOp::RedOpType; -1: unverified
 };
 Codes codes;
+
+// The Python side it works with (the runtime), kept for the process's life: never destroyed, so
+// that nothing of Python's is released after the interpreter has gone.
+struct Python {
+  py::object runtime;          // runtime._Runtime: outstanding_ids, settle
+  py::object acquire, release;  // its issue_lock's
+  py::object current_step;     // its steps.current
+  py::object program_site;     // sites.program_site: where no frame of this thread is the program's
+  py::object is_program_file;  // sites._is_program_file
+  // A code file's name (kept alive here) -> its base name when it is the program's own, else "".
+  std::unordered_map<PyObject*, std::pair<py::object, std::string>> files;
+};
+Python* python = nullptr;
 
 class EndedWork;
 // The Works begun here and not yet ended: settle() and the room before a begin count them with the
@@ -95,7 +118,6 @@ class EndedWork final : public c10d::Work {
         },
         future->elementType());
   }
-  bool ended() const { return ended_.load(); }
 
   void finish(const std::string& failure) {
     if (ended_.exchange(true)) return;
@@ -117,7 +139,7 @@ class EndedWork final : public c10d::Work {
   std::atomic<bool> ended_{false};
 };
 
-// A call as runtime.describe makes it, for one tensor (and its output).
+// A call as runtime.describe makes it.
 struct Described {
   ls_call c{};
   std::vector<std::int64_t> fields;
@@ -125,7 +147,7 @@ struct Described {
 };
 
 bool describe_tensor(const at::Tensor& t, std::int32_t& dtype, void*& data, std::int64_t& count, std::int32_t& device) {
-  if (!t.is_contiguous()) return false;
+  if (!t.defined() || !t.is_contiguous()) return false;
   const auto st = static_cast<std::size_t>(t.scalar_type());
   if (st >= codes.dtype.size() || codes.dtype[st] < 0) return false;
   dtype = codes.dtype[st];
@@ -153,10 +175,50 @@ std::int32_t reduce_code(const c10d::ReduceOp& op) {
   return k < codes.reduce.size() ? codes.reduce[k] : -1;
 }
 
-// Begins `d` on `group` and starts the program's call; its Work, or None when lockstep declines
-// the call (the Python side then takes its own path, which runs it).
-template <typename Run>
-py::object carry(Described& d, int group, const std::string& site, std::int64_t step, Run run) {
+// "train.py:57": the innermost frame of the program's own code on this thread (sites._site_in's
+// rule, each file judged once by sites._is_program_file); where there is none, sites.program_site
+// (the main thread's, from DDP's autograd thread).
+std::string program_site() {
+  PyFrameObject* f = PyEval_GetFrame();
+  Py_XINCREF(f);
+  while (f) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    PyObject* name = code->co_filename;
+    auto it = python->files.find(name);
+    if (it == python->files.end()) {
+      py::object n = py::reinterpret_borrow<py::object>(name);
+      std::string base;
+      if (python->is_program_file(n).cast<bool>()) {
+        base = n.cast<std::string>();
+        base = base.substr(base.rfind('/') + 1);
+      }
+      it = python->files.emplace(name, std::make_pair(n, std::move(base))).first;
+    }
+    if (!it->second.second.empty()) {
+      std::string site = it->second.second + ":" + std::to_string(PyFrame_GetLineNumber(f));
+      Py_DECREF(code);
+      Py_DECREF(f);
+      return site;
+    }
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(code);
+    Py_DECREF(f);
+    f = back;
+  }
+  return py::cast<std::string>(python->program_site());
+}
+
+// Holds lockstep's issue lock (runtime.issue_lock, the Python path's) while a call is begun and
+// started: no other thread begins one between, and no settle runs meanwhile.
+struct IssueLock {
+  IssueLock() { python->acquire(); }
+  ~IssueLock() { python->release(); }
+};
+
+// Begins `d` on `group` and starts the program's call (`run`); its Work, or what `slow` (the
+// Python path) returns where lockstep declines the call.
+template <typename Run, typename Slow>
+py::object carry(Described& d, int group, Run run, Slow slow) {
   d.c.nfields = static_cast<std::int64_t>(d.fields.size());
   d.c.fields = d.fields.data();
   if (!d.send.empty()) {
@@ -164,12 +226,29 @@ py::object carry(Described& d, int group, const std::string& site, std::int64_t 
     d.c.send_counts = d.send.data();
     d.c.recv_counts = d.recv.data();
   }
+  std::optional<IssueLock> lock(std::in_place);
+  // Room for one more collective in flight (runtime._room_for: ls_begin would wait for an end
+  // only the program's waits give).
+  std::size_t mine = 0;
+  {
+    std::lock_guard<std::mutex> l(outstanding_mu);
+    mine = outstanding.size();
+  }
+  constexpr std::int64_t kMaxInFlight = 16;  // runtime.MAX_IN_FLIGHT, program.cpp's kMaxCollectivesInFlight
+  if (static_cast<std::int64_t>(mine) + python->runtime.attr("outstanding_ids").cast<std::int64_t>() + 1 > kMaxInFlight) {
+    python->runtime.attr("settle")(kMaxInFlight - 1);
+  }
+  const std::string site = program_site();
+  const auto step = py::cast<std::int64_t>(python->current_step());
   std::int64_t id = -1;
   {
     py::gil_scoped_release nogil;  // ls_begin may wait for room (another thread's end)
     id = codes.begin(group, &d.c, site.c_str(), step);
   }
-  if (id < 0) return py::none();
+  if (id < 0) {
+    lock.reset();
+    return slow();
+  }
   begun.fetch_add(1);
   c10::intrusive_ptr<c10d::Work> real;
   try {
@@ -181,9 +260,10 @@ py::object carry(Described& d, int group, const std::string& site, std::int64_t 
   }
   auto work = c10::make_intrusive<EndedWork>(std::move(real), id);
   {
-    std::lock_guard<std::mutex> lock(outstanding_mu);
+    std::lock_guard<std::mutex> l(outstanding_mu);
     outstanding.push_back(work);
   }
+  lock.reset();
   return py::cast(c10::intrusive_ptr<c10d::Work>(work));
 }
 
@@ -201,12 +281,111 @@ std::vector<std::int64_t> counts(const at::Tensor& t, const std::vector<std::int
 
 using PG = c10::intrusive_ptr<c10d::ProcessGroup>;
 
+// The group's own group and lockstep's id of it (LockstepGroup._real, _gid).
+std::pair<PG, int> group_of(const py::object& self) {
+  return {self.attr("_real").cast<PG>(), self.attr("_gid").cast<int>()};
+}
+
+// One tensor, from the list c10d passes; nullopt for anything else.
+std::optional<std::vector<at::Tensor>> one_tensor(const py::object& tensors) {
+  if (!py::isinstance<py::list>(tensors) || py::len(tensors) != 1) return std::nullopt;
+  py::object t = tensors[py::int_(0)];
+  if (!THPVariable_Check(t.ptr())) return std::nullopt;
+  return std::vector<at::Tensor>{THPVariable_Unpack(t.ptr())};
+}
+
+// Calls the Python path: the group's own method, kept as `_slow_<name>`.
+template <typename... Args>
+py::object slow_call(const py::object& self, const char* name, Args&&... args) {
+  return self.attr((std::string("_slow_") + name).c_str())(std::forward<Args>(args)...);
+}
+
+// The group's methods, by name, each taking the group first (runtime._open_fast makes them the
+// group class's, keeping its own as `_slow_<name>`: c10d's trampoline ignores a method that is a
+// C++ function, so each is called through a Python function of one line).
+py::dict methods() {
+  py::dict out;
+  auto replace = [&](const char* name, py::cpp_function f) { out[name] = f; };
+  replace("allreduce", py::cpp_function(
+      [](py::object self, py::object tensors, py::object opts) -> py::object {
+        auto v = one_tensor(tensors);
+        if (!v || !py::isinstance<c10d::AllreduceOptions>(opts)) return slow_call(self, "allreduce", tensors, opts);
+        const auto& o = opts.cast<const c10d::AllreduceOptions&>();
+        const std::int32_t red = reduce_code(o.reduceOp);
+        auto d = red < 0 ? std::nullopt : describe(codes.all_reduce, &(*v)[0], nullptr, red);
+        if (!d) return slow_call(self, "allreduce", tensors, opts);
+        auto [real, gid] = group_of(self);
+        return carry(*d, gid, [&] { return real->allreduce(*v, o); }, [&] { return slow_call(self, "allreduce", tensors, opts); });
+      },
+      py::name("allreduce"), py::arg("self"), py::arg("tensors"), py::arg("opts") = py::none()));
+  replace("broadcast", py::cpp_function(
+      [](py::object self, py::object tensors, py::object opts) -> py::object {
+        auto v = one_tensor(tensors);
+        if (!v || !py::isinstance<c10d::BroadcastOptions>(opts)) return slow_call(self, "broadcast", tensors, opts);
+        const auto& o = opts.cast<const c10d::BroadcastOptions&>();
+        auto d = describe(codes.broadcast, &(*v)[0], nullptr, codes.sum, o.rootRank);
+        if (!d) return slow_call(self, "broadcast", tensors, opts);
+        auto [real, gid] = group_of(self);
+        return carry(*d, gid, [&] { return real->broadcast(*v, o); }, [&] { return slow_call(self, "broadcast", tensors, opts); });
+      },
+      py::name("broadcast"), py::arg("self"), py::arg("tensors"), py::arg("opts") = py::none()));
+  replace("all_to_all_single", py::cpp_function(
+      [](py::object self, at::Tensor output, at::Tensor input, py::object out_splits, py::object in_splits,
+         py::object opts) -> py::object {
+        auto slow = [&] { return slow_call(self, "all_to_all_single", output, input, out_splits, in_splits, opts); };
+        if (!py::isinstance<c10d::AllToAllOptions>(opts)) return slow();
+        std::vector<std::int64_t> out_s, in_s;
+        try {
+          if (!out_splits.is_none()) out_s = out_splits.cast<std::vector<std::int64_t>>();
+          if (!in_splits.is_none()) in_s = in_splits.cast<std::vector<std::int64_t>>();
+        } catch (const py::cast_error&) {
+          return slow();
+        }
+        auto d = describe(codes.all_to_all, &input, &output, codes.sum);
+        if (!d) return slow();
+        auto [real, gid] = group_of(self);
+        d->send = counts(input, in_s, real->getSize());
+        d->recv = counts(output, out_s, real->getSize());
+        const auto& o = opts.cast<const c10d::AllToAllOptions&>();
+        return carry(*d, gid, [&] { return real->all_to_all_single(output, input, out_s, in_s, o); }, slow);
+      },
+      py::name("all_to_all_single"), py::arg("self"), py::arg("output"), py::arg("input"), py::arg("out_splits"),
+      py::arg("in_splits"), py::arg("opts") = py::none()));
+  replace("all_gather_single", py::cpp_function(
+      [](py::object self, at::Tensor output, at::Tensor input, py::object opts) -> py::object {
+        auto slow = [&] { return slow_call(self, "all_gather_single", output, input, opts); };
+        if (!py::isinstance<c10d::AllgatherOptions>(opts)) return slow();
+        auto d = describe(codes.all_gather, &input, &output, codes.sum);
+        if (!d) return slow();
+        auto [real, gid] = group_of(self);
+        const auto& o = opts.cast<const c10d::AllgatherOptions&>();
+        return carry(*d, gid, [&] { return real->all_gather_single(output, input, o); }, slow);
+      },
+      py::name("all_gather_single"), py::arg("self"), py::arg("output"), py::arg("input"), py::arg("opts") = py::none()));
+  replace("reduce_scatter_single", py::cpp_function(
+      [](py::object self, at::Tensor output, at::Tensor input, py::object opts) -> py::object {
+        auto slow = [&] { return slow_call(self, "reduce_scatter_single", output, input, opts); };
+        if (!py::isinstance<c10d::ReduceScatterOptions>(opts)) return slow();
+        const auto& o = opts.cast<const c10d::ReduceScatterOptions&>();
+        const std::int32_t red = reduce_code(o.reduceOp);
+        auto d = red < 0 ? std::nullopt : describe(codes.reduce_scatter, &output, nullptr, red);
+        if (!d) return slow();
+        auto [real, gid] = group_of(self);
+        return carry(*d, gid, [&] { return real->reduce_scatter_single(output, input, o); }, slow);
+      },
+      py::name("reduce_scatter_single"), py::arg("self"), py::arg("output"), py::arg("input"), py::arg("opts") = py::none()));
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.attr("ABI") = py::int_(1);
-  m.def("init", [](std::uintptr_t begin, std::uintptr_t end, std::vector<std::int64_t> field_nones, int root_field,
-                   py::dict ops, std::vector<std::pair<at::Tensor, std::int32_t>> dtypes, py::dict reduces) {
+  m.attr("ABI") = py::int_(2);
+  // Hands over liblockstep_program.so's entry points and codes and the runtime; the group's
+  // methods (methods()).
+  m.def("install", [](py::object runtime, std::uintptr_t begin, std::uintptr_t end,
+                       std::vector<std::int64_t> field_nones, int root_field, py::dict ops,
+                       std::vector<std::pair<at::Tensor, std::int32_t>> dtypes, py::dict reduces, py::object sites) {
     codes.begin = reinterpret_cast<BeginFn>(begin);
     codes.end = reinterpret_cast<EndFn>(end);
     codes.field_nones = std::move(field_nones);
@@ -223,7 +402,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       if (k < codes.dtype.size()) codes.dtype[k] = code;
     }
     // `reduces`: lockstep's code of each reduce op by name (runtime.reduces); the others (premul_sum)
-    // stay unverified, on the Python side's path.
+    // stay unverified, on the Python path.
     codes.reduce.fill(-1);
     const std::pair<const char*, c10d::ReduceOp::RedOpType> names[] = {
         {"sum", c10d::ReduceOp::SUM}, {"avg", c10d::ReduceOp::AVG},   {"product", c10d::ReduceOp::PRODUCT},
@@ -233,6 +412,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       if (reduces.contains(name)) codes.reduce[static_cast<std::size_t>(op)] = reduces[name].cast<std::int32_t>();
     }
     codes.sum = codes.reduce[static_cast<std::size_t>(c10d::ReduceOp::SUM)];
+    python = new Python{runtime, runtime.attr("issue_lock").attr("acquire"), runtime.attr("issue_lock").attr("release"),
+                        runtime.attr("steps").attr("current"), sites.attr("program_site"), sites.attr("_is_program_file"), {}};
+    return methods();
   });
   // The collectives begun here and not yet ended.
   m.def("outstanding", [] {
@@ -249,46 +431,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     }
     py::gil_scoped_release nogil;
     for (auto& w : works) w->isCompleted();
-  });
-  m.def("allreduce", [](const PG& real, std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts, int group,
-                        const std::string& site, std::int64_t step) -> py::object {
-    if (tensors.size() != 1) return py::none();
-    const std::int32_t red = reduce_code(opts.reduceOp);
-    if (red < 0) return py::none();
-    auto d = describe(codes.all_reduce, &tensors[0], nullptr, red);
-    if (!d) return py::none();
-    return carry(*d, group, site, step, [&] { return real->allreduce(tensors, opts); });
-  });
-  m.def("broadcast", [](const PG& real, std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts, int group,
-                        const std::string& site, std::int64_t step) -> py::object {
-    if (tensors.size() != 1) return py::none();
-    auto d = describe(codes.broadcast, &tensors[0], nullptr, codes.sum, opts.rootRank);
-    if (!d) return py::none();
-    return carry(*d, group, site, step, [&] { return real->broadcast(tensors, opts); });
-  });
-  m.def("all_to_all_single", [](const PG& real, at::Tensor& output, at::Tensor& input, std::vector<std::int64_t>& out_splits,
-                                std::vector<std::int64_t>& in_splits, const c10d::AllToAllOptions& opts, int group,
-                                const std::string& site, std::int64_t step) -> py::object {
-    auto d = describe(codes.all_to_all, &input, &output, codes.sum);
-    if (!d) return py::none();
-    const std::int64_t size = real->getSize();
-    d->send = counts(input, in_splits, size);
-    d->recv = counts(output, out_splits, size);
-    return carry(*d, group, site, step, [&] { return real->all_to_all_single(output, input, out_splits, in_splits, opts); });
-  });
-  m.def("all_gather_single", [](const PG& real, at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts,
-                                int group, const std::string& site, std::int64_t step) -> py::object {
-    auto d = describe(codes.all_gather, &input, &output, codes.sum);
-    if (!d) return py::none();
-    return carry(*d, group, site, step, [&] { return real->all_gather_single(output, input, opts); });
-  });
-  m.def("reduce_scatter_single", [](const PG& real, at::Tensor& output, at::Tensor& input,
-                                    const c10d::ReduceScatterOptions& opts, int group, const std::string& site,
-                                    std::int64_t step) -> py::object {
-    const std::int32_t red = reduce_code(opts.reduceOp);
-    if (red < 0) return py::none();
-    auto d = describe(codes.reduce_scatter, &output, nullptr, red);
-    if (!d) return py::none();
-    return carry(*d, group, site, step, [&] { return real->reduce_scatter_single(output, input, opts); });
   });
 }

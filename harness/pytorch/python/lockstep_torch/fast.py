@@ -26,7 +26,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
 SOURCE = os.path.join(_ROOT, "harness", "pytorch", "fast", "fast_calls.cpp")
 HEADER = os.path.join(_ROOT, "harness", "pytorch", "program.h")
 NAME = "lockstep_fast"
-ABI = 1  # fast_calls.cpp's ABI attribute: the module this file speaks
+ABI = 2  # fast_calls.cpp's ABI attribute: the module this file speaks
 
 
 def supported(torch: Any) -> bool:

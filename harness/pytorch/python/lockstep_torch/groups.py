@@ -182,14 +182,11 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
                 return run()
             return None
 
-        # The most frequent collectives go to lockstep_fast first where it is built (runtime.fast):
-        # begun and started with no Python between; None where it describes the call otherwise.
+        # Where lockstep_fast is built (runtime.fast), it makes allreduce, broadcast, all_to_all_single,
+        # all_gather_single and reduce_scatter_single C++ methods, keeping these as `_slow_<name>`:
+        # they run the calls it does not describe the same way.
         def broadcast(self, tensors: Tensors, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.BroadcastOptions()
-            if runtime.fast is not None:
-                w = runtime.fast_call(runtime.fast.broadcast, self._real, tensors, opts, self._gid)
-                if w is not None:
-                    return w
             run = lambda: self._real.broadcast(tensors, opts)  # noqa: E731
             w = self._many(tensors, "broadcast", run)
             if w is not None:
@@ -202,10 +199,6 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
                 if opts is not None:
                     o.reduceOp = opts
                 opts = o
-            if runtime.fast is not None:
-                w = runtime.fast_call(runtime.fast.allreduce, self._real, tensors, opts, self._gid)
-                if w is not None:
-                    return w
             run = lambda: self._real.allreduce(tensors, opts)  # noqa: E731
             w = self._many(tensors, "all_reduce", run)
             if w is not None:
@@ -237,10 +230,6 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
 
         def all_gather_single(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.AllgatherOptions()
-            if runtime.fast is not None:
-                w = runtime.fast_call(runtime.fast.all_gather_single, self._real, output, input, opts, self._gid)
-                if w is not None:
-                    return w
             return self._carry(runtime.describe("all_gather", input, out=output),
                                  lambda: self._real.all_gather_single(output, input, opts))
 
@@ -256,11 +245,6 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
 
         def all_to_all_single(self, output: Tensor, input: Tensor, out_splits: Optional[List[int]], in_splits: Optional[List[int]], opts: Optional[Any] = None) -> Work:
             opts = opts if opts is not None else c10d_c.AllToAllOptions()
-            if runtime.fast is not None:
-                w = runtime.fast_call(runtime.fast.all_to_all_single, self._real, output, input, out_splits or [], in_splits or [],
-                                      opts, self._gid)
-                if w is not None:
-                    return w
             return self._alltoall(output, input, out_splits, in_splits,
                                   lambda: self._real.all_to_all_single(output, input, out_splits, in_splits, opts))
 
@@ -331,10 +315,6 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
 
         def reduce_scatter_single(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:  # reduce_scatter_tensor's method in torch 2.15
             opts = opts if opts is not None else c10d_c.ReduceScatterOptions()
-            if runtime.fast is not None:
-                w = runtime.fast_call(runtime.fast.reduce_scatter_single, self._real, output, input, opts, self._gid)
-                if w is not None:
-                    return w
             return self._reducing("reduce_scatter", output, opts, lambda: self._real.reduce_scatter_single(output, input, opts))
 
         def gather_single(self, output: Tensor, input: Tensor, opts: Optional[Any] = None) -> Work:  # a gather into one tensor (torch 2.15)
@@ -441,6 +421,7 @@ def _make_group_class(dist: Any, runtime: Any) -> type:
                 runtime.unverified_call(_name)
                 return getattr(self._real, _name)(*a, **k)
             setattr(LockstepGroup, name, passthrough)
+    runtime.group_class = LockstepGroup
     return LockstepGroup
 
 

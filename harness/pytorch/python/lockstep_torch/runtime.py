@@ -20,6 +20,15 @@ from .steps import _parameter_digest, _Steps
 Described = Tuple[_Call, list]
 
 
+def _calling(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A method of the group that calls lockstep_fast's `method` with the group first."""
+    def call(self: Any, *args: Any) -> Any:
+        return method(self, *args)
+
+    call.__name__ = call.__qualname__ = getattr(method, "__name__", "call")
+    return call
+
+
 class _Failed:
     """A call the engine refused when it was started: fails when waited for."""
 
@@ -86,6 +95,7 @@ class _Runtime:
         # can give.
         self.issue_lock = threading.RLock()
         self.fast = None        # lockstep_fast (fast.py), once open() has loaded it where it is built
+        self.group_class = None  # groups.LockstepGroup, once made
         self.start_cb = _START(self._start)
         self.wait_cb = _WAIT(self._wait)
 
@@ -162,23 +172,24 @@ class _Runtime:
 
     def _open_fast(self) -> None:
         """Loads lockstep_fast where it is built for this torch (fast.py) and hands it the library's
-        entry points and codes: groups.py's most frequent collectives then begin and start there."""
+        entry points and codes, this runtime and the call-site rule: it makes the group class's most
+        frequent collectives C++ methods (groups.py)."""
         module = fast.load(self.torch)
-        if module is None:
+        if module is None or self.group_class is None:
             return
-        root = self.fields.get("root", (-1, 0))[0]
-        module.init(ctypes.cast(self.lib.ls_begin, ctypes.c_void_p).value, ctypes.cast(self.lib.ls_end, ctypes.c_void_p).value,
-                    list(self.field_nones), root, self.ops,
-                    [(self.torch.empty(0, dtype=dt), code) for dt, code in self.dtype_code.items()], self.reduces)
-        self.fast = module
+        from . import sites
 
-    def fast_call(self, call: Callable[..., Any], *args: Any) -> Any:
-        """`call` (one of lockstep_fast's collectives) on `args`, at the program's site and step; its
-        Work, or None where it declines the call (the caller takes its Python path)."""
-        site, step = program_site(), self.steps.current()
-        with self.issue_lock:
-            self._room_for(1)
-            return call(*args, site, step)
+        root = self.fields.get("root", (-1, 0))[0]
+        methods = module.install(self, ctypes.cast(self.lib.ls_begin, ctypes.c_void_p).value,
+                                 ctypes.cast(self.lib.ls_end, ctypes.c_void_p).value, list(self.field_nones), root, self.ops,
+                                 [(self.torch.empty(0, dtype=dt), code) for dt, code in self.dtype_code.items()], self.reduces,
+                                 sites)
+        for name, method in methods.items():
+            # A Python function of one line: c10d's trampoline (through which DDP's reducer and
+            # TorchRec call) ignores a method that is a C++ function.
+            setattr(self.group_class, "_slow_" + name, getattr(self.group_class, name))
+            setattr(self.group_class, name, _calling(method))
+        self.fast = module
 
     def field(self, c: _Call, name: str) -> int:
         """The value of the call field `name` (ls_call_fields) in `c`."""
