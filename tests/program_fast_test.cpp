@@ -104,5 +104,35 @@ TEST_F(ProgramFastTest, AFaultInAFastCallIsDiagnosedAsOnThePythonPath) {
   }
 }
 
+// DDP's reducer calls the group from C++, through c10d's trampoline (which ignores a method that is
+// a C++ function): its bucket all-reduces take the fast path too, one per backward at least, and
+// the parameters end as they do on the Python path.
+TEST_F(ProgramFastTest, DdpsBucketAllReducesFromCxxTakeTheFastPath) {
+  const std::string script = tmp_.path() + "/ddp.py";
+  std::ofstream(script) << "import torch, torch.distributed as dist\n"
+                           "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                           "dist.init_process_group('gloo')\n"
+                           "torch.manual_seed(0)\n"
+                           "model = DDP(torch.nn.Linear(4, 2))\n"
+                           "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                           "for step in range(5):\n"
+                           "    x = torch.full((3, 4), float(dist.get_rank() + step))\n"
+                           "    opt.zero_grad()\n"
+                           "    model(x).sum().backward()\n"
+                           "    opt.step()\n"
+                           "dist.destroy_process_group()\n";
+  const std::string fast = tmp_.path() + "/ddp-fast", slow = tmp_.path() + "/ddp-slow";
+  const auto a = torchrun(fast, script, true);
+  ASSERT_EQ(a.code, 0) << a.out << a.err;
+  const auto b = torchrun(slow, script, false);
+  ASSERT_EQ(b.code, 0) << b.out << b.err;
+  const auto sa = test::only_result(fast), sb = test::only_result(slow);
+  ASSERT_FALSE(sa.is_null());
+  ASSERT_FALSE(sb.is_null());
+  EXPECT_GE(sa.at("metrics").value("fast_calls", 0.0), 5.0) << sa.dump();
+  ASSERT_TRUE(sa.contains("digest")) << sa.dump();
+  EXPECT_EQ(sa.at("digest"), sb.at("digest"));
+}
+
 }  // namespace
 }  // namespace lockstep
