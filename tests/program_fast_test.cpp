@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +43,18 @@ class ProgramFastTest : public ::testing::Test {
         },
         report);
   }
+  // `args` run twice, with the fast path and without (reports `name`-fast and `name`-slow), each
+  // expected to exit with `code`: the two results.
+  std::pair<nlohmann::json, nlohmann::json> both(const std::string& name, const std::string& args, int code) {
+    std::pair<nlohmann::json, nlohmann::json> out;
+    for (const bool fast : {true, false}) {
+      const std::string report = tmp_.path() + "/" + name + (fast ? "-fast" : "-slow");
+      const auto r = torchrun(report, args, fast);
+      EXPECT_EQ(r.code, code) << name << (fast ? " fast: " : " slow: ") << r.out << r.err;
+      (fast ? out.first : out.second) = test::only_result(report);
+    }
+    return out;
+  }
   // Each of rank 1's calls as lockstep traced it, sorted: op, group, dtype, count, reduce op, root, splits,
   // site and step.
   static std::vector<std::string> calls(const std::string& report, const nlohmann::json& s) {
@@ -67,12 +80,7 @@ class ProgramFastTest : public ::testing::Test {
 // its all_reduce, broadcast, all_to_all_single, all_gather_into_tensor and reduce_scatter_tensor
 // calls (the metric counts them), and the trace is the Python path's, call for call.
 TEST_F(ProgramFastTest, TheFastPathTracesEveryCallAsThePythonPathDoes) {
-  const std::string fast = tmp_.path() + "/fast", slow = tmp_.path() + "/slow";
-  const auto a = torchrun(fast, kOps, true);
-  ASSERT_EQ(a.code, 0) << a.out << a.err;
-  const auto b = torchrun(slow, kOps, false);
-  ASSERT_EQ(b.code, 0) << b.out << b.err;
-  const auto sa = test::only_result(fast), sb = test::only_result(slow);
+  const auto [sa, sb] = both("ops", kOps, 0);
   ASSERT_FALSE(sa.is_null());
   ASSERT_FALSE(sb.is_null());
   ASSERT_TRUE(sa.at("metrics").contains("fast_calls")) << sa.dump();
@@ -80,7 +88,7 @@ TEST_F(ProgramFastTest, TheFastPathTracesEveryCallAsThePythonPathDoes) {
   EXPECT_FALSE(sb.at("metrics").contains("fast_calls")) << sb.dump();
   EXPECT_EQ(sa.at("metrics").at("unverified_calls"), 0) << sa.dump();
   EXPECT_EQ(sa.at("metrics").at("collectives"), sb.at("metrics").at("collectives"));
-  const auto ca = calls(fast, sa), cb = calls(slow, sb);
+  const auto ca = calls(tmp_.path() + "/ops-fast", sa), cb = calls(tmp_.path() + "/ops-slow", sb);
   ASSERT_EQ(ca.size(), cb.size());
   for (std::size_t i = 0; i < ca.size(); ++i) EXPECT_EQ(ca[i], cb[i]) << "call " << i;
 }
@@ -90,14 +98,9 @@ TEST_F(ProgramFastTest, TheFastPathTracesEveryCallAsThePythonPathDoes) {
 // the field that differs.
 TEST_F(ProgramFastTest, AFaultInAFastCallIsDiagnosedAsOnThePythonPath) {
   for (const char* bug : {"rs-max", "a2a-splits"}) {
-    const std::string fast = tmp_.path() + "/fast-" + bug, slow = tmp_.path() + "/slow-" + bug;
-    const auto a = torchrun(fast, std::string(kOps) + " --bug " + bug, true);
-    EXPECT_EQ(a.code, 1) << bug << ": " << a.out << a.err;
-    const auto b = torchrun(slow, std::string(kOps) + " --bug " + bug, false);
-    EXPECT_EQ(b.code, 1) << bug << ": " << b.out << b.err;
-    const auto sa = test::only_result(fast), sb = test::only_result(slow);
-    ASSERT_FALSE(sa.is_null()) << a.out << a.err;
-    ASSERT_FALSE(sb.is_null()) << b.out << b.err;
+    const auto [sa, sb] = both(bug, std::string(kOps) + " --bug " + bug, 1);
+    ASSERT_FALSE(sa.is_null()) << bug;
+    ASSERT_FALSE(sb.is_null()) << bug;
     const auto &da = sa.at("diagnosis"), &db = sb.at("diagnosis");
     EXPECT_EQ(da.at("kind"), "collective_mismatch") << da.dump();
     for (const char* k : {"kind", "rank", "step", "seq", "message"}) EXPECT_EQ(da.value(k, nlohmann::json()), db.value(k, nlohmann::json())) << bug << " " << k;
@@ -121,12 +124,7 @@ TEST_F(ProgramFastTest, DdpsBucketAllReducesFromCxxTakeTheFastPath) {
                            "    model(x).sum().backward()\n"
                            "    opt.step()\n"
                            "dist.destroy_process_group()\n";
-  const std::string fast = tmp_.path() + "/ddp-fast", slow = tmp_.path() + "/ddp-slow";
-  const auto a = torchrun(fast, script, true);
-  ASSERT_EQ(a.code, 0) << a.out << a.err;
-  const auto b = torchrun(slow, script, false);
-  ASSERT_EQ(b.code, 0) << b.out << b.err;
-  const auto sa = test::only_result(fast), sb = test::only_result(slow);
+  const auto [sa, sb] = both("ddp", script, 0);
   ASSERT_FALSE(sa.is_null());
   ASSERT_FALSE(sb.is_null());
   EXPECT_GE(sa.at("metrics").value("fast_calls", 0.0), 5.0) << sa.dump();
