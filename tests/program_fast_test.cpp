@@ -132,5 +132,30 @@ TEST_F(ProgramFastTest, DdpsBucketAllReducesFromCxxTakeTheFastPath) {
   EXPECT_EQ(sa.at("digest"), sb.at("digest"));
 }
 
+// A call made with its options by keyword, and a Work the program polls with is_completed() until
+// it completes (lockstep ends it there, without holding the GIL), take the fast path and return
+// the engine's results.
+TEST_F(ProgramFastTest, KeywordCallsAndPolledWorksTakeTheFastPath) {
+  const std::string script = tmp_.path() + "/poll.py";
+  std::ofstream(script) << "import time, torch, torch.distributed as dist\n"
+                           "dist.init_process_group('gloo')\n"
+                           "ws = dist.get_world_size()\n"
+                           "pg = dist.distributed_c10d._get_default_group()\n"
+                           "t = torch.ones(3)\n"
+                           "pg.allreduce([t], opts=dist.AllreduceOptions()).wait()\n"
+                           "assert t.tolist() == [float(ws)] * 3, t\n"
+                           "w = dist.all_reduce(t, async_op=True)\n"
+                           "while not w.is_completed():\n"
+                           "    time.sleep(0.001)\n"
+                           "assert t.tolist() == [float(ws * ws)] * 3, t\n"
+                           "dist.destroy_process_group()\n";
+  const std::string report = tmp_.path() + "/poll";
+  const auto r = torchrun(report, script, true);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto s = test::only_result(report);
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s.at("metrics").value("fast_calls", 0.0), 2.0) << s.dump();
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -63,11 +63,28 @@ struct Python {
 };
 Python* python = nullptr;
 
+// The engine's error as the Python path hands it to lockstep (str(e): torch's message without its
+// C++ backtrace).
+std::string error_text(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+std::string error_text(const std::exception_ptr& p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const std::exception& e) {
+    return error_text(e);
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
 class EndedWork;
 // The Works begun here and not yet ended: settle() and the room before a begin count them with the
-// Python side's (runtime.outstanding).
+// Python side's (runtime.outstanding). Never destroyed: a Work left at exit (a failing program does
+// not settle) is not torn down after its engine.
 std::mutex outstanding_mu;
-std::vector<c10::intrusive_ptr<EndedWork>> outstanding;
+std::vector<c10::intrusive_ptr<EndedWork>>& outstanding = *new std::vector<c10::intrusive_ptr<EndedWork>>();
 std::atomic<std::int64_t> begun{0};  // the collectives begun here (the rank's fast_calls metric)
 
 // The program's Work for a collective begun as `id`: completes as the program's own, and is ended
@@ -83,7 +100,7 @@ class EndedWork final : public c10d::Work {
       out = real_->wait(timeout);
     } catch (const std::exception& e) {
       if (timeout != kNoTimeout && !real_->isCompleted()) throw;  // the program's own timeout
-      finish(e.what());
+      finish(error_text(e));
       throw;
     }
     finish("");
@@ -92,6 +109,10 @@ class EndedWork final : public c10d::Work {
   bool isCompleted() override {
     const bool done = real_->isCompleted();
     if (done && !ended_.load()) {
+      // Python's is_completed() holds the GIL: lockstep's check (which may wait for the peers'
+      // records) runs without it, as on the Python path.
+      std::optional<py::gil_scoped_release> nogil;
+      if (PyGILState_Check()) nogil.emplace();
       try {
         wait(kNoTimeout);
       } catch (...) {  // finish has handed the failure to lockstep
@@ -110,7 +131,7 @@ class EndedWork final : public c10d::Work {
     return future->then(
         [self](c10::ivalue::Future& f) -> c10::IValue {
           if (f.hasError()) {
-            self->finish(f.tryRetrieveErrorMessage());
+            self->finish(error_text(f.exception_ptr()));
             std::rethrow_exception(f.exception_ptr());
           }
           self->finish("");
@@ -255,8 +276,20 @@ py::object carry(Described& d, int group, Run run, Slow slow) {
     py::gil_scoped_release nogil;
     real = run();
   } catch (const std::exception& e) {  // refused at once: explained (a mismatch) and the process ends
-    codes.end(id, e.what());
+    const std::string text = error_text(e);
+    {
+      py::gil_scoped_release nogil;
+      codes.end(id, text.c_str());
+    }
     throw;
+  }
+  if (!real) {  // an engine that ran the call to its end and gave no Work (NCCL's synchronous calls)
+    {
+      py::gil_scoped_release nogil;
+      codes.end(id, "");
+    }
+    lock.reset();
+    return py::none();
   }
   auto work = c10::make_intrusive<EndedWork>(std::move(real), id);
   {

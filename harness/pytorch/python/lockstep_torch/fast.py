@@ -19,6 +19,8 @@ import os
 import subprocess
 import sys
 import sysconfig
+import time
+import warnings
 from typing import Any, List, Optional
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,6 +52,11 @@ def _command(torch: Any, target: str) -> List[str]:
            "-DTORCH_EXTENSION_NAME=" + NAME, "-D_GLIBCXX_USE_CXX11_ABI=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI),
            "-I" + _ROOT, "-I" + sysconfig.get_paths()["include"]]
     cmd += ["-I" + p for p in cpp_extension.include_paths()]
+    abi_flags = getattr(cpp_extension, "_get_pybind11_abi_build_flags", None)  # torch's pybind11 ABI ([] from 2.10 on)
+    if abi_flags is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cmd += list(abi_flags())
     cmd += [SOURCE, "-o", target, "-L" + lib, "-Wl,-rpath," + lib, "-ltorch", "-ltorch_cpu", "-lc10", "-ltorch_python"]
     return cmd
 
@@ -60,25 +67,51 @@ def _target(torch: Any) -> str:
     for path in (SOURCE, HEADER):
         with open(path, "rb") as f:
             h.update(f.read())
-    h.update(("%d|%s|%s|%s|%s" % (ABI, torch.__version__, os.path.realpath(torch.__file__), sys.version,
-                               os.environ.get("CXX", "g++"))).encode())
+    h.update(("%d|%s|%s|%s|%s" % (ABI, torch.__version__, getattr(torch.version, "git_version", ""), os.path.realpath(torch.__file__),
+                                  sys.version)).encode())
+    h.update("\0".join(_command(torch, "-")).encode())  # the compiler, its flags and torch's paths
+    h.update(_compiler_version().encode())
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     return os.path.join(_cache_dir(), h.hexdigest()[:20], NAME + suffix)
 
 
+def _compiler_version() -> str:
+    try:
+        return subprocess.run([os.environ.get("CXX", "g++"), "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+
+
+BUILD_TIMEOUT_S = 600  # a compiler that hangs fails the build; a waiter gives up after as long again
+
+
 def build(torch: Any) -> str:
-    """Builds the module for `torch` (once: a second caller waits for the first); its path. Raises
-    with the compiler's last lines when it fails."""
+    """Builds the module for `torch` (once: a second caller waits for the first, and does not build
+    again when the first failed meanwhile); its path. Raises with the compiler's last lines when it
+    fails."""
     target = _target(torch)
     if os.path.exists(target):
         return target
     os.makedirs(os.path.dirname(target), exist_ok=True)
+    began = time.time()
     with open(target + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.time() - began > 2 * BUILD_TIMEOUT_S:
+                    raise RuntimeError("lockstep: waited %d s for another build of %s" % (2 * BUILD_TIMEOUT_S, target))
+                time.sleep(0.5)
         if os.path.exists(target):
             return target
+        if os.path.exists(target + ".failed") and os.path.getmtime(target + ".failed") >= began:
+            raise RuntimeError("lockstep: the build of %s that ran meanwhile failed (%s.failed)" % (NAME, target))
         tmp = "%s.%d.tmp" % (target, os.getpid())
-        p = subprocess.run(_command(torch, tmp), capture_output=True, text=True)
+        try:
+            p = subprocess.run(_command(torch, tmp), capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            p = subprocess.CompletedProcess([], 1, "", "the compiler ran past %d s" % BUILD_TIMEOUT_S)
         if p.returncode != 0:
             with open(target + ".failed", "w") as f:
                 f.write(p.stderr[-20000:])
@@ -116,9 +149,13 @@ def load(torch: Any) -> Optional[Any]:
     if not os.path.exists(target):
         build_in_background(torch)
         return None
-    spec = importlib.util.spec_from_file_location(NAME, target)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec = importlib.util.spec_from_file_location(NAME, target)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except (ImportError, OSError) as e:  # a build that does not load here: the Python path verifies
+        sys.stderr.write("lockstep: %s does not load (%s); the Python path verifies this run\n" % (target, e))
+        return None
     if getattr(module, "ABI", None) != ABI:
         raise RuntimeError("lockstep: %s speaks ABI %r, this package %r" % (target, getattr(module, "ABI", None), ABI))
     return module

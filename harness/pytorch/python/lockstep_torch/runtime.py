@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
-from . import fast, numerics, torch_private
+from . import numerics, torch_private
 from .identity import identity
 from .binding import _START, _WAIT, _Call, _codes, _error_into, _error_text, _load_library, call_fields
 from .sites import _failure_step, program_site
@@ -22,8 +22,8 @@ Described = Tuple[_Call, list]
 
 def _calling(method: Callable[..., Any]) -> Callable[..., Any]:
     """A method of the group that calls lockstep_fast's `method` with the group first."""
-    def call(self: Any, *args: Any) -> Any:
-        return method(self, *args)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return method(self, *args, **kwargs)
 
     call.__name__ = call.__qualname__ = getattr(method, "__name__", "call")
     return call
@@ -174,6 +174,8 @@ class _Runtime:
         """Loads lockstep_fast where it is built for this torch (fast.py) and hands it the library's
         entry points and codes, this runtime and the call-site rule: it makes the group class's most
         frequent collectives C++ methods (groups.py)."""
+        from . import fast  # here, not at the package's import: `python -m lockstep_torch.fast` runs it as a script
+
         module = fast.load(self.torch)
         if module is None or self.group_class is None:
             return
