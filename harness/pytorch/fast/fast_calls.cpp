@@ -54,6 +54,7 @@ Codes codes;
 // that nothing of Python's is released after the interpreter has gone.
 struct Python {
   py::object runtime;          // runtime._Runtime: outstanding_ids, settle
+  std::int64_t max_in_flight;  // its MAX_IN_FLIGHT (program.cpp's kMaxCollectivesInFlight)
   py::object acquire, release;  // its issue_lock's
   py::object current_step;     // its steps.current
   py::object program_site;     // sites.program_site: where no frame of this thread is the program's
@@ -255,9 +256,9 @@ py::object carry(Described& d, int group, Run run, Slow slow) {
     std::lock_guard<std::mutex> l(outstanding_mu);
     mine = outstanding.size();
   }
-  constexpr std::int64_t kMaxInFlight = 16;  // runtime.MAX_IN_FLIGHT, program.cpp's kMaxCollectivesInFlight
-  if (static_cast<std::int64_t>(mine) + python->runtime.attr("outstanding_ids").cast<std::int64_t>() + 1 > kMaxInFlight) {
-    python->runtime.attr("settle")(kMaxInFlight - 1);
+  const std::int64_t limit = python->max_in_flight;
+  if (static_cast<std::int64_t>(mine) + python->runtime.attr("outstanding_ids").cast<std::int64_t>() + 1 > limit) {
+    python->runtime.attr("settle")(limit - 1);
   }
   const std::string site = program_site();
   const auto step = py::cast<std::int64_t>(python->current_step());
@@ -445,7 +446,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       if (reduces.contains(name)) codes.reduce[static_cast<std::size_t>(op)] = reduces[name].cast<std::int32_t>();
     }
     codes.sum = codes.reduce[static_cast<std::size_t>(c10d::ReduceOp::SUM)];
-    python = new Python{runtime, runtime.attr("issue_lock").attr("acquire"), runtime.attr("issue_lock").attr("release"),
+    python = new Python{runtime, runtime.attr("MAX_IN_FLIGHT").cast<std::int64_t>(), runtime.attr("issue_lock").attr("acquire"), runtime.attr("issue_lock").attr("release"),
                         runtime.attr("steps").attr("current"), sites.attr("program_site"), sites.attr("_is_program_file"), {}};
     return methods();
   });

@@ -69,7 +69,9 @@ def _target(torch: Any) -> str:
             h.update(f.read())
     h.update(("%d|%s|%s|%s|%s" % (ABI, torch.__version__, getattr(torch.version, "git_version", ""), os.path.realpath(torch.__file__),
                                   sys.version)).encode())
-    h.update("\0".join(_command(torch, "-")).encode())  # the compiler, its flags and torch's paths
+    # The compiler, its flags and torch's paths; not this checkout's folder (the sources count by
+    # their content above), so that every clone of one source shares the build.
+    h.update("\0".join(_command(torch, "-")).replace(_ROOT, "<source>").encode())
     h.update(_compiler_version().encode())
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     return os.path.join(_cache_dir(), h.hexdigest()[:20], NAME + suffix)
